@@ -1,0 +1,103 @@
+// pmds — the container interfaces every structure × technique implements.
+//
+// Structures are concrete class templates with these member functions (no virtual calls on the
+// hot path); the concepts below state the surface, and registry.hpp type-erases them for the
+// tools. Keys and values are 8 bytes. Two keys are reserved for sentinels and rejected with
+// pmds::ReservedKey by every structure: 0 and 2^64-1.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "pmds/error.hpp"
+
+namespace pmds {
+
+using Key = std::uint64_t;
+using Value = std::uint64_t;
+
+inline constexpr Key min_reserved_key = 0;
+inline constexpr Key max_reserved_key = ~Key{0};
+inline constexpr Key min_user_key = 1;
+inline constexpr Key max_user_key = max_reserved_key - 1;
+
+inline bool is_reserved_key(Key k) {
+  return k == min_reserved_key || k == max_reserved_key;
+}
+
+// Throws ReservedKey for 0 and 2^64-1, which structures use as sentinels.
+inline void check_key(Key k) {
+  if (is_reserved_key(k)) [[unlikely]]
+    throw ReservedKey("pmds: key " + std::to_string(k) +
+                      " is reserved for sentinels; keys must lie in [1, 2^64-2]");
+}
+
+// What a durable structure guarantees after a crash (DESIGN.md §4); the crash lab checks it.
+enum class Criterion {
+  none,        // transient: nothing survives
+  durable,     // durable linearizability (seeds 000, 001; Izraelevitz)
+  buffered,    // buffered durable linearizability, with sync() (seeds 002, 003)
+  detectable,  // detectable recoverability (seed 004)
+};
+
+constexpr const char* to_string(Criterion c) {
+  switch (c) {
+    case Criterion::none:
+      return "none";
+    case Criterion::durable:
+      return "durable";
+    case Criterion::buffered:
+      return "buffered";
+    case Criterion::detectable:
+      return "detectable";
+  }
+  return "?";
+}
+
+// A set with an 8-byte value per key. insert does not update an existing key (seed 000).
+template <class S>
+concept Set = requires(S s, Key k, Value v) {
+  { s.insert(k, v) } -> std::same_as<bool>;
+  { s.remove(k) } -> std::same_as<bool>;
+  { s.contains(k) } -> std::same_as<bool>;
+};
+
+// A map: a set plus get. put (insert or update) where the technique supports update.
+template <class M>
+concept Map = Set<M> && requires(M m, Key k) {
+  { m.get(k) } -> std::same_as<std::optional<Value>>;
+};
+template <class M>
+concept UpdatableMap = Map<M> && requires(M m, Key k, Value v) {
+  { m.put(k, v) } -> std::same_as<bool>;  // true when the key was absent
+};
+
+template <class Q>
+concept Queue = requires(Q q, Value v) {
+  { q.enqueue(v) } -> std::same_as<void>;
+  { q.dequeue() } -> std::same_as<std::optional<Value>>;
+};
+
+template <class S>
+concept Stack = requires(S s, Value v) {
+  { s.push(v) } -> std::same_as<void>;
+  { s.pop() } -> std::same_as<std::optional<Value>>;
+};
+
+template <class H>
+concept PriorityQueue = requires(H h, Key k) {
+  { h.insert(k) } -> std::same_as<void>;
+  { h.delete_min() } -> std::same_as<std::optional<Key>>;
+  { h.get_min() } -> std::same_as<std::optional<Key>>;
+};
+
+// Seed 004's AtomicFloat: a shared word updated by a read-modify-write the object applies.
+template <class R>
+concept Register = requires(R r, double x) {
+  { r.read() } -> std::same_as<double>;
+  { r.fetch_multiply(x) } -> std::same_as<double>;  // returns the value before
+};
+
+}  // namespace pmds
