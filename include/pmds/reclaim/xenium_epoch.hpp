@@ -1,0 +1,242 @@
+// pmds — an epoch domain over xenium's generic_epoch_based reclaimer (Debian libxenium-dev).
+//
+// xenium's reclaimers are global (static per instantiation) and reclaim nodes that derive from
+// enable_concurrent_ptr: a vtable pointer and an intrusive link inside the node. Our persistent
+// nodes live in a pool file, written only through the access layer, and must not carry a DRAM
+// vtable pointer; so each retire() allocates a small DRAM record that xenium reclaims, and the
+// record runs our deleter (which returns the persistent slot to its allocator).
+//
+// Per-domain drain (needed when a pool closes, while xenium still holds records in other
+// threads' retire lists): the domain also links each record into its own per-thread list.
+// A record's deleter runs exactly once, by whichever comes first — xenium finding its epoch
+// safe, or drain()/the destructor — decided by a CAS on the record's state; drain waits for a
+// deleter that xenium's thread is running at that moment, so after drain() returns no deleter
+// of this domain runs any more. A record is freed once both xenium and the domain dropped it
+// (two references).
+//
+// Pins use xenium's critical region (a guard_ptr on a static token, which is what makes xenium
+// read the global epoch and scan), so a thread pinned in any domain holds back every domain —
+// a property of xenium's global design.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <xenium/reclamation/generic_epoch_based.hpp>
+
+#include "pmds/error.hpp"
+#include "pmds/pm/backend.hpp"
+#include "pmds/reclaim/retired.hpp"
+#include "pmds/thread_registry.hpp"
+
+namespace pmds::reclaim {
+
+namespace detail {
+
+// A distinct traits type gives pmds its own instance of xenium's static reclaimer state, apart
+// from any other xenium user in the program. Defaults: scan every 100 critical-region entries,
+// all threads, never abandon, eager region extension (NEBR).
+struct XeniumTraits : xenium::reclamation::generic_epoch_based_traits<> {};
+using XeniumReclaimer = xenium::reclamation::generic_epoch_based<XeniumTraits>;
+
+struct XeniumRecord;
+struct XeniumRecordDeleter {
+  void operator()(XeniumRecord* r) const noexcept;
+};
+
+struct XeniumRecord : XeniumReclaimer::enable_concurrent_ptr<XeniumRecord, 0, XeniumRecordDeleter> {
+  enum State : std::uint32_t { pending, running, done };
+
+  XeniumRecord() = default;
+  explicit XeniumRecord(const Retired& r) : item(r) {}
+
+  Retired item;
+  std::atomic<std::uint32_t> state{pending};
+  std::atomic<std::uint32_t> references{2};  // xenium's retire list + the domain's list
+  XeniumRecord* next_in_domain = nullptr;    // the retiring slot's list (owner thread only)
+
+  // Runs the deleter if nobody has; if another thread is running it, waits until it is done.
+  // Returns once the deleter has run.
+  void run_or_wait() noexcept {
+    std::uint32_t expected = pending;
+    if (state.compare_exchange_strong(expected, running, std::memory_order_acq_rel)) {
+      item.run();
+      state.store(done, std::memory_order_release);
+      return;
+    }
+    while (state.load(std::memory_order_acquire) != done) __builtin_ia32_pause();
+  }
+
+  void unreference() noexcept {
+    if (references.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+};
+
+// xenium found the record's epoch safe.
+inline void XeniumRecordDeleter::operator()(XeniumRecord* r) const noexcept {
+  std::uint32_t expected = XeniumRecord::pending;
+  if (r->state.compare_exchange_strong(expected, XeniumRecord::running,
+                                       std::memory_order_acq_rel)) {
+    r->item.run();
+    r->state.store(XeniumRecord::done, std::memory_order_release);
+  }
+  r->unreference();
+}
+
+using XeniumGuardPtr = XeniumReclaimer::concurrent_ptr<XeniumRecord>::guard_ptr;
+using XeniumMarkedPtr = XeniumReclaimer::concurrent_ptr<XeniumRecord>::marked_ptr;
+
+// Never retired: a non-null pointer for the guard_ptr that a pin holds.
+inline XeniumRecord xenium_pin_token;
+
+}  // namespace detail
+
+class XeniumEpochDomain {
+  struct Slot;
+
+ public:
+  class [[nodiscard]] Guard {
+   public:
+    Guard() = default;
+    Guard(Guard&& o) noexcept
+        : slot_(std::exchange(o.slot_, nullptr)), critical_(std::move(o.critical_)) {}
+    Guard& operator=(Guard&& o) noexcept {
+      if (this != &o) {
+        release();
+        slot_ = std::exchange(o.slot_, nullptr);
+        critical_ = std::move(o.critical_);
+      }
+      return *this;
+    }
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+    ~Guard() { release(); }
+
+    void release() noexcept {
+      if (slot_ == nullptr) return;
+      critical_.reset();  // leaves xenium's critical region (when outermost)
+      slot_->depth.store(slot_->depth.load(std::memory_order_relaxed) - 1,
+                         std::memory_order_relaxed);
+      slot_ = nullptr;
+    }
+    bool active() const noexcept { return slot_ != nullptr; }
+
+   private:
+    friend class XeniumEpochDomain;
+    explicit Guard(Slot* slot)
+        : slot_(slot), critical_(detail::XeniumMarkedPtr(&detail::xenium_pin_token)) {}
+    Slot* slot_ = nullptr;
+    detail::XeniumGuardPtr critical_;
+  };
+
+  XeniumEpochDomain() : slots_(new Slot[max_threads]) {}
+  XeniumEpochDomain(const XeniumEpochDomain&) = delete;
+  XeniumEpochDomain& operator=(const XeniumEpochDomain&) = delete;
+  ~XeniumEpochDomain() { run_all(); }
+
+  Guard pin() {
+    Slot& slot = own_slot();
+    slot.depth.store(slot.depth.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return Guard(&slot);
+  }
+
+  template <class T, class D>
+  requires DeleterFor<D, T>
+  void retire(T* p, D&& deleter) {
+    Slot& slot = own_slot();
+    auto* record = new detail::XeniumRecord(Retired(p, std::forward<D>(deleter)));
+    record->next_in_domain = slot.records;
+    slot.records = record;
+    if (++slot.record_count >= slot.prune_at) prune(slot);
+    // xenium retires through a guard_ptr holding the node.
+    detail::XeniumGuardPtr holder(detail::XeniumMarkedPtr{record});
+    holder.reclaim();
+  }
+
+  // xenium advances and reclaims on pins (every 100th critical-region entry scans); here
+  // collect() just drops the records whose deleters have run from this thread's list.
+  void collect() { prune(own_slot()); }
+
+  void drain() {
+    const std::size_t used = slots_in_use_.load(std::memory_order_seq_cst);
+    for (std::size_t i = 0; i < used; ++i)
+      if (slots_[i].depth.load(std::memory_order_relaxed) != 0)
+        throw Error("pmds::reclaim: drain() while thread id " + std::to_string(i) +
+                    " is pinned in the domain");
+    run_all();
+  }
+
+  bool pinned() const { return slots_[thread_id()].depth.load(std::memory_order_relaxed) != 0; }
+
+  // Records whose deleter has not run. Exact only when quiescent.
+  std::size_t pending() const {
+    std::size_t n = 0;
+    const std::size_t used = slots_in_use_.load(std::memory_order_seq_cst);
+    for (std::size_t i = 0; i < used; ++i)
+      for (auto* r = slots_[i].records; r != nullptr; r = r->next_in_domain)
+        n += r->state.load(std::memory_order_acquire) != detail::XeniumRecord::done;
+    return n;
+  }
+
+ private:
+  struct alignas(pm::cache_line_size) Slot {
+    std::atomic<std::uint32_t> depth{0};
+    bool registered = false;
+    detail::XeniumRecord* records = nullptr;  // retired here, deleter maybe not run yet
+    std::size_t record_count = 0;
+    std::size_t prune_at = 64;
+  };
+
+  Slot& own_slot() {
+    const std::size_t id = thread_id();
+    Slot& slot = slots_[id];
+    if (!slot.registered) [[unlikely]] {
+      std::size_t used = slots_in_use_.load(std::memory_order_seq_cst);
+      while (used < id + 1 &&
+             !slots_in_use_.compare_exchange_weak(used, id + 1, std::memory_order_seq_cst)) {
+      }
+      slot.registered = true;
+    }
+    return slot;
+  }
+
+  // Drops the records whose deleter xenium has run; keeps the list short (amortised O(1)).
+  static void prune(Slot& slot) {
+    detail::XeniumRecord** link = &slot.records;
+    std::size_t kept = 0;
+    while (detail::XeniumRecord* r = *link) {
+      if (r->state.load(std::memory_order_acquire) == detail::XeniumRecord::done) {
+        *link = r->next_in_domain;
+        r->unreference();
+      } else {
+        link = &r->next_in_domain;
+        ++kept;
+      }
+    }
+    slot.record_count = kept;
+    slot.prune_at = kept * 2 > 64 ? kept * 2 : 64;
+  }
+
+  void run_all() noexcept {
+    const std::size_t used = slots_in_use_.load(std::memory_order_seq_cst);
+    for (std::size_t i = 0; i < used; ++i) {
+      Slot& slot = slots_[i];
+      while (detail::XeniumRecord* r = slot.records) {
+        slot.records = r->next_in_domain;
+        r->run_or_wait();
+        r->unreference();
+      }
+      slot.record_count = 0;
+      slot.prune_at = 64;
+    }
+  }
+
+  alignas(pm::cache_line_size) std::atomic<std::size_t> slots_in_use_{0};
+  std::unique_ptr<Slot[]> slots_;
+};
+
+}  // namespace pmds::reclaim
