@@ -1,38 +1,801 @@
-// pmds — the Px86 crash simulator (DESIGN.md §3). STUB: performs the operations under one
-// lock without recording them; the full model replaces this file.
+// pmds — the Px86 crash simulator: the simulated persistence backend (DESIGN.md §3).
+//
+// The model is x86 persistency, Px86 (Raad, Wickerson, Neiger, Vafeiadis, POPL 2020), the model
+// Jaaru implements:
+//   * One global lock serialises every access-layer operation; the order in which operations take
+//     it is the visibility order (store buffers add no reachable persisted state under Px86).
+//   * Only addresses inside attached regions (attach()) are recorded. For each 64-byte line L of a
+//     region the simulator keeps the stores to L in visibility order (a store spanning two lines
+//     is split per line) and a floor: the stores below it are certainly durable. Stores below the
+//     floor are folded into a per-line base copy at once, so memory stays bounded by the number of
+//     stores that are not yet certainly durable.
+//   * Each thread has pending flushes (L, stores to L so far). clflush raises L's floor at once;
+//     clwb/clflushopt add a pending flush; sfence/mfence and every locked read-modify-write (a CAS,
+//     even a failed one, an exchange, a fetch_add) raise the floor of every pending flush of THAT
+//     thread and clear them. A non-temporal store is a store plus a pending flush. Loads change
+//     nothing. FlushInstruction::none (eADR) is a no-op, and under eADR every store is durable at
+//     once (caches are in the persistence domain), so the only crash image is the maximum one.
+//   * A crash image picks, for each line independently, k(L) in [floor, stores(L)] and applies the
+//     first k(L) stores onto the durable base: order holds within a line, lines are independent.
+//   * Crash points: floors move only at fences, RMWs and clflushes, so a crash just before one of
+//     those events reaches every image. A global counter numbers them (event_count());
+//     set_crash_handler(e, h) runs h() just before event e takes effect, on the thread performing
+//     it, while it holds the simulator lock, so every other thread is stopped at its next
+//     access-layer operation. h may call snapshot(), Snapshot::write_image() and any other
+//     function here (the lock is re-entrant for its holder); the crash lab's handler writes the
+//     images and _exit()s; if h returns, execution goes on.
+//
+// Rules for users of this backend:
+//   * Every write into an attached region must go through the access layer (pm::atomic,
+//     pm::write, pm::write_nontemporal); a write that bypasses it is invisible to the model, which
+//     then believes the old bytes are durable. Write such content before attach(), or call
+//     mark_all_durable() after it while quiescent.
+//   * fork(): the simulator registers pthread_atfork handlers that take its lock before the fork
+//     and release it after, in parent and child, so a child never inherits the lock held by a
+//     thread that no longer exists, nor a half-updated model. Still, fork only when no other
+//     thread is inside an access-layer operation (quiescent), or from a crash handler (then the
+//     child holds the lock exactly as the parent's thread did, other threads' pending flushes
+//     stay pending forever in the child — they never fence there); under ThreadSanitizer a fork
+//     that has to wait for the lock may deadlock in TSan's own fork handling.
+//   * A crash handler must not throw (access-layer operations are noexcept).
+//
+// Optional diagnostic (DESIGN.md §3, "a thread acting on a value it read that is not yet
+// durable"): when a thread loads bytes last written by ANOTHER thread's store that is not yet
+// certainly durable, the simulator remembers that store; if at this thread's next recorded store
+// or RMW (after the RMW's own fence effect) the remembered store is still not durable and lies on
+// another line, warning_count() grows by one. It is a heuristic: it over-approximates "acting on"
+// (the later store need not depend on the value) and looks only at the next act; it never
+// changes the model.
 #pragma once
 
-#include <cstddef>
-#include <cstring>
-#include <mutex>
+#include <pthread.h>
 
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "pmds/error.hpp"
+#include "pmds/pm/backend.hpp"
 #include "pmds/pm/instructions.hpp"
 
 namespace pmds::pm::sim {
 
+// Bad use of the simulator's own API (a misaligned region, an unknown region, a choice that does
+// not fit the snapshot, ...).
+class SimulatorError : public Error {
+ public:
+  using Error::Error;
+};
+
+// =============================================================================================
+// API
+// =============================================================================================
+
+// --- Called by the access layer (access.hpp); every call takes the simulator lock. -----------
+
+// Reads n bytes at addr into out.
+void load(const void* addr, void* out, std::size_t n);
+// Writes n bytes (plain stores). Not durable until flushed and fenced.
+void store(void* addr, const void* src, std::size_t n);
+// Writes n bytes with non-temporal stores: durable after this thread's next fence or RMW.
+void store_nontemporal(void* addr, const void* src, std::size_t n);
+// A locked read-modify-write of n <= 16 bytes at addr: update(void* bytes) gets a copy of the
+// current bytes, may change them, and returns whether it wrote (a failed CAS returns false).
+// Whether or not it writes, it is a fence for this thread and one crash-point event.
+template <class F>
+void rmw(void* addr, std::size_t n, F&& update);
+// Writes back the line holding addr. clflush: durable at once (an event); clwb/clflushopt:
+// pending until this thread's next fence or RMW (not an event); none (eADR): no-op.
+void flush(const void* addr, FlushInstruction how);
+// sfence: this thread's pending flushes become durable. One crash-point event.
+void fence();
+
+// --- Regions. -----------------------------------------------------------------------------
+
+// Starts recording stores into [base, base+size); its current content counts as durable.
+// base and size must be multiples of 64 (cache lines), size > 0, and the range must not overlap
+// an attached region; otherwise SimulatorError.
+void attach(void* base, std::size_t size);
+// Stops recording the region that starts at base and forgets its history (SimulatorError if no
+// region starts there). Call it before unmapping the region.
+void detach(void* base);
+// True if addr lies in an attached region.
+bool attached(const void* addr);
+// Quiescent: forgets every history and pending flush; the current content of every region
+// counts as durable (e.g. after a recovery, or after writing a region without the access layer).
+void mark_all_durable();
+
+// --- Crash points. ------------------------------------------------------------------------
+
+// Crash-point events so far in this process: fences, RMWs (successful or not) and clflushes.
+std::uint64_t event_count();
+// Just before event number `event` (0-based: inside the handler event_count() == event) takes
+// effect, the thread performing it calls handler() while holding the simulator lock. One shot:
+// the handler is cleared before it is called. Replaces any earlier handler. SimulatorError if
+// `event` < event_count() (it could never fire).
+void set_crash_handler(std::uint64_t event, std::function<void()> handler);
+void clear_crash_handler();
+
+// --- Crash images. ------------------------------------------------------------------------
+
+enum class ImageKind {
+  minimum,  // every line at its floor: only what is certainly durable
+  maximum,  // every line with all its stores: what a clean shutdown would leave
+  random,   // every line at a uniformly drawn point in [floor, stores], from a seed
+};
+
+// One crash image: for each undetermined line of a snapshot (in snapshot order), how many of its
+// not-yet-durable stores persisted, in [0, Snapshot::choices(i) - 1].
+using Choice = std::vector<std::uint32_t>;
+
+// The durable-state model of every attached region at one moment: a copy of each region's
+// current content plus, for each line whose content is not certain, its durable base and its
+// not-yet-durable stores. Self-contained: images can be written after execution went on.
+class Snapshot {
+ public:
+  std::size_t region_count() const { return regions_.size(); }
+  void* region_base(std::size_t region) const;
+  std::size_t region_size(std::size_t region) const;
+  // event_count() when the snapshot was taken.
+  std::uint64_t event() const { return event_; }
+  // True if it was taken in eADR mode (then every image is the maximum one).
+  bool eadr() const { return eadr_; }
+
+  // Lines with more than one possible content after a crash (0 in eADR mode).
+  std::size_t undetermined_lines() const { return lines_.size(); }
+  // Address of undetermined line i and its number of possible contents (its stores above the
+  // floor, plus one).
+  const void* line_address(std::size_t i) const;
+  std::size_t choices(std::size_t i) const;
+  // Number of distinct choices: the product over lines of choices(i) (as a double: it can be
+  // astronomically large). 1 when every line is determined.
+  double image_count() const;
+
+  // The choice of the given kind (seed matters for random only).
+  Choice choice(ImageKind kind, std::uint64_t seed = 0) const;
+  // Writes region `region`'s bytes under choice c into out (region_size(region) bytes).
+  void write_image(std::size_t region, const Choice& c, void* out) const;
+  void write_image(std::size_t region, ImageKind kind, std::uint64_t seed, void* out) const {
+    write_image(region, choice(kind, seed), out);
+  }
+  std::vector<unsigned char> image(std::size_t region, const Choice& c) const;
+  // Exhaustive enumeration: if image_count() <= limit, calls f(const Choice&) for every choice
+  // (f may return false to stop early) and returns true; otherwise calls nothing, returns false.
+  // Different choices may give equal images (a store of the value already there).
+  template <class F>
+  bool for_each_choice(double limit, F&& f) const;
+
+ private:
+  friend Snapshot snapshot();
+  struct StoreCopy {
+    std::uint8_t offset, len;
+    std::uint32_t pos;  // first byte in LineCopy::bytes
+  };
+  struct RegionCopy {
+    std::uintptr_t base;
+    std::vector<unsigned char> bytes;
+  };
+  struct LineCopy {
+    std::uintptr_t address;
+    std::size_t region;
+    std::array<unsigned char, cache_line_size> base;  // the durable content
+    std::vector<StoreCopy> stores;                    // not yet durable, in visibility order
+    std::vector<unsigned char> bytes;
+  };
+  void check_region(std::size_t region) const;
+  std::uint64_t event_ = 0;
+  bool eadr_ = false;
+  std::vector<RegionCopy> regions_;
+  std::vector<LineCopy> lines_;  // sorted by address
+};
+
+// Takes a snapshot. Callable from a crash handler, or when quiescent (it takes the lock).
+Snapshot snapshot();
+
+// --- Introspection. -----------------------------------------------------------------------
+
+struct Stats {
+  std::size_t regions = 0;
+  std::size_t undetermined_lines = 0;   // lines with a store that is not certainly durable
+  std::size_t undetermined_stores = 0;  // such stores, over all lines
+  std::size_t pending_flushes = 0;      // over all threads
+  std::uint64_t events = 0;             // event_count()
+  std::uint64_t recorded_stores = 0;    // stores (per line) recorded since the process started
+  std::uint64_t warnings = 0;           // warning_count()
+};
+Stats stats();
+
+// The "acted on a value not yet durable" diagnostic (see the header comment). On by default.
+std::uint64_t warning_count();
+void reset_warning_count();
+void set_warning_tracking(bool on);
+
+// =============================================================================================
+// Implementation
+// =============================================================================================
+
 namespace detail {
-inline std::mutex lock;
+
+inline constexpr std::uintptr_t line_mask = ~(std::uintptr_t{cache_line_size} - 1);
+inline constexpr std::uint64_t no_crash = ~std::uint64_t{0};
+// A thread remembers at most this many loaded-but-not-durable stores for the diagnostic.
+inline constexpr std::size_t max_taints = 64;
+
+// One recorded store to one line.
+struct Store {
+  std::uint64_t seq;     // position among all recorded stores (visibility order)
+  std::uint32_t writer;  // ThreadState::id of the storing thread
+  std::uint8_t offset;   // first byte within the line
+  std::uint8_t len;      // 1..64
+  std::uint32_t pos;     // first byte in Line::bytes
+};
+
+// The history of a line that has stores not certainly durable; a line without such stores has
+// no record (its memory content is its durable content).
+struct Line {
+  std::array<unsigned char, cache_line_size> base;  // durable content: memory before stores[0]
+  std::vector<Store> stores;                        // above the floor, in visibility order
+  std::vector<unsigned char> bytes;                 // the stores' bytes, in the same order
+};
+
+// A flush waiting for this thread's next fence: stores to `line` with seq < `seq` (those visible
+// at the flush) become durable then. Sequence numbers rather than per-line counts, so an entry
+// stays right when the line's record is dropped and re-created.
+struct PendingFlush {
+  std::uintptr_t line;
+  std::uint64_t seq;
+};
+
+// A not-yet-durable store by another thread whose bytes this thread loaded (the diagnostic).
+struct Taint {
+  std::uintptr_t line;
+  std::uint64_t seq;
+};
+
+struct ThreadState {
+  std::uint32_t id;  // >= 1; 0 means "no thread" in Store::writer comparisons
+  std::vector<PendingFlush> pending;
+  std::vector<Taint> taints;
+};
+
+struct Region {
+  std::uintptr_t begin, end;
+};
+
+struct State {
+  std::mutex mutex;
+  bool locked_for_fork = false;  // the atfork prepare handler took the mutex
+  std::vector<Region> regions;
+  std::unordered_map<std::uintptr_t, Line> lines;
+  std::vector<ThreadState*> threads;
+  std::uint32_t next_thread_id = 1;
+  std::uint64_t next_seq = 0;
+  std::uint64_t events = 0;
+  std::uint64_t crash_at = no_crash;
+  std::function<void()> handler;
+  bool warning_tracking = true;
+  std::uint64_t warnings = 0;
+};
+
+// How many Guards this thread holds: the lock is re-entrant for its holder, so a crash handler
+// (which runs inside an operation) can call snapshot() and any other operation.
+inline thread_local unsigned lock_depth = 0;
+
+inline void fork_prepare();
+inline void fork_after();
+
+// Created on first use and never destroyed: threads may still use the simulator while static
+// destructors run, and a fork child keeps using it.
+inline State& state() {
+  static State* const s = [] {
+    auto* created = new State;
+    ::pthread_atfork(&fork_prepare, &fork_after, &fork_after);
+    return created;
+  }();
+  return *s;
 }
 
+class Guard {
+ public:
+  explicit Guard(State& s) : s_(s) {
+    if (lock_depth++ == 0) s_.mutex.lock();
+  }
+  ~Guard() {
+    if (--lock_depth == 0) s_.mutex.unlock();
+  }
+  Guard(const Guard&) = delete;
+  Guard& operator=(const Guard&) = delete;
+
+ private:
+  State& s_;
+};
+
+// Before fork: hold the lock so the child copies a model no thread is halfway through changing.
+// A thread already holding it (a crash handler forking) keeps it in the child too.
+inline void fork_prepare() {
+  State& s = state();
+  if (lock_depth != 0) return;
+  s.mutex.lock();
+  s.locked_for_fork = true;
+}
+inline void fork_after() {
+  State& s = state();
+  if (!s.locked_for_fork) return;
+  s.locked_for_fork = false;
+  s.mutex.unlock();
+}
+
+// Per-thread state, registered in State::threads so detach/mark_all_durable can reach it. At
+// thread exit its pending flushes are dropped: they stay "may or may not", as Px86 allows.
+struct ThreadSlot {
+  ThreadState* ts = nullptr;
+  ~ThreadSlot() {
+    if (ts == nullptr) return;
+    State& s = state();
+    Guard g(s);
+    std::erase(s.threads, ts);
+    delete ts;
+    ts = nullptr;
+  }
+};
+inline thread_local ThreadSlot thread_slot;
+
+// Lock held.
+inline ThreadState& this_thread(State& s) {
+  ThreadSlot& slot = thread_slot;
+  if (slot.ts == nullptr) {
+    slot.ts = new ThreadState{s.next_thread_id++, {}, {}};
+    s.threads.push_back(slot.ts);
+  }
+  return *slot.ts;
+}
+inline ThreadState* this_thread_if_any() {
+  return thread_slot.ts;
+}
+
+inline bool in_region(const State& s, std::uintptr_t a) {
+  for (const Region& r : s.regions)
+    if (a >= r.begin && a < r.end) return true;
+  return false;
+}
+
+// A crash-point event is about to take effect (lock held).
+inline void event(State& s) {
+  if (s.events == s.crash_at) [[unlikely]] {
+    std::function<void()> h = std::move(s.handler);
+    s.handler = nullptr;
+    s.crash_at = no_crash;
+    h();
+  }
+  ++s.events;
+}
+
+// Raises line's floor: every store to it with seq < seq becomes durable and is folded into the
+// base; a line left with no undetermined store loses its record.
+inline void make_durable(State& s, std::uintptr_t line, std::uint64_t seq) {
+  auto it = s.lines.find(line);
+  if (it == s.lines.end()) return;
+  Line& l = it->second;
+  std::size_t k = 0;
+  while (k < l.stores.size() && l.stores[k].seq < seq) ++k;
+  if (k == 0) return;
+  if (k == l.stores.size()) {  // memory holds the durable content now
+    s.lines.erase(it);
+    return;
+  }
+  for (std::size_t i = 0; i < k; ++i) {
+    const Store& st = l.stores[i];
+    std::memcpy(l.base.data() + st.offset, l.bytes.data() + st.pos, st.len);
+  }
+  const std::uint32_t consumed = l.stores[k].pos;
+  l.stores.erase(l.stores.begin(), l.stores.begin() + static_cast<std::ptrdiff_t>(k));
+  l.bytes.erase(l.bytes.begin(), l.bytes.begin() + consumed);
+  for (Store& st : l.stores) st.pos -= consumed;
+}
+
+// A fence (or locked RMW) by this thread: its pending flushes take effect.
+inline void drain(State& s) {
+  ThreadState* ts = this_thread_if_any();
+  if (ts == nullptr) return;
+  for (const PendingFlush& p : ts->pending) make_durable(s, p.line, p.seq);
+  ts->pending.clear();
+}
+
+inline void add_pending(State& s, ThreadState& ts, std::uintptr_t line) {
+  if (!ts.pending.empty() && ts.pending.back().line == line) {
+    ts.pending.back().seq = s.next_seq;
+    return;
+  }
+  ts.pending.push_back({line, s.next_seq});
+}
+
+// Is the store (line, seq) still not certainly durable?
+inline bool undetermined(const State& s, std::uintptr_t line, std::uint64_t seq) {
+  auto it = s.lines.find(line);
+  return it != s.lines.end() && it->second.stores.front().seq <= seq;
+}
+
+// This thread is about to act (store or RMW) on acting_line: report loaded values that are still
+// not durable. A value on the same line is safe: a later store to a line persists only after
+// every earlier one.
+inline void check_taints(State& s, ThreadState& ts, std::uintptr_t acting_line) {
+  for (const Taint& t : ts.taints)
+    if (t.line != acting_line && undetermined(s, t.line, t.seq)) ++s.warnings;
+  ts.taints.clear();
+}
+
+// This thread read [a, a+n): remember the latest overlapping not-yet-durable store by another
+// thread, per line.
+inline void note_load(State& s, std::uintptr_t a, std::size_t n) {
+  if (!s.warning_tracking || s.lines.empty()) return;
+  const std::uintptr_t end = a + n;
+  for (std::uintptr_t line = a & line_mask; line < end; line += cache_line_size) {
+    auto it = s.lines.find(line);
+    if (it == s.lines.end()) continue;
+    const std::size_t lo = std::max(a, line) - line;
+    const std::size_t hi = std::min(end, line + cache_line_size) - line;
+    ThreadState* me = this_thread_if_any();
+    const std::uint32_t my_id = me != nullptr ? me->id : 0;
+    const std::vector<Store>& stores = it->second.stores;
+    for (auto st = stores.rbegin(); st != stores.rend(); ++st) {
+      if (st->writer == my_id || st->offset >= hi || st->offset + st->len <= lo) continue;
+      ThreadState& ts = this_thread(s);
+      if (ts.taints.size() >= max_taints) ts.taints.erase(ts.taints.begin());
+      ts.taints.push_back({line, st->seq});
+      break;
+    }
+  }
+}
+
+// Performs and records a store of n bytes (lock held).
+inline void write(State& s, void* addr, const void* src, std::size_t n, bool nontemporal) {
+  if (n == 0) return;
+  if (s.regions.empty() || pm::eadr()) {  // nothing recorded; under eADR a store is durable
+    std::memcpy(addr, src, n);
+    return;
+  }
+  auto a = reinterpret_cast<std::uintptr_t>(addr);
+  const auto* from = static_cast<const unsigned char*>(src);
+  ThreadState* ts = nullptr;
+  while (n > 0) {
+    const std::uintptr_t line = a & line_mask;
+    const std::size_t offset = a - line;
+    const std::size_t len = std::min(n, cache_line_size - offset);
+    if (in_region(s, line)) {  // regions are whole lines
+      if (ts == nullptr) {
+        ts = &this_thread(s);
+        if (!ts->taints.empty()) check_taints(s, *ts, line);
+      }
+      auto [it, fresh] = s.lines.try_emplace(line);
+      Line& l = it->second;
+      if (fresh) std::memcpy(l.base.data(), reinterpret_cast<const void*>(line), cache_line_size);
+      l.stores.push_back({s.next_seq++, ts->id, static_cast<std::uint8_t>(offset),
+                          static_cast<std::uint8_t>(len),
+                          static_cast<std::uint32_t>(l.bytes.size())});
+      l.bytes.insert(l.bytes.end(), from, from + len);
+      if (nontemporal) add_pending(s, *ts, line);
+    }
+    std::memcpy(reinterpret_cast<void*>(a), from, len);
+    a += len;
+    from += len;
+    n -= len;
+  }
+}
+
+}  // namespace detail
+
+// --- Access-layer operations. -----------------------------------------------------------------
+
 inline void load(const void* addr, void* out, std::size_t n) {
-  std::lock_guard g(detail::lock);
+  detail::State& s = detail::state();
+  detail::Guard g(s);
   std::memcpy(out, addr, n);
+  detail::note_load(s, reinterpret_cast<std::uintptr_t>(addr), n);
 }
+
 inline void store(void* addr, const void* src, std::size_t n) {
-  std::lock_guard g(detail::lock);
-  std::memcpy(addr, src, n);
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  detail::write(s, addr, src, n, false);
 }
+
 inline void store_nontemporal(void* addr, const void* src, std::size_t n) {
-  store(addr, src, n);
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  detail::write(s, addr, src, n, true);
 }
+
 template <class F>
 void rmw(void* addr, std::size_t n, F&& update) {
-  std::lock_guard g(detail::lock);
-  unsigned char buf[16];
-  std::memcpy(buf, addr, n);
-  if (update(static_cast<void*>(buf))) std::memcpy(addr, buf, n);
+  static_assert(std::is_same_v<decltype(update(static_cast<void*>(nullptr))), bool>,
+                "update(void* bytes) must return whether it wrote");
+  unsigned char bytes[16];  // pm::atomic words are at most 16 bytes
+  if (n > sizeof bytes)
+    throw SimulatorError("pmds::pm::sim::rmw: " + std::to_string(n) + " bytes (at most 16)");
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  detail::event(s);
+  detail::drain(s);  // a locked instruction orders earlier flushes as sfence does
+  std::memcpy(bytes, addr, n);
+  detail::note_load(s, reinterpret_cast<std::uintptr_t>(addr), n);
+  if (update(static_cast<void*>(bytes))) detail::write(s, addr, bytes, n, false);
 }
-inline void flush(const void*, FlushInstruction) {}
-inline void fence() {}
+
+inline void flush(const void* addr, FlushInstruction how) {
+  if (how == FlushInstruction::none) return;  // eADR: caches are persistent
+  const std::uintptr_t line = reinterpret_cast<std::uintptr_t>(addr) & detail::line_mask;
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  if (how == FlushInstruction::clflush) {
+    detail::event(s);
+    detail::make_durable(s, line, s.next_seq);
+    return;
+  }
+  // clwb / clflushopt: a line with no undetermined store has nothing to write back.
+  if (s.lines.find(line) == s.lines.end()) return;
+  detail::add_pending(s, detail::this_thread(s), line);
+}
+
+inline void fence() {
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  detail::event(s);
+  detail::drain(s);
+}
+
+// --- Regions. -----------------------------------------------------------------------------
+
+inline void attach(void* base, std::size_t size) {
+  const auto b = reinterpret_cast<std::uintptr_t>(base);
+  if (base == nullptr || size == 0 || b % cache_line_size != 0 || size % cache_line_size != 0 ||
+      b + size < b)
+    throw SimulatorError("pmds::pm::sim::attach: region at " + std::to_string(b) + " of " +
+                         std::to_string(size) +
+                         " bytes must be non-empty and start and end on a 64-byte line");
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  for (const detail::Region& r : s.regions)
+    if (b < r.end && r.begin < b + size)
+      throw SimulatorError("pmds::pm::sim::attach: region at " + std::to_string(b) +
+                           " overlaps the attached region at " + std::to_string(r.begin));
+  s.regions.push_back({b, b + size});
+}
+
+inline void detach(void* base) {
+  const auto b = reinterpret_cast<std::uintptr_t>(base);
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  auto r = std::find_if(s.regions.begin(), s.regions.end(),
+                        [&](const detail::Region& x) { return x.begin == b; });
+  if (r == s.regions.end())
+    throw SimulatorError("pmds::pm::sim::detach: no attached region starts at " +
+                         std::to_string(b));
+  const detail::Region gone = *r;
+  s.regions.erase(r);
+  auto inside = [&](std::uintptr_t line) { return line >= gone.begin && line < gone.end; };
+  std::erase_if(s.lines, [&](const auto& kv) { return inside(kv.first); });
+  for (detail::ThreadState* ts : s.threads) {
+    std::erase_if(ts->pending, [&](const detail::PendingFlush& p) { return inside(p.line); });
+    std::erase_if(ts->taints, [&](const detail::Taint& t) { return inside(t.line); });
+  }
+}
+
+inline bool attached(const void* addr) {
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  return detail::in_region(s, reinterpret_cast<std::uintptr_t>(addr));
+}
+
+inline void mark_all_durable() {
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  s.lines.clear();
+  for (detail::ThreadState* ts : s.threads) {
+    ts->pending.clear();
+    ts->taints.clear();
+  }
+}
+
+// --- Crash points. ------------------------------------------------------------------------
+
+inline std::uint64_t event_count() {
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  return s.events;
+}
+
+inline void set_crash_handler(std::uint64_t event, std::function<void()> handler) {
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  if (event < s.events)
+    throw SimulatorError("pmds::pm::sim::set_crash_handler: event " + std::to_string(event) +
+                         " has already happened (event_count() is " + std::to_string(s.events) +
+                         ")");
+  if (!handler) throw SimulatorError("pmds::pm::sim::set_crash_handler: empty handler");
+  s.handler = std::move(handler);
+  s.crash_at = event;
+}
+
+inline void clear_crash_handler() {
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  s.handler = nullptr;
+  s.crash_at = detail::no_crash;
+}
+
+// --- Snapshots and images. ------------------------------------------------------------------
+
+inline Snapshot snapshot() {
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  Snapshot snap;
+  snap.event_ = s.events;
+  snap.eadr_ = pm::eadr();
+  for (const detail::Region& r : s.regions) {
+    const auto* p = reinterpret_cast<const unsigned char*>(r.begin);
+    snap.regions_.push_back({r.begin, std::vector<unsigned char>(p, p + (r.end - r.begin))});
+  }
+  if (snap.eadr_) return snap;  // under eADR memory is durable: the region copies are the image
+  snap.lines_.reserve(s.lines.size());
+  for (const auto& [address, line] : s.lines) {
+    Snapshot::LineCopy c;
+    c.address = address;
+    c.region = 0;
+    for (std::size_t i = 0; i < s.regions.size(); ++i)
+      if (address >= s.regions[i].begin && address < s.regions[i].end) c.region = i;
+    c.base = line.base;
+    c.stores.reserve(line.stores.size());
+    for (const detail::Store& st : line.stores) c.stores.push_back({st.offset, st.len, st.pos});
+    c.bytes = line.bytes;
+    snap.lines_.push_back(std::move(c));
+  }
+  std::sort(snap.lines_.begin(), snap.lines_.end(),
+            [](const auto& x, const auto& y) { return x.address < y.address; });
+  return snap;
+}
+
+inline void Snapshot::check_region(std::size_t region) const {
+  if (region >= regions_.size())
+    throw SimulatorError("pmds::pm::sim::Snapshot: region " + std::to_string(region) +
+                         " out of range (" + std::to_string(regions_.size()) + " regions)");
+}
+
+inline void* Snapshot::region_base(std::size_t region) const {
+  check_region(region);
+  return reinterpret_cast<void*>(regions_[region].base);
+}
+
+inline std::size_t Snapshot::region_size(std::size_t region) const {
+  check_region(region);
+  return regions_[region].bytes.size();
+}
+
+inline const void* Snapshot::line_address(std::size_t i) const {
+  return reinterpret_cast<const void*>(lines_.at(i).address);
+}
+
+inline std::size_t Snapshot::choices(std::size_t i) const {
+  return lines_.at(i).stores.size() + 1;
+}
+
+inline double Snapshot::image_count() const {
+  double n = 1;
+  for (const LineCopy& l : lines_) n *= static_cast<double>(l.stores.size() + 1);
+  return n;
+}
+
+inline Choice Snapshot::choice(ImageKind kind, std::uint64_t seed) const {
+  Choice c(lines_.size(), 0);
+  std::mt19937_64 random(seed);
+  for (std::size_t i = 0; i < lines_.size(); ++i) {
+    const auto n = static_cast<std::uint32_t>(lines_[i].stores.size());
+    switch (kind) {
+      case ImageKind::minimum:
+        break;
+      case ImageKind::maximum:
+        c[i] = n;
+        break;
+      case ImageKind::random:
+        c[i] = static_cast<std::uint32_t>(random() % (std::uint64_t{n} + 1));
+        break;
+    }
+  }
+  return c;
+}
+
+inline void Snapshot::write_image(std::size_t region, const Choice& c, void* out) const {
+  check_region(region);
+  if (c.size() != lines_.size())
+    throw SimulatorError("pmds::pm::sim::Snapshot::write_image: the choice has " +
+                         std::to_string(c.size()) + " entries, the snapshot " +
+                         std::to_string(lines_.size()) + " undetermined lines");
+  const RegionCopy& r = regions_[region];
+  auto* dst = static_cast<unsigned char*>(out);
+  std::memcpy(dst, r.bytes.data(), r.bytes.size());
+  for (std::size_t i = 0; i < lines_.size(); ++i) {
+    const LineCopy& l = lines_[i];
+    if (c[i] > l.stores.size())
+      throw SimulatorError("pmds::pm::sim::Snapshot::write_image: choice " + std::to_string(c[i]) +
+                           " for line " + std::to_string(i) + " exceeds its " +
+                           std::to_string(l.stores.size()) + " stores");
+    if (l.region != region) continue;
+    std::array<unsigned char, cache_line_size> content = l.base;
+    for (std::uint32_t k = 0; k < c[i]; ++k) {
+      const StoreCopy& st = l.stores[k];
+      std::memcpy(content.data() + st.offset, l.bytes.data() + st.pos, st.len);
+    }
+    std::memcpy(dst + (l.address - r.base), content.data(), cache_line_size);
+  }
+}
+
+inline std::vector<unsigned char> Snapshot::image(std::size_t region, const Choice& c) const {
+  std::vector<unsigned char> out(region_size(region));
+  write_image(region, c, out.data());
+  return out;
+}
+
+template <class F>
+bool Snapshot::for_each_choice(double limit, F&& f) const {
+  if (image_count() > limit) return false;
+  Choice c(lines_.size(), 0);
+  for (;;) {
+    if constexpr (std::is_same_v<decltype(f(c)), bool>) {
+      if (!f(static_cast<const Choice&>(c))) return true;
+    } else {
+      f(static_cast<const Choice&>(c));
+    }
+    // Next choice: an odometer over the lines.
+    std::size_t i = 0;
+    while (i < c.size() && c[i] == lines_[i].stores.size()) c[i++] = 0;
+    if (i == c.size()) return true;
+    ++c[i];
+  }
+}
+
+// --- Introspection. -----------------------------------------------------------------------
+
+inline Stats stats() {
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  Stats st;
+  st.regions = s.regions.size();
+  st.undetermined_lines = s.lines.size();
+  for (const auto& kv : s.lines) st.undetermined_stores += kv.second.stores.size();
+  for (const detail::ThreadState* ts : s.threads) st.pending_flushes += ts->pending.size();
+  st.events = s.events;
+  st.recorded_stores = s.next_seq;
+  st.warnings = s.warnings;
+  return st;
+}
+
+inline std::uint64_t warning_count() {
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  return s.warnings;
+}
+
+inline void reset_warning_count() {
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  s.warnings = 0;
+}
+
+inline void set_warning_tracking(bool on) {
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  s.warning_tracking = on;
+  if (!on)
+    for (detail::ThreadState* ts : s.threads) ts->taints.clear();
+}
 
 }  // namespace pmds::pm::sim
