@@ -1,0 +1,91 @@
+// pmds::sets — what every durable set of seed 000 (link-free, SOFT) shares about its pool:
+// the create/open tags, the two root-table words a set owns, and what a recovery reports.
+//
+// A pool holds one set. The set owns:
+//   root(0)  a tag naming the structure and technique ("which set is this pool"), written last
+//            at create, so a crash during create leaves a pool that open() rejects;
+//   root(1)  a parameter recovery needs (the bucket count of a hash set, 1 for a list);
+//   the pool allocator's 64-byte size class (its slots are the durable areas, seed 000 §5).
+// Nothing else about a set is persistent: links, towers and buckets are rebuilt by recovery.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "pmds/error.hpp"
+#include "pmds/pm/access.hpp"
+#include "pmds/pm/pool.hpp"
+
+namespace pmds::sets {
+
+// Constructor tags: a set is either created empty in a pool or opened (and recovered) from one.
+struct CreateTag {
+  explicit CreateTag() = default;
+};
+struct OpenTag {
+  explicit OpenTag() = default;
+};
+inline constexpr CreateTag create_new{};
+inline constexpr OpenTag open_existing{};
+
+// What the recovery of a set found (seed 000 §2.1, §3.5, §4.6).
+struct SetRecoveryStats {
+  std::size_t slots_scanned = 0;   // every slot of every durable area of the set's size class
+  std::size_t live_nodes = 0;      // valid and not deleted: linked back into the set
+  std::size_t freed_slots = 0;     // invalid, deleted or never used: returned to the free lists
+  std::size_t duplicate_keys = 0;  // live nodes whose key another live node has (must be 0:
+                                   // only a planted bug can produce them; the extras are freed)
+  double seconds = 0;              // wall time of the whole recovery
+};
+
+namespace detail {
+
+inline constexpr std::size_t tag_root = 0;
+inline constexpr std::size_t parameter_root = 1;
+
+// Eight ASCII characters as a root tag (readable in `pmds inspect`'s hex dump).
+constexpr std::uint64_t make_tag(const char (&s)[9]) {
+  std::uint64_t t = 0;
+  for (int i = 7; i >= 0; --i) t = (t << 8) | static_cast<unsigned char>(s[i]);
+  return t;
+}
+
+// Records a new set in an unused pool: the parameter first, made durable, then the tag, made
+// durable, so any crash image with the tag also has the parameter.
+inline void write_set_root(pm::Pool& pool, std::uint64_t tag, std::uint64_t parameter,
+                           const char* what) {
+  if (pool.root(tag_root).load() != 0)
+    throw PoolError(PoolErrc::bad_argument, std::string("pmds: cannot create a ") + what +
+                                                " in pool '" + pool.path() +
+                                                "': its root table already holds a structure");
+  pool.root(parameter_root).store(parameter);
+  pm::persist(&pool.root(parameter_root), sizeof(std::uint64_t));
+  pool.root(tag_root).store(tag);
+  pm::persist(&pool.root(tag_root), sizeof(std::uint64_t));
+}
+
+// Checks that the pool holds the set `what` (tag) and returns its parameter.
+inline std::uint64_t read_set_root(pm::Pool& pool, std::uint64_t tag, const char* what) {
+  const std::uint64_t found = pool.root(tag_root).load();
+  if (found != tag)
+    throw PoolError(PoolErrc::layout_mismatch,
+                    std::string("pmds: pool '") + pool.path() + "' does not hold a " + what +
+                        (found == 0 ? " (its root table is empty: created by a crashed create?)"
+                                    : " (its root names another structure)"));
+  return pool.root(parameter_root).load();
+}
+
+class Stopwatch {
+ public:
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace detail
+}  // namespace pmds::sets

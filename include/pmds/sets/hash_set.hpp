@@ -1,0 +1,147 @@
+// pmds::sets::HashSet<L> — seed 000's durable hash set: "a table of buckets, where each bucket
+// uses the [durable] list to hold its items" (§3). One template for both techniques:
+//   HashSet<LinkFreeBucketList>  = "hash/linkfree"   (sets/linkfree_list.hpp)
+//   HashSet<SoftBucketList>      = "hash/soft"       (sets/soft_list.hpp)
+// The bucket array is fixed at creation (2^20 in the benchmarks) and lives in DRAM: buckets are
+// links, and seed 000 persists no link. The bucket count is kept in the pool's root table so
+// that recovery can rebuild the same table from the durable areas.
+//
+// ---- The bucket-list interface (kept small on purpose; both list headers implement it) -------
+// A bucket list L provides, as static members (all operations lock-free, safe concurrently):
+//
+//   typename L::Shared      state every bucket of one set shares (the pool allocator, the epoch
+//                           domain, ...). Constructed as L::Shared(pm::Pool&); not movable.
+//   typename L::Bucket      one bucket: the head of one list. Default construction = an empty
+//                           bucket (HashSet allocates an array of them).
+//   static constexpr std::uint64_t L::hash_tag   the root tag of HashSet<L> in a pool
+//                           (detail::make_tag("HLINKFRE"), ...), distinct per technique.
+//   static constexpr const char* L::hash_name     "hash/linkfree", ... (for error messages).
+//
+//   static bool L::insert(Shared&, Bucket&, Key, Value);   // false if the key was present
+//   static bool L::remove(Shared&, Bucket&, Key);          // false if it was absent
+//   static bool L::contains(Shared&, Bucket&, Key);
+//   static std::optional<Value> L::get(Shared&, Bucket&, Key);
+//       Keys reaching these are never reserved (HashSet checks them first). Each operation pins
+//       the epoch domain itself and is durably linearizable on return.
+//
+//   template <class IndexOf>
+//   static SetRecoveryStats L::recover(Shared&, std::span<Bucket> buckets, IndexOf index_of);
+//       Open: quiescent, single-threaded, on a freshly constructed Shared and empty buckets.
+//       Scans every durable area of the pool once (pm::ChunkAllocator::recover), links every
+//       valid, undeleted node into buckets[index_of(key)] in key order, returns every other
+//       slot to the free lists, and issues no flush (seed 000 §2.1).
+//
+//   template <class F>
+//   static void L::for_each(Shared&, const Bucket&, F&& f);
+//       Quiescent: f(Key, Value) for every key of the bucket, in key order (tests, size()).
+//
+// A set owns its pool (root(0), root(1), the 64-byte size class): see sets/detail/set_root.hpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "pmds/error.hpp"
+#include "pmds/interfaces.hpp"
+#include "pmds/pm/pool.hpp"
+#include "pmds/sets/detail/set_root.hpp"
+
+namespace pmds::sets {
+
+template <class L>
+class HashSet {
+ public:
+  using BucketList = L;
+  static constexpr std::size_t default_bucket_count = std::size_t{1} << 20;  // seed 000 §6
+
+  // Creates an empty set with `bucket_count` buckets in `pool`, which must hold no structure.
+  // The pool must outlive the set.
+  HashSet(CreateTag, pm::Pool& pool, std::size_t bucket_count = default_bucket_count)
+      : pool_(pool), shared_(pool) {
+    if (bucket_count == 0 || bucket_count > (std::size_t{1} << 40))
+      throw PoolError(PoolErrc::bad_argument, std::string("pmds: ") + L::hash_name +
+                                                  ": bucket count " + std::to_string(bucket_count) +
+                                                  " is not in [1, 2^40]");
+    init_buckets(bucket_count);
+    detail::write_set_root(pool, L::hash_tag, bucket_count, L::hash_name);
+  }
+
+  // Opens the set a pool holds and recovers it (seed 000 §3.5, §4.6): after a crash or a clean
+  // close alike, the buckets are rebuilt from the durable areas.
+  HashSet(OpenTag, pm::Pool& pool) : pool_(pool), shared_(pool) {
+    const std::uint64_t n = detail::read_set_root(pool, L::hash_tag, L::hash_name);
+    if (n == 0 || n > (std::uint64_t{1} << 40))
+      throw PoolError(PoolErrc::corrupted, std::string("pmds: pool '") + pool.path() +
+                                               "': " + L::hash_name + " with bucket count " +
+                                               std::to_string(n));
+    init_buckets(static_cast<std::size_t>(n));
+    recovery_ = L::recover(shared_, std::span<typename L::Bucket>(buckets_.get(), bucket_count_),
+                           [this](Key k) { return index_of(k); });
+  }
+
+  HashSet(const HashSet&) = delete;
+  HashSet& operator=(const HashSet&) = delete;
+
+  bool insert(Key k, Value v) {
+    check_key(k);
+    return L::insert(shared_, bucket(k), k, v);
+  }
+  bool remove(Key k) {
+    check_key(k);
+    return L::remove(shared_, bucket(k), k);
+  }
+  bool contains(Key k) {
+    check_key(k);
+    return L::contains(shared_, bucket(k), k);
+  }
+  std::optional<Value> get(Key k) {
+    check_key(k);
+    return L::get(shared_, bucket(k), k);
+  }
+
+  // Quiescent: f(Key, Value) for every key (bucket by bucket, each in key order).
+  template <class F>
+  void for_each(F&& f) {
+    for (std::size_t i = 0; i < bucket_count_; ++i) L::for_each(shared_, buckets_[i], f);
+  }
+  // Quiescent: the number of keys.
+  std::size_t size() {
+    std::size_t n = 0;
+    for_each([&n](Key, Value) { ++n; });
+    return n;
+  }
+
+  std::size_t bucket_count() const { return bucket_count_; }
+  // What the recovery at open found (all zero for a created set).
+  const SetRecoveryStats& recovery_stats() const { return recovery_; }
+  pm::Pool& pool() const { return pool_; }
+  typename L::Shared& shared() { return shared_; }
+
+  // The bucket of a key: the low bits for a power-of-two table (as the seed's evaluation and
+  // ASCYLIB hash uniformly drawn keys), the remainder otherwise.
+  std::size_t index_of(Key k) const {
+    return mask_ != 0 ? static_cast<std::size_t>(k & mask_)
+                      : static_cast<std::size_t>(k % bucket_count_);
+  }
+
+ private:
+  void init_buckets(std::size_t n) {
+    bucket_count_ = n;
+    mask_ = (n & (n - 1)) == 0 ? n - 1 : 0;
+    buckets_ = std::make_unique<typename L::Bucket[]>(n);
+  }
+  typename L::Bucket& bucket(Key k) { return buckets_[index_of(k)]; }
+
+  pm::Pool& pool_;
+  typename L::Shared shared_;
+  std::size_t bucket_count_ = 0;
+  std::uint64_t mask_ = 0;
+  std::unique_ptr<typename L::Bucket[]> buckets_;
+  SetRecoveryStats recovery_;
+};
+
+}  // namespace pmds::sets
