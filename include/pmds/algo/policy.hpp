@@ -1,0 +1,468 @@
+// pmds — memory policies: the seam between a lock-free algorithm and where its words live.
+//
+// Every lock-free algorithm in include/pmds/algo/ is written once, as a class template over a
+// memory policy P (DESIGN.md §1: "the same lock-free algorithm is not copied per technique
+// where a policy can carry the difference" — Mirror's own claim, seed 001 §3.2: replace
+// std::atomic with patomic and the allocator). A policy supplies five things:
+//
+//   1. P::shared<T>   the type of every word other threads can read (a node's key, value and
+//                     links; a structure's head, tail, top). T is trivially copyable, <= 8 bytes.
+//                     Surface (concept SharedWord):
+//        T    load() const                                  a shared read
+//        void store(T v, Access a = Access::plain)          a shared write
+//        bool compare_exchange(T& expected, T desired, Access a = Access::plain)
+//                                                           strong CAS; on failure `expected`
+//                                                           receives the current value
+//        void init(T v)        a write to a word no other thread can reach yet (a node being
+//                              built); durable only after P::Memory::publish of its node
+//        T    peek() const     a read while no other thread runs (recovery, destructor, tests)
+//      Access::link marks the CAS that makes a new node reachable; the planted bugs act there.
+//   2. P::Memory      one per structure instance: node allocation, epoch reclamation, the
+//                     structure's root (its anchor node), publication and recovery tracing
+//                     (concept PolicyMemory, below).
+//   3. P::durable, P::criterion, P::name, P::planted_bug: what the policy promises.
+//
+// How an algorithm uses it (the protocol every file in algo/ follows):
+//   auto guard = mem.pin();                   // every operation, around all shared accesses
+//   void* raw = mem.allocate(sizeof(Node));   // a slot; construct the node in it,
+//   node->key.init(k); ...                    //   every field initialised with init()
+//   mem.publish(node, sizeof(Node));          // contents durable before it is linked
+//   link.compare_exchange(expected, node, Access::link);
+//   mem.retire(node);                         // after it is unlinked; freed after the epoch
+//   mem.deallocate(node);                     // a node that was never published
+//   creation: build the anchor, publish it, mem.set_root(anchor);
+//   recovery: auto r = mem.begin_recovery(); for every node reachable from mem.root():
+//             r.visit(node) BEFORE reading its fields (returns false if already visited);
+//             r.finish().
+//
+// Why this shape fits Mirror (seed 001 §3–§4) without copying the algorithms:
+//   - shared<T> = patomic<T>: value + sequence number, 16 bytes, updated by a double-word CAS
+//     on the persistent replica, flushed, fenced, then on the DRAM replica; load() reads the
+//     DRAM replica only (Fig. 4, 5). Nothing here assumes sizeof(shared<T>) == sizeof(T) or
+//     looks inside a shared word: mark bits live in the T value (std::uintptr_t), not in the
+//     word's storage, so a value+sequence word carries them unchanged.
+//   - init() writes both replicas; publish() flushes the node's persistent replica (Mirror's
+//     alloc wrapper, §4.3.2); allocate() returns the DRAM-replica address of a slot whose
+//     persistent twin is at a fixed delta (§4.3.1); retire() goes through the same epochs.
+//   - the structure's root is written once at creation (set_root), never by an operation.
+//   - recovery is a trace (§4.3.3) that calls visit(node) before it reads the node, so Mirror's
+//     visit() can copy the slot's persistent replica into the DRAM replica first; finish()
+//     hands the live set to its allocator. Izraelevitz's visit() only records the slot.
+//
+// Every structure S<P> in algo/ (one file each) has the same constructors:
+//   S<transient> s;                                  transient (also S(bucket_count) for hash)
+//   S<izraelevitz> s(pool, root_slot);               create in a pool; root slot must be empty
+//   S<izraelevitz> s(pool, root_slot, algo::recover); open: trace from the root, tell the
+//                                                     allocator which slots are live
+// A durable structure must be destroyed before its pool (pending frees go to its allocator).
+// The allocator's recovery is pool-wide, so a pool holds one algo/ structure.
+//
+// Policies here:
+//   TransientPolicy<Words>   DRAM; Words = StdWords (std::atomic) or PmWords (pm::atomic under
+//                            the hardware backend, no flushes: shows pm::atomic costs nothing).
+//   IzraelevitzPolicy<Bug>   the general durable transformation of Izraelevitz et al. (DISC
+//                            2016; seed 001 §7, seed 003 §2): every shared word in the pool
+//                            through pm::atomic, a flush + fence after every shared load, store
+//                            and CAS; nodes from the pool's ChunkAllocator; Criterion::durable.
+//                            Bug != PlantedBug::none plants one of the crash lab's fixtures.
+#pragma once
+
+#include <atomic>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <string>
+#include <type_traits>
+#include <unordered_set>
+#include <utility>
+
+#include "pmds/error.hpp"
+#include "pmds/interfaces.hpp"
+#include "pmds/pm/access.hpp"
+// Until the POOL and RECLAIM helpers commit pool.hpp and epoch.hpp (temporary; removed then):
+#if __has_include("pmds/pm/pool.hpp")
+#include "pmds/pm/pool.hpp"
+#define PMDS_ALGO_HAVE_POOL 1
+#endif
+#if __has_include("pmds/reclaim/epoch.hpp")
+#include "pmds/reclaim/epoch.hpp"
+#else
+#include "pmds/reclaim/minimal_epoch.hpp"
+namespace pmds::reclaim {
+using EpochDomain = MinimalEpochDomain;
+}
+#endif
+
+namespace pmds::pm {
+class Pool;
+}
+
+namespace pmds::algo {
+
+// Which shared write an access is: the planted bugs (a) and (b) act on the linking CAS only.
+enum class Access : std::uint8_t {
+  plain,  // any other shared write
+  link,   // the CAS that makes a new node reachable (list/skip-list/BST insert, enqueue, push)
+};
+
+// The crash lab's planted-bug fixtures (DESIGN.md §4). Each must be reported as a violation of
+// durable linearizability; with PlantedBug::none every `if constexpr` on it compiles away.
+enum class PlantedBug : std::uint8_t {
+  none,
+  link_not_flushed,      // (a) the linking CAS is neither flushed nor fenced
+  link_not_fenced,       // (b) the link is flushed, but no fence (and no later locked
+                         //     instruction of the operation) before the operation returns
+  contents_not_flushed,  // (c) a node is linked without its contents ever being flushed
+  recovery_drops_node,   // (d) recovery unlinks one valid node
+};
+
+constexpr const char* to_string(PlantedBug b) {
+  switch (b) {
+    case PlantedBug::none:
+      return "none";
+    case PlantedBug::link_not_flushed:
+      return "link_not_flushed";
+    case PlantedBug::link_not_fenced:
+      return "link_not_fenced";
+    case PlantedBug::contents_not_flushed:
+      return "contents_not_flushed";
+    case PlantedBug::recovery_drops_node:
+      return "recovery_drops_node";
+  }
+  return "?";
+}
+
+// Tag for the constructors that open a structure in a pool and recover it.
+struct Recover {
+  explicit Recover() = default;
+};
+inline constexpr Recover recover{};
+
+// ---------------------------------------------------------------------------------------------
+// The interface, as concepts.
+
+template <class W, class T>
+concept SharedWord = requires(W& w, const W& cw, T v, T& expected, Access a) {
+  { cw.load() } -> std::same_as<T>;
+  { cw.peek() } -> std::same_as<T>;
+  { w.store(v) } -> std::same_as<void>;
+  { w.store(v, a) } -> std::same_as<void>;
+  { w.compare_exchange(expected, v) } -> std::same_as<bool>;
+  { w.compare_exchange(expected, v, a) } -> std::same_as<bool>;
+  { w.init(v) } -> std::same_as<void>;
+};
+
+template <class R>
+concept RecoveryTrace = requires(R& r, const void* node) {
+  { r.visit(node) } -> std::same_as<bool>;
+  { r.finish() } -> std::same_as<void>;
+};
+
+template <class M>
+concept PolicyMemory = requires(M& m, const M& cm, void* p, const void* cp, std::size_t n) {
+  {m.pin()};                                   // RAII epoch guard
+  { m.allocate(n) } -> std::same_as<void*>;    // a slot of >= n bytes, 16-byte aligned
+  { m.deallocate(p) } -> std::same_as<void>;   // a slot never published
+  { m.retire(p) } -> std::same_as<void>;       // freed once no pinned thread can hold it
+  { m.publish(cp, n) } -> std::same_as<void>;  // durable by this thread's next fence/RMW
+  { cm.root() } -> std::same_as<void*>;        // the anchor, or nullptr
+  { m.set_root(cp) } -> std::same_as<void>;    // durable when it returns
+  { m.drain() } -> std::same_as<void>;         // quiescent: run pending frees now
+};
+
+template <class P>
+concept MemoryPolicy = requires {
+  { P::durable } -> std::convertible_to<bool>;
+  { P::criterion } -> std::convertible_to<Criterion>;
+  { P::name } -> std::convertible_to<const char*>;
+  { P::planted_bug } -> std::convertible_to<PlantedBug>;
+}
+&&SharedWord<typename P::template shared<std::uint64_t>, std::uint64_t>&& SharedWord<
+    typename P::template shared<std::uintptr_t>, std::uintptr_t>&& PolicyMemory<typename P::Memory>;
+
+// Durable policies also open a pool and trace it.
+template <class P>
+concept DurableMemoryPolicy = MemoryPolicy<P> && P::durable &&
+    std::constructible_from<typename P::Memory, pm::Pool&, std::size_t> &&
+    requires(typename P::Memory& m) {
+  { m.begin_recovery() } -> RecoveryTrace;
+};
+
+namespace detail {
+
+inline constexpr std::size_t node_alignment = 16;  // the pool's slot alignment (cmpxchg16b)
+
+constexpr std::size_t round_up(std::size_t n, std::size_t to) {
+  return (n + to - 1) / to * to;
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// Transient policies: DRAM, no persistence, epoch reclamation. The "DRAM (T)" baselines.
+
+// Which atomic the transient policy's words use.
+struct StdWords {
+  template <class T>
+  using atomic = std::atomic<T>;
+  static constexpr const char* name = "std::atomic";
+};
+// pm::atomic under the hardware backend is std::atomic with the same layout and code; a
+// benchmark (bench/atomic_cost_bench.cpp) runs the same list with both to show it.
+struct PmWords {
+  template <class T>
+  using atomic = pm::atomic<T>;
+  static constexpr const char* name = "pm::atomic";
+};
+
+template <class Words = StdWords>
+struct TransientPolicy {
+  static constexpr bool durable = false;
+  static constexpr Criterion criterion = Criterion::none;
+  static constexpr const char* name =
+      std::is_same_v<Words, StdWords> ? "transient" : "transient-pm-atomic";
+  static constexpr PlantedBug planted_bug = PlantedBug::none;
+
+  template <class T>
+  class shared {
+   public:
+    T load() const noexcept { return word_.load(std::memory_order_seq_cst); }
+    T peek() const noexcept { return word_.load(std::memory_order_relaxed); }
+    void store(T v, Access = Access::plain) noexcept { word_.store(v, std::memory_order_seq_cst); }
+    bool compare_exchange(T& expected, T desired, Access = Access::plain) noexcept {
+      return word_.compare_exchange_strong(expected, desired, std::memory_order_seq_cst);
+    }
+    // relaxed: the node is private until the linking CAS (seq_cst) publishes it.
+    void init(T v) noexcept { word_.store(v, std::memory_order_relaxed); }
+
+   private:
+    typename Words::template atomic<T> word_;
+  };
+
+  class Memory {
+   public:
+    Memory() = default;
+    Memory(const Memory&) = delete;
+    Memory& operator=(const Memory&) = delete;
+
+    auto pin() { return epochs_.pin(); }
+    void* allocate(std::size_t n) {
+      return ::operator new (detail::round_up(n, detail::node_alignment),
+                             std::align_val_t{detail::node_alignment});
+    }
+    void deallocate(void* p) noexcept { free_slot(p); }
+    void retire(void* p) {
+      epochs_.retire(p, [](void* q) { free_slot(q); });
+    }
+    void publish(const void*, std::size_t) noexcept {}
+    void* root() const noexcept { return root_; }
+    void set_root(const void* anchor) noexcept { root_ = const_cast<void*>(anchor); }
+    void drain() { epochs_.drain(); }
+
+   private:
+    static void free_slot(void* p) noexcept {
+      ::operator delete (p, std::align_val_t{detail::node_alignment});
+    }
+    reclaim::EpochDomain epochs_;
+    void* root_ = nullptr;
+  };
+};
+
+using transient = TransientPolicy<StdWords>;
+using transient_pm_atomic = TransientPolicy<PmWords>;
+static_assert(MemoryPolicy<transient>);
+static_assert(MemoryPolicy<transient_pm_atomic>);
+
+#if defined(PMDS_ALGO_HAVE_POOL)
+// ---------------------------------------------------------------------------------------------
+// The Izraelevitz transformation (Izraelevitz, Mendes, Scott, DISC 2016).
+
+template <PlantedBug Bug = PlantedBug::none>
+struct IzraelevitzPolicy {
+  static constexpr bool durable = true;
+  static constexpr Criterion criterion = Criterion::durable;
+  static constexpr const char* name = "izraelevitz";
+  static constexpr PlantedBug planted_bug = Bug;
+
+  template <class T>
+  class shared {
+   public:
+    // A shared load is followed by a flush and a fence of the loaded word: the value may have
+    // been written by a thread that has not persisted it yet, and this thread must not act on
+    // (and so publish the effect of) a value that a crash could still take back.
+    T load() const noexcept {
+      const T v = word_.load(std::memory_order_seq_cst);
+      persist_word();
+      return v;
+    }
+    // Recovery and destructors run alone: nothing to order against, and the image they read
+    // is by definition what survived.
+    T peek() const noexcept { return word_.load(std::memory_order_relaxed); }
+
+    void store(T v, Access a = Access::plain) noexcept {
+      word_.store(v, std::memory_order_seq_cst);
+      after_write(a, true);
+    }
+
+    // A CAS is a read as well as a write: the value it sees (on failure) is persisted too.
+    bool compare_exchange(T& expected, T desired, Access a = Access::plain) noexcept {
+      const bool ok = word_.compare_exchange_strong(expected, desired, std::memory_order_seq_cst);
+      after_write(a, ok);
+      return ok;
+    }
+
+    // The node is private: a plain store through the access layer (so the simulator records
+    // it); Memory::publish flushes the whole node once before it is linked.
+    void init(T v) noexcept { word_.store(v, std::memory_order_relaxed); }
+
+   private:
+    void persist_word() const noexcept {
+      pm::flush(&word_);
+      pm::fence();
+    }
+    void after_write([[maybe_unused]] Access a, [[maybe_unused]] bool wrote) noexcept {
+      if constexpr (Bug == PlantedBug::link_not_flushed) {
+        if (a == Access::link && wrote) return;  // planted bug (a)
+      } else if constexpr (Bug == PlantedBug::link_not_fenced) {
+        if (a == Access::link && wrote) {  // planted bug (b)
+          pm::flush(&word_);
+          return;
+        }
+      }
+      persist_word();
+    }
+
+    pm::atomic<T> word_;
+  };
+
+  // Records the slots a recovery trace reaches; finish() hands them to the allocator, which
+  // puts every other slot of every used chunk on its free lists (no flush needed).
+  class Recovery {
+   public:
+    explicit Recovery(pm::ChunkAllocator& allocator) : allocator_(&allocator) {}
+    bool visit(const void* node) { return live_.insert(node).second; }
+    std::size_t live_count() const noexcept { return live_.size(); }
+    void finish() {
+      allocator_->recover([this](void* slot, std::size_t) { return live_.count(slot) != 0; });
+    }
+
+   private:
+    pm::ChunkAllocator* allocator_;
+    std::unordered_set<const void*> live_;
+  };
+
+  class Memory {
+   public:
+    // The structure lives in `pool`; its anchor's address is kept in pool.root(root_slot).
+    Memory(pm::Pool& pool, std::size_t root_slot) : pool_(&pool), root_slot_(root_slot) {
+      if (root_slot >= pm::Pool::root_count)
+        throw PoolError(PoolErrc::bad_argument,
+                        "pmds: root slot " + std::to_string(root_slot) + " of pool " + pool.path() +
+                            " is out of range (the pool has " +
+                            std::to_string(pm::Pool::root_count) + " root slots)");
+    }
+    Memory(const Memory&) = delete;
+    Memory& operator=(const Memory&) = delete;
+
+    auto pin() { return epochs_.pin(); }
+    void* allocate(std::size_t n) { return pool_->allocator().allocate(n); }
+    void deallocate(void* p) { pool_->allocator().free(p); }
+    void retire(void* p) {
+      epochs_.retire(p, [allocator = &pool_->allocator()](void* q) { allocator->free(q); });
+    }
+
+    // Flushes the node's lines without a fence: the linking CAS that follows is a locked
+    // instruction, which on x86 orders the earlier flushes as an sfence would (DESIGN.md §4).
+    void publish(const void* node, std::size_t n) noexcept {
+      if constexpr (Bug == PlantedBug::contents_not_flushed) return;  // planted bug (c)
+      pm::flush_range(node, n);
+    }
+
+    void* root() const noexcept {
+      return reinterpret_cast<void*>(pool_->root(root_slot_).load(std::memory_order_seq_cst));
+    }
+    // The fence first: the anchor's flushes (publish) must be complete before the root that
+    // makes it reachable can reach memory; the root itself is durable when this returns.
+    void set_root(const void* anchor) noexcept {
+      pm::fence();
+      auto& slot = pool_->root(root_slot_);
+      slot.store(reinterpret_cast<std::uintptr_t>(anchor), std::memory_order_seq_cst);
+      pm::persist(&slot, sizeof slot);
+    }
+    void drain() { epochs_.drain(); }
+
+    Recovery begin_recovery() { return Recovery(pool_->allocator()); }
+
+    pm::Pool& pool() const noexcept { return *pool_; }
+    std::size_t root_slot() const noexcept { return root_slot_; }
+
+   private:
+    pm::Pool* pool_;
+    std::size_t root_slot_;
+    reclaim::EpochDomain epochs_;
+  };
+};
+
+using izraelevitz = IzraelevitzPolicy<PlantedBug::none>;
+
+static_assert(DurableMemoryPolicy<izraelevitz>);
+#endif  // PMDS_ALGO_HAVE_POOL
+
+// ---------------------------------------------------------------------------------------------
+// Helpers shared by the algorithms.
+
+// A pointer and a mark bit in one word (Harris's logically-deleted mark, a skip-list level
+// mark); nodes are 16-byte aligned, so bits 0..3 are free. Natarajan–Mittal uses bits 0 and 1.
+inline constexpr std::uintptr_t mark_bit = 1;
+
+template <class N>
+N* pointer_of(std::uintptr_t w) noexcept {
+  return reinterpret_cast<N*>(w & ~std::uintptr_t{3});
+}
+inline bool is_marked(std::uintptr_t w) noexcept {
+  return (w & mark_bit) != 0;
+}
+template <class N>
+std::uintptr_t word_of(const N* p) noexcept {
+  return reinterpret_cast<std::uintptr_t>(p);
+}
+
+// The anchor of every durable structure begins with a word naming its kind, checked on open,
+// so that opening a pool's root slot as the wrong structure is a clear error, not garbage.
+template <class P>
+void check_anchor_kind(const typename P::Memory& mem, std::uint64_t found, std::uint64_t expected,
+                       const char* structure) {
+  if (found != expected) {
+    std::string where;
+    if constexpr (P::durable)
+      where =
+          " (pool " + mem.pool().path() + ", root slot " + std::to_string(mem.root_slot()) + ")";
+    throw PoolError(PoolErrc::layout_mismatch,
+                    std::string("pmds: the structure found is not a ") + structure + where);
+  }
+}
+
+// Throws when a durable structure is created in an occupied root slot or opened from an empty
+// one.
+template <class P>
+void check_root_for_create(const typename P::Memory& mem) {
+  if constexpr (P::durable) {
+    if (mem.root() != nullptr)
+      throw PoolError(PoolErrc::bad_argument, "pmds: root slot " + std::to_string(mem.root_slot()) +
+                                                  " of pool " + mem.pool().path() +
+                                                  " already holds a structure");
+  }
+}
+template <class P>
+void check_root_for_open(const typename P::Memory& mem) {
+  if constexpr (P::durable) {
+    if (mem.root() == nullptr)
+      throw PoolError(PoolErrc::bad_argument,
+                      "pmds: root slot " + std::to_string(mem.root_slot()) + " of pool " +
+                          mem.pool().path() +
+                          " holds no structure (never created, or its creation did not finish)");
+  }
+}
+
+}  // namespace pmds::algo
