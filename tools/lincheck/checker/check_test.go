@@ -1,0 +1,499 @@
+// Tests for the checker: hand-made good and bad histories for every model and criterion, the
+// excerpt, input errors, and random correct histories that must all be accepted.
+package checker
+
+import (
+	"fmt"
+	"io"
+	"math/rand"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// history wraps body lines (JSON objects) between a header and an end line.
+func history(model, criterion string, body ...string) string {
+	return fmt.Sprintf("{\"type\":\"header\",\"model\":%q,\"criterion\":%q}\n%s\n{\"type\":\"end\"}\n",
+		model, criterion, strings.Join(body, "\n"))
+}
+
+// op is a completed op line; pending(...) one without a response.
+func op(thread int, name string, args string, call, ret int64, result string) string {
+	return fmt.Sprintf(`{"type":"op","thread":%d,"op":%q,"args":[%s],"call":%d,"ret":%d,"result":%s}`,
+		thread, name, args, call, ret, result)
+}
+
+func pending(thread int, name string, args string, call int64) string {
+	return fmt.Sprintf(`{"type":"op","thread":%d,"op":%q,"args":[%s],"call":%d}`, thread, name, args, call)
+}
+
+func crash(t int64) string { return fmt.Sprintf(`{"type":"crash","time":%d}`, t) }
+
+func keys(kv string) string  { return fmt.Sprintf(`{"type":"recovered","state":{"keys":[%s]}}`, kv) }
+func items(it string) string { return fmt.Sprintf(`{"type":"recovered","state":{"items":[%s]}}`, it) }
+func reportLine(thread int, taken bool, result string) string {
+	return fmt.Sprintf(`{"type":"report","thread":%d,"taken":%t,"result":%s}`, thread, taken, result)
+}
+
+func checkText(t *testing.T, text string) Verdict {
+	t.Helper()
+	h, err := NewReader(strings.NewReader(text)).Next()
+	if err != nil {
+		t.Fatalf("parse: %v\n%s", err, text)
+	}
+	return Check(h, 10*time.Second)
+}
+
+func expectOK(t *testing.T, text string) {
+	t.Helper()
+	if v := checkText(t, text); v.Verdict != "ok" {
+		t.Errorf("want ok, got %s [%s] %s: %s\n%s\nhistory:\n%s", v.Verdict, v.Criterion, v.Object, v.Message,
+			strings.Join(v.Excerpt, "\n"), text)
+	}
+}
+
+func expectViolation(t *testing.T, text, criterion, object string) Verdict {
+	t.Helper()
+	v := checkText(t, text)
+	if v.Verdict != "violation" {
+		t.Errorf("want violation, got %s\nhistory:\n%s", v.Verdict, text)
+		return v
+	}
+	if v.Criterion != criterion || (object != "" && v.Object != object) {
+		t.Errorf("want violation of %s on %q, got %s on %q: %s", criterion, object, v.Criterion, v.Object, v.Message)
+	}
+	if len(v.Excerpt) == 0 {
+		t.Errorf("violation without an excerpt")
+	}
+	return v
+}
+
+// ---- durable linearizability, sets and maps ---------------------------------------------------
+
+func TestDurableSetCompletedInsertSurvives(t *testing.T) {
+	ins := op(0, "insert", "5,50", 1, 2, "true")
+	expectOK(t, history("set", "durable", ins, crash(3), keys("[5,50]")))
+	v := expectViolation(t, history("set", "durable", ins, crash(3), keys("")), "durable", "key 5")
+	if !strings.Contains(strings.Join(v.Excerpt, "\n"), "insert(5,50)") {
+		t.Errorf("excerpt does not show the lost insert: %q", v.Excerpt)
+	}
+}
+
+func TestDurableSetPendingMayOrMayNotSurvive(t *testing.T) {
+	body := []string{op(0, "insert", "5,50", 1, 2, "true"), pending(1, "remove", "5", 3), pending(0, "insert", "6,60", 4), crash(9)}
+	for _, rec := range []string{"[5,50]", "", "[5,50],[6,60]", "[6,60]"} {
+		expectOK(t, history("set", "durable", append(body, keys(rec))...))
+	}
+	// Key 7 was never inserted; value 51 was never written.
+	expectViolation(t, history("set", "durable", append(body, keys("[5,50],[7,70]"))...), "durable", "key 7")
+	expectViolation(t, history("set", "durable", append(body, keys("[5,51]"))...), "durable", "key 5")
+}
+
+func TestDurableSetCompletedRemoveSurvives(t *testing.T) {
+	h := func(rec string) string {
+		return history("set", "durable", op(0, "insert", "5,1", 1, 2, "true"), op(1, "remove", "5", 3, 4, "true"), crash(5), keys(rec))
+	}
+	expectOK(t, h(""))
+	expectViolation(t, h("[5,1]"), "durable", "key 5")
+}
+
+func TestDurableSetConcurrentOps(t *testing.T) {
+	// insert and remove overlap: either order; contains(5)=false at [3,8] forces remove-before...
+	body := []string{
+		op(0, "insert", "5,1", 1, 10, "true"),
+		op(1, "remove", "5", 2, 9, "true"), // removal succeeded: insert linearized first
+		op(2, "contains", "5", 11, 12, "false"),
+		crash(13),
+	}
+	expectOK(t, history("set", "durable", append(body, keys(""))...))
+	expectViolation(t, history("set", "durable", append(body, keys("[5,1]"))...), "durable", "key 5")
+}
+
+func TestNotLinearizableBeforeTheCrash(t *testing.T) {
+	h := history("set", "durable", op(0, "contains", "5", 1, 2, "true"), crash(3), keys(""))
+	expectViolation(t, h, "linearizability", "key 5")
+}
+
+func TestSetWithoutValues(t *testing.T) {
+	expectOK(t, history("set", "durable", op(0, "insert", "5,50", 1, 2, "true"), crash(3), keys("[5]")))
+	expectViolation(t, history("set", "durable", op(0, "insert", "5,50", 1, 2, "true"), crash(3), keys("[6]")), "durable", "")
+}
+
+func TestDurableMapPutGet(t *testing.T) {
+	body := []string{
+		op(0, "put", "3,30", 1, 2, "true"),
+		op(1, "put", "3,31", 3, 4, "false"),
+		op(0, "get", "3", 5, 6, "31"),
+		pending(1, "put", "3,32", 7),
+		crash(8),
+	}
+	expectOK(t, history("map", "durable", append(body, keys("[3,31]"))...))
+	expectOK(t, history("map", "durable", append(body, keys("[3,32]"))...))
+	expectViolation(t, history("map", "durable", append(body, keys("[3,30]"))...), "durable", "key 3")
+	bad := []string{op(0, "put", "3,30", 1, 2, "true"), op(0, "get", "3", 3, 4, "31"), crash(5), keys("[3,30]")}
+	expectViolation(t, history("map", "durable", bad...), "linearizability", "key 3")
+}
+
+func TestInitialContents(t *testing.T) {
+	init := `{"type":"init","state":{"keys":[[1,10],[2,20]]}}`
+	expectOK(t, history("map", "durable", init, op(0, "remove", "1", 1, 2, "true"), crash(3), keys("[2,20]")))
+	expectViolation(t, history("map", "durable", init, op(0, "remove", "1", 1, 2, "true"), crash(3), keys("")), "durable", "key 2")
+}
+
+// ---- buffered durable linearizability: one consistent cut ------------------------------------
+
+func TestBufferedPrefix(t *testing.T) {
+	body := []string{op(0, "insert", "1,1", 1, 2, "true"), op(1, "insert", "2,2", 3, 4, "true"), crash(5)}
+	expectOK(t, history("set", "buffered", append(body, keys(""))...))
+	expectOK(t, history("set", "buffered", append(body, keys("[1,1]"))...))
+	expectOK(t, history("set", "buffered", append(body, keys("[1,1],[2,2]"))...))
+	// {2} without {1}: each key alone is some prefix, but no single cut gives both.
+	expectViolation(t, history("set", "buffered", append(body, keys("[2,2]"))...), "buffered", "map")
+	// The same recovered state is a durable-linearizability violation (insert(1) completed).
+	expectViolation(t, history("set", "durable", append(body, keys("[2,2]"))...), "durable", "key 1")
+}
+
+func TestBufferedSync(t *testing.T) {
+	body := []string{
+		op(0, "insert", "1,1", 1, 2, "true"),
+		op(0, "sync", "", 3, 4, "null"),
+		op(1, "insert", "2,2", 5, 6, "true"),
+		crash(7),
+	}
+	expectViolation(t, history("set", "buffered", append(body, keys(""))...), "buffered", "map")
+	expectOK(t, history("set", "buffered", append(body, keys("[1,1]"))...))
+	expectOK(t, history("set", "buffered", append(body, keys("[1,1],[2,2]"))...))
+}
+
+func TestBufferedSyncConcurrentWithOp(t *testing.T) {
+	// The sync overlaps the insert: it may linearize before it, so losing the insert is allowed.
+	body := []string{op(0, "insert", "1,1", 1, 10, "true"), op(1, "sync", "", 2, 5, "null"), crash(11)}
+	expectOK(t, history("set", "buffered", append(body, keys(""))...))
+	// A sync invoked after the insert returned must keep it.
+	body = []string{op(0, "insert", "1,1", 1, 2, "true"), op(1, "sync", "", 3, 5, "null"), crash(11)}
+	expectViolation(t, history("set", "buffered", append(body, keys(""))...), "buffered", "map")
+	// A sync still pending at the crash promises nothing.
+	body = []string{op(0, "insert", "1,1", 1, 2, "true"), pending(1, "sync", "", 3), crash(11)}
+	expectOK(t, history("set", "buffered", append(body, keys(""))...))
+}
+
+func TestBufferedQueue(t *testing.T) {
+	body := []string{
+		op(0, "enqueue", "1", 1, 2, "null"),
+		op(1, "enqueue", "2", 3, 4, "null"),
+		op(0, "dequeue", "", 5, 6, "1"),
+		crash(7),
+	}
+	for _, rec := range []string{"", "1", "1,2", "2"} {
+		expectOK(t, history("queue", "buffered", append(body, items(rec))...))
+	}
+	expectViolation(t, history("queue", "buffered", append(body, items("2,1"))...), "buffered", "queue")
+}
+
+// ---- other models, durable ------------------------------------------------------------------
+
+func TestDurableQueue(t *testing.T) {
+	body := []string{
+		op(0, "enqueue", "1", 1, 2, "null"),
+		op(1, "enqueue", "2", 3, 4, "null"),
+		pending(0, "dequeue", "", 5),
+		crash(6),
+	}
+	expectOK(t, history("queue", "durable", append(body, items("1,2"))...))
+	expectOK(t, history("queue", "durable", append(body, items("2"))...))
+	expectViolation(t, history("queue", "durable", append(body, items("1"))...), "durable", "queue")
+	expectViolation(t, history("queue", "durable", append(body, items("2,1"))...), "durable", "queue")
+	expectViolation(t, history("queue", "durable", append(body, items(""))...), "durable", "queue")
+}
+
+func TestDurableStack(t *testing.T) {
+	body := []string{op(0, "push", "1", 1, 2, "null"), op(1, "push", "2", 3, 4, "null"), op(0, "pop", "", 5, 6, "2"), crash(7)}
+	expectOK(t, history("stack", "durable", append(body, items("1"))...))
+	expectViolation(t, history("stack", "durable", append(body, items("1,2"))...), "durable", "stack")
+	expectViolation(t, history("stack", "durable", append(body, items(""))...), "durable", "stack")
+	bad := []string{op(0, "push", "1", 1, 2, "null"), op(1, "push", "2", 3, 4, "null"), op(0, "pop", "", 5, 6, "1"), crash(7), items("2")}
+	expectViolation(t, history("stack", "durable", bad...), "linearizability", "stack")
+}
+
+func TestDurablePriorityQueue(t *testing.T) {
+	body := []string{
+		op(0, "insert", "5", 1, 2, "null"),
+		op(1, "insert", "3", 3, 4, "null"),
+		op(0, "get_min", "", 5, 6, "3"),
+		op(1, "delete_min", "", 7, 8, "3"),
+		crash(9),
+	}
+	expectOK(t, history("pq", "durable", append(body, items("5"))...))
+	expectViolation(t, history("pq", "durable", append(body, items("3"))...), "durable", "priority queue")
+	expectViolation(t, history("pq", "durable", append(body, items("5,3"))...), "durable", "priority queue")
+}
+
+func TestDurableRegister(t *testing.T) {
+	init := `{"type":"init","state":{"value":1.5}}`
+	body := []string{init, op(0, "fetch_multiply", "2", 1, 2, "1.5"), pending(1, "fetch_multiply", "0.5", 3), crash(4)}
+	value := func(x string) string { return fmt.Sprintf(`{"type":"recovered","state":{"value":%s}}`, x) }
+	expectOK(t, history("register", "durable", append(body, value("3"))...))
+	expectOK(t, history("register", "durable", append(body, value("1.5"))...))
+	expectViolation(t, history("register", "durable", append(body, value("0.75"))...), "durable", "register")
+}
+
+// ---- detectable recoverability --------------------------------------------------------------
+
+func TestDetectableReports(t *testing.T) {
+	body := []string{op(0, "insert", "1,1", 1, 2, "true"), pending(1, "insert", "5,5", 3), crash(4)}
+	expectOK(t, history("set", "detectable", append(body, keys("[1,1],[5,5]"), reportLine(1, true, "true"))...))
+	expectOK(t, history("set", "detectable", append(body, keys("[1,1]"), reportLine(1, false, "null"))...))
+	// The report says taken but the key is gone, or not taken but the key is there.
+	expectViolation(t, history("set", "detectable", append(body, keys("[1,1]"), reportLine(1, true, "true"))...), "detectable", "key 5")
+	expectViolation(t, history("set", "detectable", append(body, keys("[1,1],[5,5]"), reportLine(1, false, "null"))...), "detectable", "key 5")
+	// Taken with the wrong response.
+	expectViolation(t, history("set", "detectable", append(body, keys("[1,1],[5,5]"), reportLine(1, true, "false"))...), "detectable", "key 5")
+	// No report for the pending op.
+	expectViolation(t, history("set", "detectable", append(body, keys("[1,1],[5,5]"))...), "detectable", "thread 1")
+	// A completed op reported as not taken.
+	expectViolation(t, history("set", "detectable", append(body, keys("[1,1],[5,5]"), reportLine(0, false, "null"), reportLine(1, true, "true"))...), "detectable", "thread 0")
+	// The same pending op without reports is fine for plain durable linearizability.
+	expectOK(t, history("set", "durable", append(body, keys("[1,1],[5,5]"))...))
+}
+
+func TestDetectableQueueResponse(t *testing.T) {
+	body := []string{op(0, "enqueue", "1", 1, 2, "null"), op(0, "enqueue", "2", 3, 4, "null"), pending(1, "dequeue", "", 5), crash(6)}
+	expectOK(t, history("queue", "detectable", append(body, items("2"), reportLine(1, true, "1"))...))
+	expectViolation(t, history("queue", "detectable", append(body, items("2"), reportLine(1, true, "2"))...), "detectable", "queue")
+	expectViolation(t, history("queue", "detectable", append(body, items("2"), reportLine(1, false, "null"))...), "detectable", "queue")
+}
+
+// ---- excerpts ----------------------------------------------------------------------------------
+
+func TestExcerptIsShortForALongHistory(t *testing.T) {
+	// 200 sequential ops on one queue, then a lost completed enqueue at the very end.
+	var body []string
+	var ts int64 = 1
+	for i := 0; i < 100; i++ {
+		body = append(body, op(i%2, "enqueue", fmt.Sprint(i+1), ts, ts+1, "null"))
+		body = append(body, op(1-i%2, "dequeue", "", ts+2, ts+3, fmt.Sprint(i+1)))
+		ts += 4
+	}
+	body = append(body, op(0, "enqueue", "1000", ts, ts+1, "null"), crash(ts+2), items(""))
+	v := expectViolation(t, history("queue", "durable", body...), "durable", "queue")
+	if len(v.Excerpt) > 5 {
+		t.Errorf("excerpt of %d lines for one lost op:\n%s", len(v.Excerpt), strings.Join(v.Excerpt, "\n"))
+	}
+	if !strings.Contains(strings.Join(v.Excerpt, "\n"), "enqueue(1000)") {
+		t.Errorf("excerpt misses the lost enqueue:\n%s", strings.Join(v.Excerpt, "\n"))
+	}
+}
+
+// ---- input handling ----------------------------------------------------------------------------
+
+func TestInputErrors(t *testing.T) {
+	bad := map[string]string{
+		"unknown model":      `{"type":"header","model":"tree","criterion":"durable"}`,
+		"unknown criterion":  `{"type":"header","model":"set","criterion":"strict"}`,
+		"unknown op":         history("set", "durable", op(0, "push", "1", 1, 2, "null"), crash(3), keys("")),
+		"ret before call":    history("set", "durable", op(0, "insert", "1", 5, 2, "true"), crash(6), keys("")),
+		"crash too early":    history("set", "durable", op(0, "insert", "1", 1, 2, "true"), crash(1), keys("")),
+		"op after pending":   history("set", "durable", pending(0, "insert", "1", 1), op(0, "insert", "2", 2, 3, "true"), crash(4), keys("")),
+		"no observation":     history("set", "durable", op(0, "insert", "1", 1, 2, "true"), crash(3)),
+		"negative key":       history("set", "durable", op(0, "insert", "-1", 1, 2, "true"), crash(3), keys("")),
+		"duplicate key":      history("set", "durable", crash(3), keys("[1,1],[1,2]")),
+		"not json":           history("set", "durable", "insert 1"),
+		"values for get/put": history("map", "durable", op(0, "get", "1", 1, 2, "null"), crash(3), keys("[1]")),
+	}
+	for name, text := range bad {
+		_, err := NewReader(strings.NewReader(text)).Next()
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if _, ok := err.(*InputError); !ok {
+			t.Errorf("%s: %T %v, want *InputError", name, err, err)
+		}
+	}
+}
+
+func TestStreamOfHistoriesRecoversFromABadOne(t *testing.T) {
+	text := history("set", "durable", op(0, "insert", "1", 1, 2, "true"), crash(3), keys("[1]")) +
+		history("set", "durable", "garbage") +
+		history("set", "durable", op(0, "insert", "1", 1, 2, "true"), crash(3), keys(""))
+	rd := NewReader(strings.NewReader(text))
+	var got []string
+	for {
+		h, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			got = append(got, "error")
+			continue
+		}
+		got = append(got, Check(h, time.Second).Verdict)
+	}
+	if strings.Join(got, ",") != "ok,error,violation" {
+		t.Errorf("got %v", got)
+	}
+}
+
+// ---- random correct histories are accepted ---------------------------------------------------
+
+// simulate runs a random concurrent execution with explicit linearization points and returns a
+// history that is correct by construction for the criterion (durable: the recovered state is the
+// state at the crash; buffered: at a random earlier cut after the last completed sync).
+func simulate(rng *rand.Rand, kind string, criterion string) string {
+	type event struct {
+		thread         int
+		name, args     string
+		call, lin, ret int64
+		result         string
+	}
+	threads := 1 + rng.Intn(4)
+	var evs []event
+	for t := 0; t < threads; t++ {
+		var ts int64 = int64(rng.Intn(5))
+		for i := 0; i < 5+rng.Intn(15); i++ {
+			call := ts + 1 + int64(rng.Intn(3))
+			lin := call + 1 + int64(rng.Intn(6))
+			ret := lin + 1 + int64(rng.Intn(6))
+			e := event{thread: t, call: 2*call*int64(threads) + int64(t), lin: 2*lin*int64(threads) + int64(t), ret: 2*ret*int64(threads) + int64(t)}
+			k := 1 + rng.Intn(4)
+			switch kind {
+			case "set":
+				e.name = []string{"insert", "remove", "contains", "sync"}[rng.Intn(4)]
+				if e.name == "insert" {
+					e.args = fmt.Sprintf("%d,%d", k, rng.Intn(3))
+				} else if e.name != "sync" {
+					e.args = fmt.Sprint(k)
+				}
+			case "queue":
+				e.name = []string{"enqueue", "dequeue", "sync"}[rng.Intn(3)]
+				if e.name == "enqueue" {
+					e.args = fmt.Sprint(rng.Intn(1000))
+				}
+			}
+			evs = append(evs, e)
+			ts = ret
+		}
+	}
+	// The crash: after some linearization point.
+	sort.Slice(evs, func(i, j int) bool { return evs[i].lin < evs[j].lin })
+	crashAt := evs[rng.Intn(len(evs))].lin + 1
+	// The cut: durable = crash; buffered = any lin point after the last completed sync's lin point.
+	cut := crashAt
+	if criterion == "buffered" {
+		var floor int64
+		for _, e := range evs {
+			if e.name == "sync" && e.ret < crashAt && e.lin > floor {
+				floor = e.lin
+			}
+		}
+		var candidates []int64
+		for _, e := range evs {
+			if e.lin > floor && e.lin < crashAt {
+				candidates = append(candidates, e.lin)
+			}
+		}
+		candidates = append(candidates, crashAt)
+		cut = candidates[rng.Intn(len(candidates))]
+		if cut != crashAt {
+			cut++ // just after that lin point
+		}
+	}
+	m := map[int]int{}
+	var q []int
+	var observed string
+	for i := range evs {
+		e := &evs[i]
+		if e.lin >= cut && observed == "" {
+			observed = stateText(kind, m, q)
+		}
+		switch e.name {
+		case "insert":
+			var k, v int
+			fmt.Sscanf(e.args, "%d,%d", &k, &v)
+			_, present := m[k]
+			if !present {
+				m[k] = v
+			}
+			e.result = fmt.Sprint(!present)
+		case "remove":
+			var k int
+			fmt.Sscan(e.args, &k)
+			_, present := m[k]
+			delete(m, k)
+			e.result = fmt.Sprint(present)
+		case "contains":
+			var k int
+			fmt.Sscan(e.args, &k)
+			_, present := m[k]
+			e.result = fmt.Sprint(present)
+		case "enqueue":
+			var v int
+			fmt.Sscan(e.args, &v)
+			q = append(q, v)
+			e.result = "null"
+		case "dequeue":
+			if len(q) == 0 {
+				e.result = "null"
+			} else {
+				e.result = fmt.Sprint(q[0])
+				q = q[1:]
+			}
+		case "sync":
+			e.result = "null"
+		}
+	}
+	if observed == "" {
+		observed = stateText(kind, m, q)
+	}
+	// Emit: ops invoked before the crash; those returning after it are pending; and no thread
+	// invokes anything after a pending op.
+	sort.Slice(evs, func(i, j int) bool { return evs[i].call < evs[j].call })
+	var body []string
+	var maxTs int64
+	for _, e := range evs {
+		if e.call >= crashAt {
+			continue
+		}
+		if e.ret < crashAt {
+			body = append(body, op(e.thread, e.name, e.args, e.call, e.ret, e.result))
+			if e.ret > maxTs {
+				maxTs = e.ret
+			}
+		} else {
+			body = append(body, pending(e.thread, e.name, e.args, e.call))
+		}
+		if e.call > maxTs {
+			maxTs = e.call
+		}
+	}
+	body = append(body, crash(maxTs+1), observed)
+	model := map[string]string{"set": "set", "queue": "queue"}[kind]
+	return history(model, criterion, body...)
+}
+
+func stateText(kind string, m map[int]int, q []int) string {
+	if kind == "queue" {
+		var parts []string
+		for _, v := range q {
+			parts = append(parts, fmt.Sprint(v))
+		}
+		return items(strings.Join(parts, ","))
+	}
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, fmt.Sprintf("[%d,%d]", k, v))
+	}
+	return keys(strings.Join(parts, ","))
+}
+
+func TestRandomCorrectHistoriesAreAccepted(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for i := 0; i < 400; i++ {
+		kind := []string{"set", "queue"}[i%2]
+		criterion := []string{"durable", "buffered"}[(i/2)%2]
+		text := simulate(rng, kind, criterion)
+		if v := checkText(t, text); v.Verdict != "ok" {
+			t.Fatalf("history %d (%s, %s): %s %s %s\n%s\n%s", i, kind, criterion, v.Verdict, v.Object, v.Message,
+				strings.Join(v.Excerpt, "\n"), text)
+		}
+	}
+}
