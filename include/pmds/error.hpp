@@ -27,6 +27,7 @@ enum class PoolErrc {
   size_mismatch,     // the file is longer than its header says
   corrupted,         // header checksum or internal consistency check failed
   base_unavailable,  // the recorded base address is already in use in this process
+  in_use,            // the pool is open in another process (file lock)
   already_exists,    // create() on an existing path
   bad_argument,      // create() with an unusable size or layout name
   full,              // the pool has no free chunk left
@@ -83,6 +84,8 @@ inline const char* to_string(PoolErrc code) noexcept {
       return "corrupted";
     case PoolErrc::base_unavailable:
       return "base_unavailable";
+    case PoolErrc::in_use:
+      return "in_use";
     case PoolErrc::already_exists:
       return "already_exists";
     case PoolErrc::bad_argument:

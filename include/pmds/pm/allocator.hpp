@@ -1,0 +1,404 @@
+// pmds — the persistent chunk allocator of a pool (seed 000 §5 durable areas, seed 003's heap
+// scan, seed 004's per-thread chunks).
+//
+// The pool after its header is carved into chunks (1 MiB by default; 1, 2 or 4 MiB). A persistent
+// chunk directory holds one 8-byte word per chunk: free, or used with a slot size and the id of
+// the thread that claimed it (pool_format.hpp). A chunk is claimed by ONE CAS of its word,
+// persisted before any slot of it is handed out, so after any crash the directory names every
+// chunk that may hold a durable slot: recovery can enumerate every slot that was ever allocated.
+//
+// What is persistent: only the directory. Slot liveness is NOT persisted by the allocator (that
+// would cost a fence per allocation, and seeds 000/003 define liveness by the structure's own
+// validity bits / epochs): after a crash, recover(is_live) scans every slot of every used chunk,
+// asks the structure, and puts every non-live slot in the free lists.
+//
+// What is volatile: the free lists. Each thread (pmds::thread_id()) has, per slot size, a list of
+// free runs (consecutive slots) and a bump run carved from a chunk it claimed; free() pushes to
+// the calling thread's list. A thread whose list grows past a small bound (a few dozen slots)
+// hands the excess to a per-slot-size shared list (under a mutex: the slow path), from which
+// threads with an empty list take a batch before they claim a new chunk. So slots freed by one
+// thread (a queue's consumer) are reused by another (its producer) instead of leaking chunks.
+// The free lists hold pointers in DRAM; the allocator never writes a slot's bytes, so a freed
+// slot keeps whatever validity bits the structure left in it.
+//
+// Chunks are never released: a chunk claimed for a slot size keeps that size for the pool's
+// lifetime, and recovery returns its free slots to the free lists even when all are free. A pool
+// holds one structure, whose node sizes do not change, so this loses little; and it keeps every
+// chunk's bytes interpretable at its slot size: a stale node written at another slot size can
+// never sit at a slot boundary where is_live() would mistake it for a live one. Never-allocated
+// slots read as zero bytes (the pool file is zero-filled at create), so is_live() must return
+// false for an all-zero slot.
+//
+// allocate() returns a slot's bytes as they are: zero for a never-used slot, or whatever the
+// structure left in it when it was freed (seed 000 §5: the structure, not the allocator, puts a
+// fresh node in its "invalid" state before initialising it).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "pmds/error.hpp"
+#include "pmds/pm/access.hpp"
+#include "pmds/pm/pool_format.hpp"
+#include "pmds/thread_registry.hpp"
+
+namespace pmds::pm {
+
+class Pool;
+
+// What recover() found.
+struct RecoveryStats {
+  std::size_t used_chunks = 0;
+  std::size_t live_slots = 0;
+  std::size_t free_slots = 0;
+};
+
+class ChunkAllocator {
+ public:
+  static constexpr std::size_t slot_alignment = format::slot_alignment;
+  static constexpr std::size_t max_slot_sizes = format::max_slot_sizes;
+
+  // The slot size an allocation of n bytes gets: n rounded up to 16 (at least 16).
+  static constexpr std::size_t slot_size_for(std::size_t n) {
+    return n == 0 ? slot_alignment : (n + slot_alignment - 1) / slot_alignment * slot_alignment;
+  }
+
+  ChunkAllocator(const ChunkAllocator&) = delete;
+  ChunkAllocator& operator=(const ChunkAllocator&) = delete;
+
+  // A slot of slot_size_for(n) bytes, from this thread's free list, else the shared list, else
+  // this thread's current chunk of that size, else a newly claimed chunk (one CAS + persist on
+  // the directory). Throws PoolFull when no chunk is free (the pool is unchanged), PoolError
+  // bad_argument when n exceeds the chunk size or the pool already has 32 other slot sizes.
+  void* allocate(std::size_t n) {
+    const std::size_t size = slot_size_for(n);
+    const std::size_t cls = class_of(size);
+    ClassState& c = threads_[pmds::thread_id()].classes[cls];
+    if (c.free.empty() && !take_shared(c, cls, size)) {
+      if (c.bump.remaining == 0) c.bump = Run{claim_chunk(cls, size), slots_per_chunk(size)};
+      void* p = c.bump.next;
+      c.bump.next += size;
+      --c.bump.remaining;
+      return p;
+    }
+    Run& r = c.free.back();
+    void* p = r.next;
+    r.next += size;
+    if (--r.remaining == 0) c.free.pop_back();
+    --c.free_count;
+    return p;
+  }
+
+  // Returns a slot to the calling thread's free list: immediately reusable (callers defer with
+  // reclamation). Throws PoolError bad_argument for a pointer that is not a slot of this pool.
+  void free(void* slot) {
+    const std::size_t cls = class_of_slot(slot);
+    const std::size_t size = class_size_[cls].load(std::memory_order_relaxed);
+    auto* p = static_cast<char*>(slot);
+    ClassState& c = threads_[pmds::thread_id()].classes[cls];
+    // Merge with the newest run when adjacent: keeps runs (and later allocations) consecutive.
+    if (!c.free.empty()) {
+      Run& r = c.free.back();
+      if (p + size == r.next) {
+        r.next = p;
+        ++r.remaining;
+      } else if (p == r.next + r.remaining * size) {
+        ++r.remaining;
+      } else {
+        c.free.push_back(Run{p, 1});
+      }
+    } else {
+      c.free.push_back(Run{p, 1});
+    }
+    if (++c.free_count > 2 * batch_slots(size)) donate(c, cls, size);
+  }
+
+  // Quiescent (no other thread uses the allocator): rebuilds every free list from the pool.
+  // Scans every slot of every used chunk and asks is_live(void* slot, std::size_t slot_size);
+  // every slot it rejects is free afterwards, every slot it accepts is not on any free list.
+  // Needs no flush (it writes nothing persistent); safe to run again after a crash during it.
+  // Call it once after Pool::open before allocating, or the free slots of the chunks used
+  // before stay unused (never handed out twice: only new chunks are claimed).
+  template <class IsLive>
+  RecoveryStats recover(IsLive&& is_live) {
+    reset_volatile_state();
+    RecoveryStats stats;
+    for (std::size_t i = 0; i < chunk_count_; ++i) {
+      const std::uint64_t w = directory_[i].load();
+      if (!format::chunk_word::is_used(w)) continue;
+      ++stats.used_chunks;
+      const std::size_t size = format::chunk_word::slot_size(w);
+      const std::size_t cls = class_of(size);
+      chunk_class_[i].store(static_cast<std::uint8_t>(cls), std::memory_order_relaxed);
+      SharedList& s = shared_[cls];
+      char* chunk = chunk_begin(i);
+      const std::size_t n = slots_per_chunk(size);
+      for (std::size_t k = 0; k < n; ++k) {
+        char* slot = chunk + k * size;
+        if (is_live(static_cast<void*>(slot), size)) {
+          ++stats.live_slots;
+          continue;
+        }
+        ++stats.free_slots;
+        ++s.count;
+        if (!s.runs.empty() && s.runs.back().next + s.runs.back().remaining * size == slot)
+          ++s.runs.back().remaining;
+        else
+          s.runs.push_back(Run{slot, 1});
+      }
+    }
+    used_chunks_.store(stats.used_chunks, std::memory_order_relaxed);
+    return stats;
+  }
+
+  // f(void* slot, std::size_t slot_size) for every slot of every used chunk, in address order
+  // (seed 000 §5: recovery iterates over the durable areas). Reads only the directory.
+  template <class F>
+  void for_each_slot(F&& f) const {
+    for (std::size_t i = 0; i < chunk_count_; ++i) {
+      const std::uint64_t w = directory_[i].load();
+      if (!format::chunk_word::is_used(w)) continue;
+      const std::size_t size = format::chunk_word::slot_size(w);
+      char* chunk = chunk_begin(i);
+      const std::size_t n = slots_per_chunk(size);
+      for (std::size_t k = 0; k < n; ++k) f(static_cast<void*>(chunk + k * size), size);
+    }
+  }
+
+  // f(std::size_t index, void* chunk, std::size_t slot_size, std::size_t owner) for every used
+  // chunk.
+  template <class F>
+  void for_each_used_chunk(F&& f) const {
+    for (std::size_t i = 0; i < chunk_count_; ++i) {
+      const std::uint64_t w = directory_[i].load();
+      if (!format::chunk_word::is_used(w)) continue;
+      f(i, static_cast<void*>(chunk_begin(i)), format::chunk_word::slot_size(w),
+        format::chunk_word::owner(w));
+    }
+  }
+
+  std::size_t chunk_size() const { return chunk_size_; }
+  std::size_t chunk_count() const { return chunk_count_; }
+  std::size_t used_chunks() const { return used_chunks_.load(std::memory_order_relaxed); }
+  std::size_t free_chunks() const { return chunk_count_ - used_chunks(); }
+  std::size_t slots_per_chunk(std::size_t slot_size) const { return chunk_size_ / slot_size; }
+
+  // Free slots known to the allocator: every thread's lists, bump runs and the shared lists.
+  // Quiescent only (reads other threads' lists).
+  std::size_t free_slots() const {
+    std::size_t n = 0;
+    for (std::size_t t = 0; t < pmds::max_threads; ++t)
+      for (const ClassState& c : threads_[t].classes) n += c.free_count + c.bump.remaining;
+    for (std::size_t k = 0; k < max_slot_sizes; ++k) {
+      std::lock_guard g(shared_[k].mutex);
+      n += shared_[k].count;
+    }
+    return n;
+  }
+
+  // True when p points into the chunk area of this pool.
+  bool owns(const void* p) const {
+    const auto* c = static_cast<const char*>(p);
+    return c >= chunks_ && c < chunks_ + chunk_count_ * chunk_size_;
+  }
+
+  // The slot size of the used chunk holding p (0 when p is not in a used chunk).
+  std::size_t slot_size_of(const void* p) const {
+    if (!owns(p)) return 0;
+    const std::size_t i =
+        static_cast<std::size_t>(static_cast<const char*>(p) - chunks_) >> chunk_shift_;
+    const std::uint8_t cls = chunk_class_[i].load(std::memory_order_relaxed);
+    return cls == no_class ? 0 : class_size_[cls].load(std::memory_order_relaxed);
+  }
+
+ private:
+  friend class Pool;
+
+  static constexpr std::uint8_t no_class = 0xff;
+
+  // `count` consecutive slots starting at `next`.
+  struct Run {
+    char* next = nullptr;
+    std::size_t remaining = 0;
+  };
+  struct ClassState {
+    std::vector<Run> free;       // freed (or taken from the shared list) slots
+    std::size_t free_count = 0;  // slots in `free`
+    Run bump;                    // the rest of the chunk this thread claimed last
+  };
+  struct alignas(64) ThreadState {
+    ClassState classes[max_slot_sizes];
+  };
+  struct SharedList {
+    std::mutex mutex;
+    std::vector<Run> runs;
+    std::size_t count = 0;
+  };
+
+  // Pool calls this after it mapped and validated the pool.
+  ChunkAllocator(std::string path, atomic<std::uint64_t>* directory, char* chunks,
+                 std::size_t chunk_size, std::size_t chunk_count)
+      : path_(std::move(path)),
+        directory_(directory),
+        chunks_(chunks),
+        chunk_size_(chunk_size),
+        chunk_shift_(static_cast<unsigned>(__builtin_ctzll(chunk_size))),
+        chunk_count_(chunk_count),
+        chunk_class_(new std::atomic<std::uint8_t>[chunk_count]),
+        threads_(new ThreadState[pmds::max_threads]),
+        shared_(new SharedList[max_slot_sizes]) {
+    std::size_t used = 0;
+    for (std::size_t i = 0; i < chunk_count_; ++i) {
+      const std::uint64_t w = directory_[i].load();
+      std::uint8_t cls = no_class;
+      if (format::chunk_word::is_used(w)) {
+        ++used;
+        cls = static_cast<std::uint8_t>(class_of(format::chunk_word::slot_size(w)));
+      }
+      chunk_class_[i].store(cls, std::memory_order_relaxed);
+    }
+    used_chunks_.store(used, std::memory_order_relaxed);
+  }
+
+  char* chunk_begin(std::size_t i) const { return chunks_ + (i << chunk_shift_); }
+
+  // How many slots a thread keeps before it hands the excess to the shared list, and how many
+  // it takes at once: about 64 slots, at most 64 KiB.
+  static std::size_t batch_slots(std::size_t size) {
+    return std::clamp<std::size_t>(65536 / size, 1, 64);
+  }
+
+  // The class index of a slot size, registering it on first use.
+  std::size_t class_of(std::size_t size) {
+    const std::size_t n = class_count_.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < n; ++i)
+      if (class_size_[i].load(std::memory_order_relaxed) == size) return i;
+    return register_class(size);
+  }
+
+  std::size_t register_class(std::size_t size) {
+    if (size > chunk_size_)
+      format::fail(PoolErrc::bad_argument, path_,
+                   "allocation of " + std::to_string(size) + " bytes exceeds the chunk size " +
+                       std::to_string(chunk_size_));
+    std::lock_guard g(class_mutex_);
+    const std::size_t n = class_count_.load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i < n; ++i)
+      if (class_size_[i].load(std::memory_order_relaxed) == size) return i;
+    if (n == max_slot_sizes)
+      format::fail(PoolErrc::bad_argument, path_,
+                   "more than " + std::to_string(max_slot_sizes) + " distinct slot sizes");
+    class_size_[n].store(size, std::memory_order_relaxed);
+    class_count_.store(n + 1, std::memory_order_release);
+    return n;
+  }
+
+  std::size_t class_of_slot(const void* slot) const {
+    if (owns(slot)) {
+      const std::size_t off = static_cast<std::size_t>(static_cast<const char*>(slot) - chunks_);
+      const std::uint8_t cls = chunk_class_[off >> chunk_shift_].load(std::memory_order_relaxed);
+      if (cls != no_class) {
+        const auto in_chunk = static_cast<std::uint32_t>(off & (chunk_size_ - 1));
+        const auto size =
+            static_cast<std::uint32_t>(class_size_[cls].load(std::memory_order_relaxed));
+        if (in_chunk % size == 0 && in_chunk / size < chunk_size_ / size) return cls;
+      }
+    }
+    format::fail(PoolErrc::bad_argument, path_,
+                 "free() of a pointer that is not a slot of the pool");
+  }
+
+  // Claims a free chunk for `size`: one CAS of its directory word, then persist, so the chunk
+  // is durably known to recovery before any of its slots can hold a durable node.
+  char* claim_chunk(std::size_t cls, std::size_t size) {
+    const std::size_t owner = pmds::thread_id();
+    const std::uint64_t desired = format::chunk_word::used(owner, size);
+    const std::size_t start = next_chunk_hint_.load(std::memory_order_relaxed);
+    for (std::size_t k = 0; k < chunk_count_; ++k) {
+      const std::size_t i = (start + k) % chunk_count_;
+      if (chunk_class_[i].load(std::memory_order_relaxed) != no_class) continue;
+      std::uint64_t expected = format::chunk_word::free_word;
+      if (!directory_[i].compare_exchange_strong(expected, desired)) continue;
+      persist(&directory_[i], sizeof(std::uint64_t));
+      chunk_class_[i].store(static_cast<std::uint8_t>(cls), std::memory_order_relaxed);
+      used_chunks_.fetch_add(1, std::memory_order_relaxed);
+      next_chunk_hint_.store(i + 1, std::memory_order_relaxed);
+      return chunk_begin(i);
+    }
+    throw PoolFull("pmds pool '" + path_ + "': full: no free chunk for a " + std::to_string(size) +
+                   "-byte slot (all " + std::to_string(chunk_count_) + " chunks of " +
+                   std::to_string(chunk_size_) + " bytes are used) [full]");
+  }
+
+  // Moves all but one batch of this thread's free slots to the shared list.
+  void donate(ClassState& c, std::size_t cls, std::size_t size) {
+    const std::size_t keep = batch_slots(size);
+    SharedList& s = shared_[cls];
+    std::lock_guard g(s.mutex);
+    std::size_t i = 0;
+    for (; i < c.free.size() && c.free_count - c.free[i].remaining >= keep; ++i) {
+      c.free_count -= c.free[i].remaining;
+      s.count += c.free[i].remaining;
+      s.runs.push_back(c.free[i]);
+    }
+    c.free.erase(c.free.begin(), c.free.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+
+  // Takes about one batch of slots from the shared list; false when it is empty.
+  bool take_shared(ClassState& c, std::size_t cls, std::size_t size) {
+    SharedList& s = shared_[cls];
+    std::lock_guard g(s.mutex);
+    std::size_t want = batch_slots(size);
+    while (want > 0 && !s.runs.empty()) {
+      Run& r = s.runs.back();
+      if (r.remaining <= want) {
+        c.free.push_back(r);
+        c.free_count += r.remaining;
+        s.count -= r.remaining;
+        want -= r.remaining;
+        s.runs.pop_back();
+      } else {
+        c.free.push_back(Run{r.next, want});
+        c.free_count += want;
+        s.count -= want;
+        r.next += want * size;
+        r.remaining -= want;
+        want = 0;
+      }
+    }
+    return !c.free.empty();
+  }
+
+  void reset_volatile_state() {
+    for (std::size_t t = 0; t < pmds::max_threads; ++t)
+      for (ClassState& c : threads_[t].classes) c = ClassState{};
+    for (std::size_t k = 0; k < max_slot_sizes; ++k) {
+      std::lock_guard g(shared_[k].mutex);
+      shared_[k].runs.clear();
+      shared_[k].count = 0;
+    }
+  }
+
+  std::string path_;
+  atomic<std::uint64_t>* directory_;
+  char* chunks_;
+  std::size_t chunk_size_;
+  unsigned chunk_shift_;
+  std::size_t chunk_count_;
+  std::unique_ptr<std::atomic<std::uint8_t>[]> chunk_class_;  // volatile mirror of the directory
+  std::unique_ptr<ThreadState[]> threads_;                    // indexed by pmds::thread_id()
+  std::unique_ptr<SharedList[]> shared_;                      // indexed by class
+  std::atomic<std::size_t> class_size_[max_slot_sizes] = {};
+  std::atomic<std::size_t> class_count_{0};
+  std::mutex class_mutex_;
+  std::atomic<std::size_t> used_chunks_{0};
+  std::atomic<std::size_t> next_chunk_hint_{0};
+};
+
+}  // namespace pmds::pm

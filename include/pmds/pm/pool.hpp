@@ -1,0 +1,663 @@
+// pmds — pool files: a persistent-memory file mapped at a fixed address, with a header, a root
+// table and a chunk allocator (allocator.hpp). Format: pool_format.hpp.
+//
+//   auto pool = pm::Pool::create("/mnt/pmem/set.pool", 256 << 20, "list/soft");
+//   pool.root(0).store(reinterpret_cast<std::uint64_t>(head)); pm::persist(&pool.root(0), 8);
+//   ...
+//   auto pool = pm::Pool::open("/mnt/pmem/set.pool", "list/soft");   // another process
+//   pool.allocator().recover(is_live);
+//
+// Mapping: through libpmem2, so a file on a DAX filesystem gets MAP_SYNC (stores are durable
+// once flushed) and a regular file or a /dev/shm file works too (the crash model is then the
+// simulator's or a process crash's, DESIGN.md §3). Device DAX (a character device) is not
+// supported: a pool is a file that create() makes.
+//
+// Pointers: ABSOLUTE. A pool is always mapped at the base address recorded in its header (a
+// libpmem2 VM reservation at that address); open() fails with base_unavailable when that range
+// is taken in this process. So a structure stores plain pointers and follows them with one load,
+// as its transient twin does. The alternative, offsets from the base (base + offset), costs an
+// add per hop and keeps the base in a register or memory; bench/pointer_cost_bench.cpp measures
+// it on a linked-list traversal: on this machine (2 cores, DRAM) the offset traversal took 1.00x
+// to 1.08x the time of the raw-pointer one (ratio per list size printed by the bench), i.e. a
+// small cost, but on every pointer of every structure, and offsets would also make 16-byte
+// pointer+counter words and every algorithm's code differ from the transient twin DESIGN.md
+// compares against. The price of absolute pointers is that a process cannot open two pools
+// recorded at overlapping bases; create() draws the base at random in [16 TiB, 64 TiB) (1 GiB
+// aligned) so two pools created independently collide with probability about
+// (size in GiB) / 49152; PoolOptions::base picks one explicitly.
+//
+// Crash safety of the header:
+//   - create() writes the whole header, the root table, the clean flag and the (zero)
+//     directory, persists them, and only then writes and persists the magic: a crash during
+//     create leaves a file that open() rejects (bad_magic), never a half pool that opens.
+//   - The clean-shutdown flag is set (persisted) by close() after everything else is durable,
+//     and cleared (persisted) by open(); was_clean_shutdown() reports what open() found.
+//   - A failed open never modifies the file: it reads and validates the header and the chunk
+//     directory through a read-only descriptor, reserves the base address, and only then maps
+//     the file read-write (and re-checks the mapped header against what it validated).
+// A pool is locked (flock, exclusive) while open, so two processes cannot open it at once
+// (in_use); a child forked while a pool is open shares its lock until the child exits or execs.
+//
+// Under the simulated backend the mapping is attached to the Px86 simulator right after it is
+// mapped (after create's initial, persisted content), and detached by close().
+#pragma once
+
+#include <fcntl.h>
+#include <libpmem2.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "pmds/error.hpp"
+#include "pmds/pm/access.hpp"
+#include "pmds/pm/allocator.hpp"
+#include "pmds/pm/pool_format.hpp"
+
+#if defined(PMDS_BACKEND_SIMULATED)
+#include "pmds/pm/simulator.hpp"
+#endif
+
+namespace pmds::pm {
+
+struct PoolOptions {
+  // 1, 2 or 4 MiB.
+  std::size_t chunk_size = format::default_chunk_size;
+  // 0: choose a free address; otherwise the base address to record (page aligned; a multiple
+  // of 2 MiB keeps huge pages possible).
+  std::uintptr_t base = 0;
+  // Permission bits of the new file.
+  unsigned mode = 0600;
+};
+
+// What inspect_pool() reads from a pool file.
+struct PoolInfo {
+  struct SlotSizeUsage {
+    std::size_t slot_size = 0;
+    std::size_t chunks = 0;  // used chunks of this slot size
+    std::size_t slots = 0;   // slots in those chunks (live or free: only the structure knows)
+  };
+  std::string path;
+  std::string layout;
+  std::uint32_t format_version = 0;
+  std::size_t header_size = 0;
+  std::size_t size = 0;
+  std::uintptr_t base = 0;
+  bool clean_shutdown = false;  // false: open now, or it crashed (recovery will run)
+  std::size_t chunk_size = 0;
+  std::size_t chunk_count = 0;
+  std::size_t used_chunks = 0;
+  std::size_t free_chunks = 0;
+  std::vector<SlotSizeUsage> slot_sizes;  // by increasing slot size
+  std::array<std::uint64_t, format::root_count> roots{};
+};
+
+namespace detail {
+
+inline std::string errno_text(int e) {
+  return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")";
+}
+
+inline std::string hex(std::uintptr_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%lx", static_cast<unsigned long>(v));
+  return b;
+}
+
+inline std::string pmem2_text(int rc) {
+  return std::string(pmem2_errormsg()) + " (libpmem2 " + std::to_string(rc) + ")";
+}
+
+// A file descriptor closed on destruction.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  ~Fd() { reset(); }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+inline void read_exact(const std::string& path, int fd, void* out, std::size_t n, off_t offset) {
+  auto* p = static_cast<char*>(out);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, n, offset);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) format::fail(PoolErrc::io, path, "read failed: " + errno_text(errno));
+    if (r == 0) format::fail(PoolErrc::truncated, path, "file ended while reading");
+    p += r;
+    n -= static_cast<std::size_t>(r);
+    offset += r;
+  }
+}
+
+// Stats `path` and opens it read-only; only regular files are pools.
+inline std::pair<Fd, std::size_t> open_for_reading(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR)
+      format::fail(PoolErrc::not_found, path, "no such file");
+    format::fail(PoolErrc::io, path, "stat failed: " + errno_text(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    const char* what = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device (device DAX is not supported)"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    format::fail(PoolErrc::not_regular_file, path, std::string("is ") + what);
+  }
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) format::fail(PoolErrc::io, path, "open failed: " + errno_text(errno));
+  // Size again through the descriptor: the path may have been replaced after stat.
+  if (::fstat(fd.get(), &st) != 0)
+    format::fail(PoolErrc::io, path, "fstat failed: " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) format::fail(PoolErrc::not_regular_file, path, "is not a regular file");
+  return {std::move(fd), static_cast<std::size_t>(st.st_size)};
+}
+
+// The header and directory of a pool file, read and validated through a read-only descriptor.
+struct ValidatedFile {
+  Fd fd;
+  std::size_t file_size = 0;
+  std::array<unsigned char, format::header_size> header{};
+  format::Identity id{};
+  std::vector<std::uint64_t> directory;
+
+  std::uint64_t word_at(std::size_t offset) const {
+    std::uint64_t w;
+    std::memcpy(&w, header.data() + offset, sizeof w);
+    return w;
+  }
+};
+
+inline ValidatedFile read_and_validate(const std::string& path, std::string_view layout) {
+  ValidatedFile f;
+  auto [fd, size] = open_for_reading(path);
+  f.fd = std::move(fd);
+  f.file_size = size;
+  read_exact(path, f.fd.get(), f.header.data(), std::min(size, format::header_size), 0);
+  f.id = format::validate_header(path, f.header.data(), size, layout);
+  f.directory.resize(f.id.chunk_count);
+  read_exact(path, f.fd.get(), f.directory.data(), f.id.chunk_count * sizeof(std::uint64_t),
+             static_cast<off_t>(f.id.directory_offset));
+  format::validate_directory(path, f.id, f.directory.data());
+  return f;
+}
+
+// True when no page of [addr, addr+n) is mapped in this process.
+inline bool range_unmapped(std::uintptr_t addr, std::size_t n) {
+  void* p = ::mmap(reinterpret_cast<void*>(addr), n, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  if (p == MAP_FAILED) return false;
+  ::munmap(p, n);
+  return p == reinterpret_cast<void*>(addr);  // a kernel without the flag may place it elsewhere
+}
+
+// libpmem2 (1.12, vm_reservation_posix.c) reserves ALIGN_UP(size, a) + a bytes at a requested
+// address, a = 2 MiB (1 GiB from 2 GiB on), for the alignment it needs when it picks the
+// address itself, and its delete unmaps only `size` bytes: the tail stays mapped (PROT_NONE)
+// and the same base could never be reserved again in this process. We note whether the
+// reservation took a tail that was free before, and unmap it after libpmem2's delete.
+inline std::size_t reservation_extent(std::size_t size) {
+  const std::size_t a =
+      size >= (std::size_t{2} << 30) ? std::size_t{1} << 30 : std::size_t{2} << 20;
+  return (size + a - 1) / a * a + a;
+}
+
+// The libpmem2 objects of one mapping, released in reverse order.
+struct Mapping {
+  pmem2_vm_reservation* reservation = nullptr;
+  std::uintptr_t leaked_tail = 0;  // see reservation_extent; 0: none
+  std::size_t leaked_tail_size = 0;
+  pmem2_source* source = nullptr;
+  pmem2_map* map = nullptr;
+  pmem2_persist_fn persist_fn = nullptr;
+  bool page_granularity = false;  // not DAX: the page cache stands between stores and media
+
+  void release() {
+    if (map != nullptr) pmem2_map_delete(&map);
+    if (source != nullptr) pmem2_source_delete(&source);
+    if (reservation != nullptr) pmem2_vm_reservation_delete(&reservation);
+    // The tail was ours from the reservation until now (nothing else could map there); if
+    // libpmem2 left it mapped, unmap it.
+    if (leaked_tail != 0 && !range_unmapped(leaked_tail, page_size_bytes))
+      ::munmap(reinterpret_cast<void*>(leaked_tail), leaked_tail_size);
+    leaked_tail = 0;
+  }
+  static constexpr std::size_t page_size_bytes = format::page_size;
+};
+
+inline constexpr std::uintptr_t base_range_begin = std::uintptr_t{16} << 40;
+inline constexpr std::uintptr_t base_range_end = std::uintptr_t{64} << 40;
+inline constexpr std::uintptr_t base_alignment = std::uintptr_t{1} << 30;
+
+// Reserves [base, base+size) into m.reservation. Returns a libpmem2 error code: 0, or
+// PMEM2_E_MAPPING_EXISTS when the range (or libpmem2's tail after it) is taken, or another.
+inline int try_reserve(std::uintptr_t base, std::size_t size, Mapping& m) {
+  const std::uintptr_t tail = base + size;
+  const std::size_t tail_size = reservation_extent(size) - size;
+  const bool tail_was_free = range_unmapped(tail, tail_size);
+  const int rc = pmem2_vm_reservation_new(&m.reservation, reinterpret_cast<void*>(base), size);
+  if (rc != 0) {
+    m.reservation = nullptr;
+    return rc;
+  }
+  if (tail_was_free && !range_unmapped(tail, format::page_size)) {
+    m.leaked_tail = tail;
+    m.leaked_tail_size = tail_size;
+  }
+  return 0;
+}
+
+// Reserves [base, base+size) or throws base_unavailable / io.
+inline void reserve_at(const std::string& path, std::uintptr_t base, std::size_t size, Mapping& m) {
+  const int rc = try_reserve(base, size, m);
+  if (rc == PMEM2_E_MAPPING_EXISTS)
+    format::fail(PoolErrc::base_unavailable, path,
+                 "its base address " + hex(base) + " (+" + std::to_string(size) +
+                     " bytes, and the " + std::to_string((reservation_extent(size) - size) >> 20) +
+                     " MiB after it that libpmem2 reserves too) is already in use in this "
+                     "process (is the pool already open?)");
+  if (rc != 0)
+    format::fail(PoolErrc::io, path, "cannot reserve its address range: " + pmem2_text(rc));
+}
+
+// Maps the read-write descriptor `fd` into the reservation `m.reservation` (offset 0).
+inline void map_into_reservation(const std::string& path, int fd, std::size_t size, Mapping& m) {
+  int rc = pmem2_source_from_fd(&m.source, fd);
+  if (rc != 0) format::fail(PoolErrc::io, path, "libpmem2 rejects the file: " + pmem2_text(rc));
+  pmem2_config* cfg = nullptr;
+  rc = pmem2_config_new(&cfg);
+  if (rc != 0) format::fail(PoolErrc::io, path, "libpmem2 config: " + pmem2_text(rc));
+  // PAGE: accept every file; libpmem2 still picks MAP_SYNC (cache-line granularity) on DAX.
+  rc = pmem2_config_set_required_store_granularity(cfg, PMEM2_GRANULARITY_PAGE);
+  if (rc == 0) rc = pmem2_config_set_length(cfg, size);
+  if (rc == 0) rc = pmem2_config_set_vm_reservation(cfg, m.reservation, 0);
+  if (rc == 0) rc = pmem2_map_new(&m.map, cfg, m.source);
+  pmem2_config_delete(&cfg);
+  if (rc != 0) format::fail(PoolErrc::io, path, "cannot map the file: " + pmem2_text(rc));
+  m.persist_fn = pmem2_get_persist_fn(m.map);
+  m.page_granularity = pmem2_map_get_store_granularity(m.map) == PMEM2_GRANULARITY_PAGE;
+}
+
+inline void lock_file(const std::string& path, int fd) {
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return;
+  if (errno == EWOULDBLOCK)
+    format::fail(PoolErrc::in_use, path, "is open in another process (locked)");
+  format::fail(PoolErrc::io, path, "flock failed: " + errno_text(errno));
+}
+
+}  // namespace detail
+
+class Pool {
+ public:
+  static constexpr std::size_t root_count = format::root_count;
+  static constexpr std::size_t max_layout_length = format::max_layout_length;
+  static constexpr std::size_t header_size = format::header_size;
+
+  // The smallest pool: the header, one directory page and one chunk.
+  static constexpr std::size_t min_size(std::size_t chunk_size = format::default_chunk_size) {
+    return format::header_size + format::page_size + chunk_size;
+  }
+
+  // Creates a new pool file of `size` bytes (a multiple of 4096, at least min_size()) holding
+  // `layout` (1 to 63 bytes, no NUL), and opens it. Throws PoolError: already_exists,
+  // bad_argument, not_found (missing directory), io; on failure no file is left behind.
+  static Pool create(const std::string& path, std::size_t size, std::string_view layout,
+                     const PoolOptions& options = {}) {
+    check_create_arguments(path, size, layout, options);
+    const format::Geometry g = format::geometry_for(size, options.chunk_size);
+
+    detail::Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, options.mode));
+    if (fd.get() < 0) {
+      if (errno == EEXIST) format::fail(PoolErrc::already_exists, path, "already exists");
+      if (errno == ENOENT || errno == ENOTDIR)
+        format::fail(PoolErrc::not_found, path, "its directory does not exist");
+      format::fail(PoolErrc::io, path, "cannot create: " + detail::errno_text(errno));
+    }
+    auto st = std::make_unique<State>();
+    Pool pool;
+    try {
+      detail::lock_file(path, fd.get());
+      // Allocate the blocks now, so a full filesystem is an error here and not a SIGBUS on
+      // some later store into a sparse page.
+      int rc = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(size));
+      if (rc == EOPNOTSUPP || rc == EINVAL)
+        rc = ::ftruncate(fd.get(), static_cast<off_t>(size)) == 0 ? 0 : errno;
+      if (rc != 0)
+        format::fail(PoolErrc::io, path, "cannot size the file: " + detail::errno_text(rc));
+
+      st->path = path;
+      st->layout = std::string(layout);
+      st->size = size;
+      st->chunk_size = options.chunk_size;
+      st->chunk_count = g.chunk_count;
+      st->was_clean = true;  // nothing to recover in a new pool
+      if (options.base != 0) {
+        detail::reserve_at(path, options.base, size, st->mapping);
+      } else {
+        reserve_free_range(path, size, st->mapping);
+      }
+      st->base = static_cast<char*>(pmem2_vm_reservation_get_address(st->mapping.reservation));
+      detail::map_into_reservation(path, fd.get(), size, st->mapping);
+      st->fd = std::move(fd);
+
+      format::Identity id{};
+      id.magic = 0;  // written last, below
+      id.format_version = format::current_version;
+      id.header_size = format::header_size;
+      id.pool_size = size;
+      id.base_address = reinterpret_cast<std::uintptr_t>(st->base);
+      id.chunk_size = options.chunk_size;
+      id.chunk_count = g.chunk_count;
+      id.directory_offset = g.directory_offset;
+      id.chunks_offset = g.chunks_offset;
+      std::memcpy(id.layout, layout.data(), layout.size());
+      id.checksum = format::identity_checksum(id);
+
+      // Everything but the magic, persisted. The file is zero-filled, but the header and the
+      // directory are written anyway: posix_fallocate keeps old bytes of a reused file range
+      // on no filesystem, yet nothing here should depend on that.
+      char* base = st->base;
+      pm::write(base, &id, sizeof id);
+      static constexpr std::array<unsigned char, format::header_size> zeros{};
+      pm::write(base + sizeof id, zeros.data(), format::header_size - sizeof id);
+      for (std::size_t off = g.directory_offset; off < g.chunks_offset; off += zeros.size())
+        pm::write(base + off, zeros.data(), std::min(zeros.size(), g.chunks_offset - off));
+      pm::persist(base, g.chunks_offset);
+      st->persist_media(0, g.chunks_offset);
+      // The magic, last: from here on the file is a pool.
+      const std::uint64_t m = format::magic;
+      pm::write(base, &m, sizeof m);
+      pm::persist(base, sizeof m);
+      st->persist_media(0, sizeof m);
+
+      pool.state_ = std::move(st);
+      pool.attach_and_start();
+      return pool;
+    } catch (...) {
+      // No clean flag, no detach: this never became a pool. Release and remove the file.
+      if (pool.state_) st = std::move(pool.state_);
+      st->allocator.reset();
+      st->mapping.release();
+      ::unlink(path.c_str());
+      throw;
+    }
+  }
+
+  // Opens an existing pool holding `layout`. Validates everything through a read-only
+  // descriptor before it maps the file read-write: a failed open leaves the file untouched.
+  // Throws PoolError: not_found, not_regular_file, bad_magic, version_too_new, corrupted,
+  // layout_mismatch, truncated, size_mismatch, base_unavailable, in_use, io.
+  static Pool open(const std::string& path, std::string_view layout) {
+    detail::ValidatedFile f = detail::read_and_validate(path, layout);
+    auto st = std::make_unique<State>();
+    st->path = path;
+    st->layout = std::string(layout);
+    st->size = f.id.pool_size;
+    st->chunk_size = f.id.chunk_size;
+    st->chunk_count = f.id.chunk_count;
+    try {
+      detail::reserve_at(path, f.id.base_address, f.id.pool_size, st->mapping);
+      detail::lock_file(path, f.fd.get());
+      detail::Fd rw(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+      if (rw.get() < 0)
+        format::fail(PoolErrc::io, path, "cannot open read-write: " + detail::errno_text(errno));
+      struct stat a, b;
+      if (::fstat(rw.get(), &a) != 0 || ::fstat(f.fd.get(), &b) != 0 || a.st_ino != b.st_ino ||
+          a.st_dev != b.st_dev)
+        format::fail(PoolErrc::io, path, "the file was replaced while it was being opened");
+      detail::map_into_reservation(path, rw.get(), f.id.pool_size, st->mapping);
+      st->base = static_cast<char*>(pmem2_map_get_address(st->mapping.map));
+      // The mapped header and directory must be what was validated (no change in between).
+      if (std::memcmp(st->base, f.header.data(), format::header_size) != 0 ||
+          std::memcmp(st->base + f.id.directory_offset, f.directory.data(),
+                      f.directory.size() * sizeof(std::uint64_t)) != 0)
+        format::fail(PoolErrc::corrupted, path, "the header changed while it was being opened");
+      st->lock_fd = std::move(f.fd);
+      st->fd = std::move(rw);
+      st->was_clean = f.word_at(format::clean_flag_offset) == 1;
+    } catch (...) {
+      st->mapping.release();
+      throw;
+    }
+    Pool pool;
+    pool.state_ = std::move(st);
+    pool.attach_and_start();
+    // Open: the shutdown is no longer clean until close() says so.
+    pool.clean_flag().store(0);
+    persist(&pool.clean_flag(), sizeof(std::uint64_t));
+    pool.state_->persist_media(format::clean_flag_offset, sizeof(std::uint64_t));
+    return pool;
+  }
+
+  Pool() = default;
+  Pool(Pool&&) noexcept = default;
+  Pool& operator=(Pool&& o) noexcept {
+    if (this != &o) {
+      close();
+      state_ = std::move(o.state_);
+    }
+    return *this;
+  }
+  ~Pool() { close(); }
+
+  // Makes everything durable, sets the clean-shutdown flag (persisted), unmaps and unlocks.
+  // The structure in the pool must be quiescent. Idempotent.
+  void close() noexcept {
+    if (!state_) return;
+    State& st = *state_;
+    // On a non-DAX file the page cache holds the stores: write it back before the flag says
+    // clean, so "clean" never names a pool whose contents are not all on the media.
+    st.persist_media(0, st.size);
+    clean_flag().store(1);
+    persist(&clean_flag(), sizeof(std::uint64_t));
+    st.persist_media(format::clean_flag_offset, sizeof(std::uint64_t));
+#if defined(PMDS_BACKEND_SIMULATED)
+    sim::detach(st.base);
+#endif
+    st.allocator.reset();
+    st.mapping.release();
+    state_.reset();  // closes the descriptors, which releases the lock
+  }
+
+  bool is_open() const {
+    return state_ != nullptr;
+  }
+  void* base() const {
+    return state_->base;
+  }
+  std::size_t size() const {
+    return state_->size;
+  }
+  std::string_view layout() const {
+    return state_->layout;
+  }
+  const std::string& path() const {
+    return state_->path;
+  }
+  bool contains(const void* p) const {
+    const auto* c = static_cast<const char*>(p);
+    return c >= state_->base && c < state_->base + state_->size;
+  }
+
+  // The clean-shutdown flag as open() found it: false after a crash (or a kill) while open.
+  // True for a pool create() just made.
+  bool was_clean_shutdown() const {
+    return state_->was_clean;
+  }
+
+  // True when stores reach persistence only through the page cache (not a DAX file): then a
+  // process crash loses nothing, but a power failure loses what was not written back.
+  bool page_cache_backed() const {
+    return state_->mapping.page_granularity;
+  }
+
+  // The persistent root table: root_count words in the header, zero in a new pool. Persist a
+  // root after storing it (pm::persist(&pool.root(i), 8)).
+  atomic<std::uint64_t>& root(std::size_t i) {
+    if (i >= root_count)
+      format::fail(
+          PoolErrc::bad_argument, state_->path,
+          "root index " + std::to_string(i) + " is not below " + std::to_string(root_count));
+    return reinterpret_cast<atomic<std::uint64_t>*>(state_->base + format::roots_offset)[i];
+  }
+
+  ChunkAllocator& allocator() {
+    return *state_->allocator;
+  }
+  const ChunkAllocator& allocator() const {
+    return *state_->allocator;
+  }
+
+ private:
+  struct State {
+    std::string path;
+    std::string layout;
+    char* base = nullptr;
+    std::size_t size = 0;
+    std::size_t chunk_size = 0;
+    std::size_t chunk_count = 0;
+    bool was_clean = false;
+    detail::Mapping mapping;
+    detail::Fd fd;       // read-write, the mapping's source
+    detail::Fd lock_fd;  // holds the flock when open() locked its read-only descriptor
+    std::unique_ptr<ChunkAllocator> allocator;
+
+    void persist_media(std::size_t offset, std::size_t n) const {
+      if (mapping.page_granularity && mapping.persist_fn != nullptr)
+        mapping.persist_fn(base + offset, n);
+    }
+  };
+
+  atomic<std::uint64_t>& clean_flag() {
+    return *reinterpret_cast<atomic<std::uint64_t>*>(state_->base + format::clean_flag_offset);
+  }
+
+  // After the mapping holds a valid pool: attach it to the simulator, build the allocator.
+  void attach_and_start() {
+    State& st = *state_;
+#if defined(PMDS_BACKEND_SIMULATED)
+    sim::attach(st.base, st.size);
+#endif
+    format::Identity id;
+    std::memcpy(&id, st.base, sizeof id);
+    st.allocator.reset(new ChunkAllocator(
+        st.path, reinterpret_cast<atomic<std::uint64_t>*>(st.base + id.directory_offset),
+        st.base + id.chunks_offset, st.chunk_size, st.chunk_count));
+  }
+
+  static void check_create_arguments(const std::string& path, std::size_t size,
+                                     std::string_view layout, const PoolOptions& o) {
+    if (layout.empty()) format::fail(PoolErrc::bad_argument, path, "empty layout name");
+    if (layout.size() > format::max_layout_length)
+      format::fail(PoolErrc::bad_argument, path,
+                   "layout name of " + std::to_string(layout.size()) + " bytes (at most " +
+                       std::to_string(format::max_layout_length) + ")");
+    if (layout.find('\0') != std::string_view::npos)
+      format::fail(PoolErrc::bad_argument, path, "layout name contains a NUL byte");
+    if (o.chunk_size != (std::size_t{1} << 20) && o.chunk_size != (std::size_t{2} << 20) &&
+        o.chunk_size != (std::size_t{4} << 20))
+      format::fail(PoolErrc::bad_argument, path,
+                   "chunk size " + std::to_string(o.chunk_size) + " (1, 2 or 4 MiB)");
+    if (size % format::page_size != 0)
+      format::fail(PoolErrc::bad_argument, path,
+                   "size " + std::to_string(size) + " is not a multiple of " +
+                       std::to_string(format::page_size));
+    if (size < min_size(o.chunk_size))
+      format::fail(PoolErrc::bad_argument, path,
+                   "size " + std::to_string(size) + " is below the minimum " +
+                       std::to_string(min_size(o.chunk_size)) + " (header, directory, one chunk)");
+    if (size > detail::base_range_end - detail::base_range_begin)
+      format::fail(PoolErrc::bad_argument, path, "size " + std::to_string(size) + " is too large");
+    if (o.base % format::page_size != 0 ||
+        (o.base != 0 && o.base + size > (std::uintptr_t{1} << 47)))
+      format::fail(PoolErrc::bad_argument, path, "unusable base address");
+  }
+
+  // A random start in [16 TiB, 64 TiB), then steps of the pool's size (with libpmem2's tail,
+  // rounded to 1 GiB): pools created in one process never overlap, and pools created in
+  // different processes rarely do.
+  static void reserve_free_range(const std::string& path, std::size_t size, detail::Mapping& m) {
+    const std::uintptr_t stride =
+        format::round_up(detail::reservation_extent(size), detail::base_alignment);
+    const std::uintptr_t slots = (detail::base_range_end - detail::base_range_begin) / stride;
+    std::random_device rd;
+    const std::uintptr_t first = (std::uintptr_t{rd()} << 32 | rd()) % slots;
+    for (std::uintptr_t k = 0; k < std::min<std::uintptr_t>(slots, 4096); ++k) {
+      const std::uintptr_t base = detail::base_range_begin + ((first + k) % slots) * stride;
+      const int rc = detail::try_reserve(base, size, m);
+      if (rc == 0) return;
+      if (rc != PMEM2_E_MAPPING_EXISTS)
+        format::fail(PoolErrc::io, path,
+                     "cannot reserve an address range: " + detail::pmem2_text(rc));
+    }
+    format::fail(PoolErrc::io, path, "no free address range for the pool");
+  }
+
+  std::unique_ptr<State> state_;
+};
+
+// A read-only look at a pool file's header and chunk directory (plain reads, no mapping), for
+// `pmds inspect`. Throws the PoolError open() would throw for a bad file (not base_unavailable
+// or in_use: inspecting an open pool is fine).
+inline PoolInfo inspect_pool(const std::string& path) {
+  detail::ValidatedFile f = detail::read_and_validate(path, {});
+  PoolInfo info;
+  info.path = path;
+  info.layout = std::string(format::layout_of(f.id));
+  info.format_version = f.id.format_version;
+  info.header_size = f.id.header_size;
+  info.size = f.id.pool_size;
+  info.base = f.id.base_address;
+  info.clean_shutdown = f.word_at(format::clean_flag_offset) == 1;
+  info.chunk_size = f.id.chunk_size;
+  info.chunk_count = f.id.chunk_count;
+  std::map<std::size_t, PoolInfo::SlotSizeUsage> by_size;
+  for (std::uint64_t w : f.directory) {
+    if (!format::chunk_word::is_used(w)) continue;
+    ++info.used_chunks;
+    const std::size_t s = format::chunk_word::slot_size(w);
+    auto& u = by_size[s];
+    u.slot_size = s;
+    ++u.chunks;
+    u.slots += f.id.chunk_size / s;
+  }
+  info.free_chunks = info.chunk_count - info.used_chunks;
+  for (auto& [s, u] : by_size) info.slot_sizes.push_back(u);
+  for (std::size_t i = 0; i < format::root_count; ++i)
+    info.roots[i] = f.word_at(format::roots_offset + i * sizeof(std::uint64_t));
+  return info;
+}
+
+}  // namespace pmds::pm
