@@ -21,15 +21,17 @@
 // All cross-thread operations are seq_cst atomics (a pin is one xchg on x86); there are no
 // stand-alone fences, which ThreadSanitizer does not model.
 //
-// A thread that exits leaves its pending retires in its slot; the next thread given the same
-// id (ids are reused smallest-first) adopts them, and drain()/the destructor run them in any
-// case, so nothing leaks.
+// A thread that exits with retires pending hands them to the domain's orphan list (a
+// thread_local exit hook, holding a weak reference so that a domain destroyed first is
+// skipped); other threads' collect() runs them once safe, and drain()/the destructor run them
+// in any case, so nothing leaks.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +42,30 @@
 #include "pmds/thread_registry.hpp"
 
 namespace pmds::reclaim {
+
+class MinimalEpochDomain;
+
+namespace detail {
+
+// What an exiting thread's hook reaches: the domain while it lives (null once destroyed).
+struct MinimalDomainShared {
+  std::mutex mutex;
+  MinimalEpochDomain* domain;
+};
+
+// Per thread: the domains this thread retired into or pinned in, and its id in each.
+struct MinimalExitHook {
+  struct Entry {
+    std::weak_ptr<MinimalDomainShared> shared;
+    std::size_t id;
+  };
+  std::vector<Entry> entries;
+  ~MinimalExitHook();
+};
+
+inline thread_local MinimalExitHook minimal_exit_hook;
+
+}  // namespace detail
 
 class MinimalEpochDomain {
   struct Slot;
@@ -82,12 +108,21 @@ class MinimalEpochDomain {
     Slot* slot_ = nullptr;
   };
 
-  MinimalEpochDomain() : slots_(new Slot[max_threads]) {}
+  MinimalEpochDomain()
+      : slots_(new Slot[max_threads]), shared_(std::make_shared<detail::MinimalDomainShared>()) {
+    shared_->domain = this;
+  }
   MinimalEpochDomain(const MinimalEpochDomain&) = delete;
   MinimalEpochDomain& operator=(const MinimalEpochDomain&) = delete;
 
   // Runs every pending deleter. The structure must be quiescent (no thread pinned or retiring).
-  ~MinimalEpochDomain() { run_all(); }
+  ~MinimalEpochDomain() {
+    {
+      std::lock_guard lock(shared_->mutex);  // exiting threads no longer hand us anything
+      shared_->domain = nullptr;
+    }
+    run_all();
+  }
 
   // Enters a critical region around one operation; nestable and cheap (one xchg when outermost).
   Guard pin() {
@@ -144,6 +179,8 @@ class MinimalEpochDomain {
     const std::size_t used = slots_in_use_.load(std::memory_order_seq_cst);
     for (std::size_t i = 0; i < used; ++i)
       for (const Bucket& b : slots_[i].buckets) n += b.items.size();
+    std::lock_guard lock(shared_->mutex);
+    for (const Bucket& b : orphans_) n += b.items.size();
     return n;
   }
 
@@ -168,14 +205,51 @@ class MinimalEpochDomain {
     Bucket buckets[bucket_count];
   };
 
+  friend struct detail::MinimalExitHook;
+
   Slot& own_slot() {
-    const std::size_t id = thread_id();
+    const std::size_t id = thread_id();  // before the exit hook: the id outlives the hook
     Slot& slot = slots_[id];
     if (!slot.registered) [[unlikely]] {
       register_slot(id);
+      auto& entries = detail::minimal_exit_hook.entries;
+      if (entries.size() >= 16)  // forget destroyed domains
+        std::erase_if(entries, [](const auto& e) { return e.shared.expired(); });
+      entries.push_back({shared_, id});
       slot.registered = true;
     }
     return slot;
+  }
+
+  // Called by the exiting owner of slot id, under shared_->mutex: its pending retires become
+  // orphans, and the next thread given this id registers afresh.
+  void orphan_slot(std::size_t id) {
+    Slot& slot = slots_[id];
+    for (Bucket& b : slot.buckets)
+      if (!b.items.empty()) orphans_.push_back(Bucket{b.epoch, std::exchange(b.items, {})});
+    slot.registered = false;
+    slot.retires_since_collect = 0;
+    if (!orphans_.empty()) has_orphans_.store(true, std::memory_order_release);
+  }
+
+  // Runs the orphaned retires whose epoch is safe (or all of them).
+  void adopt_orphans(std::uint64_t epoch, bool all) {
+    std::vector<Bucket> ready;
+    {
+      std::lock_guard lock(shared_->mutex);
+      for (std::size_t i = 0; i < orphans_.size();) {
+        if (all || orphans_[i].epoch + 2 <= epoch) {
+          ready.push_back(std::move(orphans_[i]));
+          orphans_[i] = std::move(orphans_.back());
+          orphans_.pop_back();
+        } else {
+          ++i;
+        }
+      }
+      if (orphans_.empty()) has_orphans_.store(false, std::memory_order_relaxed);
+    }
+    for (Bucket& b : ready)
+      for (Retired& r : b.items) r.run();
   }
 
   // Raises the scan bound so advancers look at this slot from now on (before its first
@@ -205,6 +279,8 @@ class MinimalEpochDomain {
     const std::uint64_t epoch = epoch_.load(std::memory_order_seq_cst);
     for (Bucket& b : slot.buckets)
       if (!b.items.empty() && b.epoch + 2 <= epoch) run_bucket(b, b.epoch);
+    if (has_orphans_.load(std::memory_order_acquire)) [[unlikely]]
+      adopt_orphans(epoch, false);
   }
 
   // Runs the bucket's deleters and retags it with new_epoch. The items are moved out first, so
@@ -223,11 +299,23 @@ class MinimalEpochDomain {
     for (std::size_t i = 0; i < used; ++i)
       for (Bucket& b : slots_[i].buckets)
         while (!b.items.empty()) run_bucket(b, b.epoch);
+    while (has_orphans_.load(std::memory_order_acquire)) adopt_orphans(0, true);
   }
 
   alignas(pm::cache_line_size) std::atomic<std::uint64_t> epoch_{1};
   alignas(pm::cache_line_size) std::atomic<std::size_t> slots_in_use_{0};
   std::unique_ptr<Slot[]> slots_;
+  std::shared_ptr<detail::MinimalDomainShared> shared_;
+  std::vector<Bucket> orphans_;  // under shared_->mutex
+  std::atomic<bool> has_orphans_{false};
 };
+
+inline detail::MinimalExitHook::~MinimalExitHook() {
+  for (Entry& e : entries)
+    if (auto shared = e.shared.lock()) {
+      std::lock_guard lock(shared->mutex);
+      if (shared->domain != nullptr) shared->domain->orphan_slot(e.id);
+    }
+}
 
 }  // namespace pmds::reclaim
