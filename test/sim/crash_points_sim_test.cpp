@@ -192,3 +192,45 @@ TEST_F(CrashPoints, HandlerCanForkAChildThatWritesAnImage) {
 }
 
 }  // namespace
+
+// The crash lab's multi-threaded pattern: while two workers run, the handler (holding the lock,
+// the other worker stopped at its next operation) forks a child that reports the minimum image's
+// counters and _exit()s; the workers then finish in the parent.
+TEST_F(CrashPoints, HandlerForksWhileOtherThreadsWait) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t child = -1;
+  const std::uint64_t base = sim::event_count();
+  const std::uint64_t target = base + 300;
+  sim::set_crash_handler(target, [&] {
+    child = fork();
+    if (child == 0) {
+      const sim::Snapshot s = sim::snapshot();
+      const Words lo = words_of(s, s.choice(sim::ImageKind::minimum), {0, 8});
+      const std::uint64_t msg[3] = {s.event(), lo[0], lo[1]};
+      _exit(write(fds[1], msg, sizeof msg) == static_cast<ssize_t>(sizeof msg) ? 0 : 1);
+    }
+  });
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      auto& x = w(t * 8);
+      for (std::uint64_t i = 1; i <= 400; ++i) {
+        x.store(i);
+        sim::flush(&x, pm::FlushInstruction::clwb);
+        sim::fence();
+      }
+    });
+  for (auto& th : threads) th.join();
+  ASSERT_GT(child, 0);
+  std::uint64_t msg[3] = {};
+  ASSERT_EQ(read(fds[0], msg, sizeof msg), static_cast<ssize_t>(sizeof msg));
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  close(fds[0]);
+  close(fds[1]);
+  EXPECT_EQ(msg[0], target);
+  EXPECT_EQ(msg[1] + msg[2], target - base) << "fenced values durable in the child's image";
+  EXPECT_EQ(live({0, 8}), (Words{400, 400}));
+}
