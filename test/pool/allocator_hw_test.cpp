@@ -1,0 +1,306 @@
+// The chunk allocator under the hardware backend: slot sizes and alignment, distinct slots,
+// reuse, concurrent threads, a full pool, recovery accounting, bad arguments.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <barrier>
+#include <cstring>
+#include <map>
+#include <set>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "pmds/pm/pool.hpp"
+#include "pool/pool_test_util.hpp"
+
+namespace pm = pmds::pm;
+using pool_test::TempPath;
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+TEST(Allocator, SlotSizesAreRoundedTo16) {
+  EXPECT_EQ(pm::ChunkAllocator::slot_size_for(0), 16u);
+  EXPECT_EQ(pm::ChunkAllocator::slot_size_for(1), 16u);
+  EXPECT_EQ(pm::ChunkAllocator::slot_size_for(16), 16u);
+  EXPECT_EQ(pm::ChunkAllocator::slot_size_for(17), 32u);
+  EXPECT_EQ(pm::ChunkAllocator::slot_size_for(100), 112u);
+  TempPath path("sizes");
+  pm::Pool pool = pm::Pool::create(path, 16 * kMiB, "test/alloc");
+  auto& a = pool.allocator();
+  for (std::size_t n : {1, 16, 24, 64, 100, 128, 192, 4096}) {
+    void* p = a.allocate(n);
+    const std::size_t size = pm::ChunkAllocator::slot_size_for(n);
+    EXPECT_EQ(a.slot_size_of(p), size);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 16, 0u) << n;
+    if (size % 64 == 0) {
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u) << n;
+    }
+    // Every slot of a chunk, not just the first, keeps the alignment.
+    void* q = a.allocate(n);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(q) % (size % 64 == 0 ? 64 : 16), 0u) << n;
+  }
+  EXPECT_EQ(a.used_chunks(), 7u);  // one chunk per slot size (1 and 16 share one)
+}
+
+TEST(Allocator, DistinctSlotsAndReuse) {
+  TempPath path("distinct");
+  pm::Pool pool = pm::Pool::create(path, 8 * kMiB, "test/alloc");
+  auto& a = pool.allocator();
+  std::set<char*> seen;
+  std::vector<void*> slots;
+  for (int i = 0; i < 20000; ++i) {  // more than one chunk of 64-byte slots (16384)
+    auto* p = static_cast<char*>(a.allocate(64));
+    EXPECT_TRUE(a.owns(p));
+    EXPECT_TRUE(pool.contains(p));
+    slots.push_back(p);
+    seen.insert(p);
+  }
+  EXPECT_EQ(seen.size(), slots.size());
+  // No two slots overlap: sorted, consecutive ones are at least 64 bytes apart.
+  for (auto it = seen.begin(), next = std::next(it); next != seen.end(); ++it, ++next)
+    EXPECT_GE(*next - *it, 64);
+  EXPECT_EQ(a.used_chunks(), 2u);
+  for (void* p : slots) a.free(p);
+  const std::size_t used = a.used_chunks();
+  std::set<void*> again;
+  for (int i = 0; i < 20000; ++i) again.insert(a.allocate(64));
+  EXPECT_EQ(again.size(), 20000u);
+  EXPECT_EQ(a.used_chunks(), used);  // reused, no new chunk
+  for (void* p : again) EXPECT_TRUE(seen.count(static_cast<char*>(p)));
+}
+
+TEST(Allocator, ConcurrentThreadsGetDistinctSlots) {
+  TempPath path("threads");
+  pm::Pool pool = pm::Pool::create(path, 64 * kMiB, "test/alloc");
+  auto& a = pool.allocator();
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 20000;
+  std::vector<std::vector<std::uint64_t*>> got(kThreads);
+  std::barrier sync(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      sync.arrive_and_wait();
+      auto& mine = got[t];
+      for (int i = 0; i < kPerThread; ++i) {
+        auto* p = static_cast<std::uint64_t*>(a.allocate(i % 2 ? 64 : 48));
+        const std::uint64_t stamp[2] = {std::uint64_t(t), std::uint64_t(i)};
+        pm::write(p, stamp, sizeof stamp);
+        mine.push_back(p);
+        if (i % 3 == 0) {  // free some as we go: exercises the free lists concurrently
+          std::uint64_t* victim = mine[mine.size() / 2];
+          mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(mine.size() / 2));
+          a.free(victim);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::unordered_set<std::uint64_t*> all;
+  for (int t = 0; t < kThreads; ++t)
+    for (std::uint64_t* p : got[t]) {
+      EXPECT_TRUE(all.insert(p).second) << "slot handed out twice";
+      EXPECT_EQ(p[0], std::uint64_t(t)) << "slot written by two threads";
+    }
+}
+
+// A consumer frees what a producer allocates (a queue): the producer gets the slots back
+// through the shared list instead of claiming chunk after chunk.
+TEST(Allocator, CrossThreadFreesAreReused) {
+  TempPath path("crossthread");
+  pm::Pool pool = pm::Pool::create(path, 8 * kMiB, "test/alloc");  // 7 chunks
+  auto& a = pool.allocator();
+  for (int round = 0; round < 50; ++round) {
+    std::vector<void*> batch;
+    std::thread producer([&] {
+      for (int i = 0; i < 5000; ++i) batch.push_back(a.allocate(256));
+    });
+    producer.join();
+    std::thread consumer([&] {
+      for (void* p : batch) a.free(p);
+    });
+    consumer.join();
+  }
+  // 50 x 5000 x 256 bytes = 61 MiB went through a 7 MiB pool.
+  EXPECT_LE(a.used_chunks(), 3u);
+}
+
+TEST(Allocator, FullPoolThrowsPoolFullAndStaysUsable) {
+  TempPath path("full");
+  pm::Pool pool = pm::Pool::create(path, pm::Pool::min_size(), "test/alloc");  // one chunk
+  auto& a = pool.allocator();
+  ASSERT_EQ(a.chunk_count(), 1u);
+  const std::size_t per_chunk = a.slots_per_chunk(1024);
+  std::vector<void*> slots;
+  try {
+    for (;;) slots.push_back(a.allocate(1000));
+  } catch (const pmds::PoolFull& e) {
+    EXPECT_EQ(e.code(), pmds::PoolErrc::full);
+    EXPECT_NE(std::string(e.what()).find(path.str()), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(slots.size(), a.slots_per_chunk(1008));
+  EXPECT_EQ(per_chunk, 1024u);
+  EXPECT_EQ(a.used_chunks(), 1u);
+  EXPECT_THROW(a.allocate(1000), pmds::PoolFull);  // again: still full, still no crash
+  EXPECT_THROW(a.allocate(64), pmds::PoolFull);    // no chunk for another size either
+  EXPECT_EQ(pm::inspect_pool(path).used_chunks, 1u);
+  a.free(slots.back());
+  void* p = a.allocate(1000);
+  EXPECT_EQ(p, slots.back());
+  pool.root(0).store(1);  // the pool itself is fine
+  pool.close();
+  pm::Pool again = pm::Pool::open(path, "test/alloc");
+  EXPECT_EQ(again.root(0).load(), 1u);
+}
+
+TEST(Allocator, BadArguments) {
+  TempPath path("badargs");
+  pm::Pool pool = pm::Pool::create(path, 8 * kMiB, "test/alloc");
+  auto& a = pool.allocator();
+  auto expect_bad = [](auto&& f) {
+    try {
+      f();
+      ADD_FAILURE() << "no exception";
+    } catch (const pmds::PoolError& e) {
+      EXPECT_EQ(e.code(), pmds::PoolErrc::bad_argument) << e.what();
+    }
+  };
+  expect_bad([&] { a.allocate(a.chunk_size() + 1); });
+  void* p = a.allocate(64);
+  int on_stack = 0;
+  expect_bad([&] { a.free(&on_stack); });
+  expect_bad([&] { a.free(static_cast<char*>(p) + 16); });  // inside a slot
+  expect_bad([&] { a.free(pool.base()); });                 // the header
+  // A slot of a chunk never claimed.
+  expect_bad([&] { a.free(static_cast<char*>(p) + 3 * a.chunk_size()); });
+  a.free(p);
+  // The largest slot is a whole chunk.
+  void* whole = a.allocate(a.chunk_size());
+  EXPECT_EQ(a.slot_size_of(whole), a.chunk_size());
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(whole) % 4096, 0u);
+}
+
+TEST(Allocator, AtMost32SlotSizes) {
+  TempPath path("classes");
+  pm::Pool pool = pm::Pool::create(path, 40 * kMiB, "test/alloc");
+  auto& a = pool.allocator();
+  for (std::size_t k = 1; k <= pm::ChunkAllocator::max_slot_sizes; ++k) a.allocate(16 * k);
+  try {
+    a.allocate(16 * 33);
+    ADD_FAILURE() << "a 33rd slot size";
+  } catch (const pmds::PoolError& e) {
+    EXPECT_EQ(e.code(), pmds::PoolErrc::bad_argument);
+  }
+  a.allocate(16 * 7);  // known sizes still work
+}
+
+// Recovery: every slot of every used chunk is exactly one of live (the structure says so) or
+// free; allocation after recovery hands out exactly the free ones.
+TEST(Allocator, RecoverAccounting) {
+  TempPath path("recover");
+  constexpr std::uint64_t kLive = 0x4c495645'4c495645;
+  std::set<void*> live;
+  std::size_t used_before = 0;
+  {
+    pm::Pool pool = pm::Pool::create(path, 16 * kMiB, "test/alloc");
+    auto& a = pool.allocator();
+    std::vector<void*> slots;
+    for (int i = 0; i < 30000; ++i) slots.push_back(a.allocate(i % 5 == 0 ? 128 : 64));
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      if (i % 3 == 0) {
+        pm::write(slots[i], &kLive, sizeof kLive);
+        pm::persist(slots[i], sizeof kLive);
+        live.insert(slots[i]);
+      } else if (i % 3 == 1) {
+        a.free(slots[i]);
+      }  // i % 3 == 2: allocated, never made live: a leak that recovery must reclaim
+    }
+    used_before = a.used_chunks();
+  }
+  pm::Pool pool = pm::Pool::open(path, "test/alloc");
+  auto& a = pool.allocator();
+  EXPECT_EQ(a.used_chunks(), used_before);
+  EXPECT_EQ(a.free_slots(), 0u);  // nothing known before recover()
+  auto is_live = [](void* slot, std::size_t) {
+    std::uint64_t w;
+    std::memcpy(&w, slot, sizeof w);
+    return w == kLive;
+  };
+  const pm::RecoveryStats stats = a.recover(is_live);
+  std::size_t total = 0;
+  std::map<std::size_t, std::size_t> chunks_by_size;
+  a.for_each_used_chunk([&](std::size_t, void*, std::size_t size, std::size_t owner) {
+    total += a.slots_per_chunk(size);
+    ++chunks_by_size[size];
+    EXPECT_LT(owner, pmds::max_threads);
+  });
+  std::size_t enumerated = 0;
+  a.for_each_slot([&](void*, std::size_t) { ++enumerated; });
+  EXPECT_EQ(enumerated, total);
+  EXPECT_EQ(stats.used_chunks, used_before);
+  EXPECT_EQ(stats.live_slots, live.size());
+  EXPECT_EQ(stats.free_slots, total - live.size());
+  EXPECT_EQ(a.free_slots(), stats.free_slots);
+  // Allocate every free slot: none is live, none twice; then the next needs a new chunk.
+  std::set<void*> handed;
+  for (const auto& [size, chunks] : chunks_by_size) {
+    std::size_t free_of_size = 0;
+    a.for_each_slot([&](void* s, std::size_t sz) {
+      if (sz == size && !live.count(s)) ++free_of_size;
+    });
+    for (std::size_t i = 0; i < free_of_size; ++i) {
+      void* p = a.allocate(size);
+      EXPECT_FALSE(live.count(p)) << "a live slot was handed out";
+      EXPECT_TRUE(handed.insert(p).second) << "a slot was handed out twice";
+    }
+  }
+  EXPECT_EQ(handed.size(), stats.free_slots);
+  EXPECT_EQ(a.free_slots(), 0u);
+  EXPECT_EQ(a.used_chunks(), used_before);
+  a.allocate(64);
+  EXPECT_EQ(a.used_chunks(), used_before + 1);
+}
+
+// Recovery after a crash (process killed without close) while several threads allocate.
+TEST(Allocator, RecoverAfterAKilledProcess) {
+  TempPath path("killed");
+  constexpr std::uint64_t kLive = 0x1111222233334444;
+  { pm::Pool pool = pm::Pool::create(path, 32 * kMiB, "test/alloc"); }
+  const int code = pool_test::run_in_child([&] {
+    pm::Pool pool = pm::Pool::open(path, "test/alloc");
+    auto& a = pool.allocator();
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 3; ++t)
+      threads.emplace_back([&] {
+        for (int i = 0; i < 20000; ++i) {
+          void* p = a.allocate(96);
+          if (i % 2 == 0) {
+            pm::write(p, &kLive, sizeof kLive);
+            pm::persist(p, sizeof kLive);
+          } else if (i % 4 == 1) {
+            a.free(p);
+          }
+        }
+      });
+    for (auto& th : threads) th.join();
+    ::_exit(0);  // killed: no close
+    return 1;
+  });
+  ASSERT_EQ(code, 0);
+  pm::Pool pool = pm::Pool::open(path, "test/alloc");
+  EXPECT_FALSE(pool.was_clean_shutdown());
+  auto& a = pool.allocator();
+  const pm::RecoveryStats stats = a.recover([](void* slot, std::size_t) {
+    std::uint64_t w;
+    std::memcpy(&w, slot, sizeof w);
+    return w == kLive;
+  });
+  EXPECT_EQ(stats.live_slots, 3u * 10000u);
+  EXPECT_EQ(stats.live_slots + stats.free_slots, stats.used_chunks * a.slots_per_chunk(96));
+  EXPECT_EQ(a.free_slots(), stats.free_slots);
+}
+
+}  // namespace
