@@ -1,0 +1,289 @@
+// pmds bench — one result record (a structure × thread count) and its three outputs: a
+// terminal table, JSON and CSV.
+//
+// JSON: {"pmds_bench": 1, "command": "...", "results": [record, ...]}; each record carries
+// every parameter of its run, so records from many files can be grouped into sweeps
+// (scripts/plot.py). Required fields (issue 3): structure, threads, workload, mops (median over
+// repetitions, Mops/s), mops_min, mops_max, flushes_per_op, fences_per_op, bytes_per_element.
+// Numbers that do not apply (bytes per element of an empty queue, recovery of a transient
+// structure) are null. CSV: the same scalar fields, one row per record, op counts as columns.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "pmds/bench/workload.hpp"
+
+namespace pmds::bench {
+
+struct Record {
+  // What ran.
+  std::string structure, technique, kind, criterion, workload, distribution;
+  std::string status = "ok";  // "ok" or "unsupported" (note says why)
+  std::string note;
+  unsigned threads = 0;
+  std::uint64_t key_range = 0, prefill = 0, seed = 0;
+  unsigned reads_pct = 0, reps = 0, local_work = 0;
+  double duration_s = 0, warmup_s = 0, zipf_theta = 0;
+  std::uint32_t fence_latency_ns = 0;
+  std::string backend, flush_instruction;
+  // Throughput, Mops/s.
+  std::vector<double> mops_reps;
+  double mops = 0, mops_min = 0, mops_max = 0;
+  double seconds_total = 0;  // measured seconds summed over repetitions
+  // Operations actually run in the measured phases, summed over repetitions.
+  OpCounts ops;
+  // Persistence instructions per operation (counting backend; 0 under hardware).
+  double flushes_per_op = 0, fences_per_op = 0, rmws_per_op = 0;
+  // Space after the prefill (first repetition).
+  std::uint64_t elements = 0;
+  double pool_bytes = 0;  // bytes in the pool's used chunks
+  double dram_bytes = 0;  // malloc'd bytes (all arenas) the structure added
+  std::optional<double> bytes_per_element, pool_bytes_per_element, dram_bytes_per_element;
+  // Recovery after a process crash (durable structures).
+  std::optional<double> recovery_ms;
+  std::optional<std::uint64_t> recovery_elements, recovered_elements;
+
+  bool ok() const { return status == "ok"; }
+
+  // Median of the repetitions (the mean of the middle two for an even count), min and max.
+  void finish_throughput() {
+    if (mops_reps.empty()) return;
+    std::vector<double> v = mops_reps;
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    mops = n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    mops_min = v.front();
+    mops_max = v.back();
+  }
+  void finish_bytes() {
+    if (elements == 0) return;
+    const double n = static_cast<double>(elements);
+    pool_bytes_per_element = pool_bytes / n;
+    dram_bytes_per_element = dram_bytes / n;
+    bytes_per_element = (pool_bytes + dram_bytes) / n;
+  }
+};
+
+namespace detail {
+
+inline std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+inline std::string json_number(double x) {
+  if (!std::isfinite(x)) return "null";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+inline std::string json_number(const std::optional<double>& x) {
+  return x ? json_number(*x) : "null";
+}
+inline std::string json_number(const std::optional<std::uint64_t>& x) {
+  return x ? std::to_string(*x) : "null";
+}
+
+// The scalar fields of a record, in output order, as (name, JSON text, CSV text).
+struct Field {
+  std::string name, json, csv;
+};
+
+inline std::vector<Field> scalar_fields(const Record& r) {
+  std::vector<Field> f;
+  const auto str = [&](const char* n, const std::string& v) {
+    f.push_back({n, json_string(v), v});
+  };
+  const auto num = [&](const char* n, const std::string& text) {
+    f.push_back({n, text, text == "null" ? "" : text});
+  };
+  const auto u64 = [&](const char* n, std::uint64_t v) { num(n, std::to_string(v)); };
+  str("structure", r.structure);
+  str("technique", r.technique);
+  str("kind", r.kind);
+  str("criterion", r.criterion);
+  str("workload", r.workload);
+  u64("threads", r.threads);
+  str("status", r.status);
+  str("note", r.note);
+  num("mops", json_number(r.mops));
+  num("mops_min", json_number(r.mops_min));
+  num("mops_max", json_number(r.mops_max));
+  num("flushes_per_op", json_number(r.flushes_per_op));
+  num("fences_per_op", json_number(r.fences_per_op));
+  num("rmws_per_op", json_number(r.rmws_per_op));
+  num("bytes_per_element", json_number(r.bytes_per_element));
+  num("pool_bytes_per_element", json_number(r.pool_bytes_per_element));
+  num("dram_bytes_per_element", json_number(r.dram_bytes_per_element));
+  u64("elements", r.elements);
+  num("pool_bytes", json_number(r.pool_bytes));
+  num("dram_bytes", json_number(r.dram_bytes));
+  num("recovery_ms", json_number(r.recovery_ms));
+  num("recovery_elements", json_number(r.recovery_elements));
+  num("recovered_elements", json_number(r.recovered_elements));
+  u64("ops", r.ops.total());
+  num("seconds", json_number(r.seconds_total));
+  str("distribution", r.distribution);
+  num("zipf_theta", json_number(r.zipf_theta));
+  u64("key_range", r.key_range);
+  u64("prefill", r.prefill);
+  u64("reads_pct", r.reads_pct);
+  num("duration_s", json_number(r.duration_s));
+  num("warmup_s", json_number(r.warmup_s));
+  u64("reps", r.reps);
+  u64("local_work", r.local_work);
+  u64("seed", r.seed);
+  u64("fence_latency_ns", r.fence_latency_ns);
+  str("backend", r.backend);
+  str("flush_instruction", r.flush_instruction);
+  return f;
+}
+
+}  // namespace detail
+
+inline void write_json(std::ostream& out, const std::vector<Record>& records,
+                       const std::string& command) {
+  out << "{\n  \"pmds_bench\": 1,\n  \"command\": " << detail::json_string(command)
+      << ",\n  \"results\": [";
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const Record& r = records[i];
+    out << (i == 0 ? "\n" : ",\n") << "    {";
+    bool first = true;
+    for (const auto& f : detail::scalar_fields(r)) {
+      out << (first ? "" : ", ") << detail::json_string(f.name) << ": " << f.json;
+      first = false;
+    }
+    out << ", \"mops_reps\": [";
+    for (std::size_t k = 0; k < r.mops_reps.size(); ++k)
+      out << (k == 0 ? "" : ", ") << detail::json_number(r.mops_reps[k]);
+    out << "], \"op_mix\": {";
+    bool first_op = true;
+    for (std::size_t k = 0; k < op_type_count; ++k) {
+      if (r.ops.calls[k] == 0) continue;
+      out << (first_op ? "" : ", ") << detail::json_string(to_string(static_cast<Op>(k)))
+          << ": {\"calls\": " << r.ops.calls[k] << ", \"successes\": " << r.ops.successes[k] << "}";
+      first_op = false;
+    }
+    out << "}}";
+  }
+  out << "\n  ]\n}\n";
+}
+
+inline std::string csv_cell(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (const char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+inline void write_csv(std::ostream& out, const std::vector<Record>& records) {
+  const Record empty;
+  const auto header = detail::scalar_fields(empty);
+  bool first = true;
+  for (const auto& f : header) {
+    out << (first ? "" : ",") << f.name;
+    first = false;
+  }
+  for (std::size_t k = 0; k < op_type_count; ++k) {
+    const std::string op = to_string(static_cast<Op>(k));
+    out << ",calls_" << op << ",successes_" << op;
+  }
+  out << ",mops_reps\n";
+  for (const Record& r : records) {
+    first = true;
+    for (const auto& f : detail::scalar_fields(r)) {
+      out << (first ? "" : ",") << csv_cell(f.csv);
+      first = false;
+    }
+    for (std::size_t k = 0; k < op_type_count; ++k)
+      out << "," << r.ops.calls[k] << "," << r.ops.successes[k];
+    std::string reps;
+    for (std::size_t k = 0; k < r.mops_reps.size(); ++k) {
+      if (k != 0) reps += ';';
+      reps += detail::json_number(r.mops_reps[k]);
+    }
+    out << "," << csv_cell(reps) << "\n";
+  }
+}
+
+// The terminal table: one line per record.
+inline void write_table(std::ostream& out, const std::vector<Record>& records) {
+  std::size_t name_width = 9;
+  for (const Record& r : records) name_width = std::max(name_width, r.structure.size());
+  char line[512];
+  std::snprintf(line, sizeof line, "%-*s %-11s %3s %9s %19s %8s %8s %12s %11s  %s\n",
+                static_cast<int>(name_width), "structure", "workload", "thr", "Mops/s",
+                "[min - max]", "flush/op", "fence/op", "B/elem", "recovery", "op mix");
+  out << line;
+  for (const Record& r : records) {
+    if (!r.ok()) {
+      std::snprintf(line, sizeof line, "%-*s %-11s %3u  %s (%s)\n", static_cast<int>(name_width),
+                    r.structure.c_str(), r.workload.c_str(), r.threads, r.status.c_str(),
+                    r.note.c_str());
+      out << line;
+      continue;
+    }
+    char range[40], bytes[24], recovery[24];
+    std::snprintf(range, sizeof range, "[%.3g - %.3g]", r.mops_min, r.mops_max);
+    if (r.bytes_per_element)
+      std::snprintf(bytes, sizeof bytes, "%.1f", *r.bytes_per_element);
+    else
+      std::snprintf(bytes, sizeof bytes, "-");
+    if (r.recovery_ms)
+      std::snprintf(recovery, sizeof recovery, "%.2f ms", *r.recovery_ms);
+    else
+      std::snprintf(recovery, sizeof recovery, "-");
+    // The mix actually run, as percentages of the measured operations.
+    std::string mix;
+    const double total = static_cast<double>(r.ops.total());
+    for (std::size_t k = 0; k < op_type_count && total > 0; ++k) {
+      if (r.ops.calls[k] == 0) continue;
+      char part[48];
+      std::snprintf(part, sizeof part, "%s%s %.1f%%", mix.empty() ? "" : ", ",
+                    to_string(static_cast<Op>(k)),
+                    100.0 * static_cast<double>(r.ops.calls[k]) / total);
+      mix += part;
+    }
+    std::snprintf(line, sizeof line, "%-*s %-11s %3u %9.3f %19s %8.2f %8.2f %12s %11s  %s\n",
+                  static_cast<int>(name_width), r.structure.c_str(), r.workload.c_str(), r.threads,
+                  r.mops, range, r.flushes_per_op, r.fences_per_op, bytes, recovery, mix.c_str());
+    out << line;
+  }
+}
+
+}  // namespace pmds::bench

@@ -1,0 +1,120 @@
+// pmds bench — runs the benchmark harness (pmds/bench/runner.hpp) on registered structures and
+// writes the table (stdout), JSON and CSV. Options: pmds/bench/options.hpp (--help).
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "pmds/bench/options.hpp"
+#include "pmds/bench/progress.hpp"
+#include "pmds/bench/record.hpp"
+#include "pmds/bench/runner.hpp"
+#include "pmds/pm/instructions.hpp"
+#include "pmds/registry.hpp"
+
+namespace pmds::cli {
+
+namespace {
+
+// Opens an output file before the run starts, so a bad path fails in a second, not after it.
+std::optional<std::ofstream> open_output(const std::string& path, const char* option) {
+  if (path.empty()) return std::nullopt;
+  std::ofstream out(path, std::ios::out | std::ios::trunc);
+  if (!out)
+    throw Error("pmds bench: cannot write " + std::string(option) + " file \"" + path + "\"");
+  return out;
+}
+
+}  // namespace
+
+int bench_command(std::span<const std::string_view> args, std::string_view command_line) {
+  bench::ParsedBench parsed;
+  std::vector<const registry::Entry*> chosen;
+  try {
+    parsed = bench::parse_bench_options(args);
+    if (parsed.help) {
+      std::cout << bench::bench_help;
+      return exit_ok;
+    }
+    if (!parsed.structure_spec.empty()) {
+      chosen = registry::select(parsed.structure_spec);
+    } else {
+      for (const registry::Entry& e : registry::entries())
+        if (!parsed.workload_given || !bench::unsupported_reason(e, parsed.config.workload))
+          chosen.push_back(&e);
+      if (chosen.empty())
+        throw bench::OptionError(
+            registry::entries().empty()
+                ? std::string("pmds bench: no structure is registered yet")
+                : std::string("pmds bench: no registered structure supports --workload ") +
+                      bench::to_string(parsed.config.workload) + " (see pmds list)");
+    }
+    const std::string& pool = parsed.config.pool_path;
+    if (!pool.empty()) {
+      std::error_code ec;
+      if (std::filesystem::exists(pool, ec))
+        throw bench::OptionError("pmds bench: --pool " + pool +
+                                 " already exists; pmds bench makes its own pool there and "
+                                 "will not overwrite a file (remove it or choose another path)");
+    }
+  } catch (const Error& e) {  // OptionError, registry::UnknownStructure
+    std::cerr << e.what() << "\n";
+    return exit_usage;
+  }
+
+  bench::Config& cfg = parsed.config;
+  try {
+    auto json = open_output(cfg.json_path, "--json");
+    auto csv = open_output(cfg.csv_path, "--csv");
+    pm::set_fence_latency_ns(cfg.fence_latency_ns);
+
+    bench::Progress progress(cfg.progress);
+    std::vector<bench::Record> records;
+    for (std::size_t i = 0; i < chosen.size(); ++i) {
+      const registry::Entry& e = *chosen[i];
+      bench::Config one = cfg;
+      if (!parsed.workload_given) one.workload = bench::default_workload(e.kind);
+      if (one.workload != bench::Workload::set) one.reads_pct.reset();
+      if (one.workload == bench::Workload::pairs || one.workload == bench::Workload::atomicfloat)
+        one.prefill.reset();
+      const std::string prefix =
+          "[" + std::to_string(i + 1) + "/" + std::to_string(chosen.size()) + "] ";
+      auto got = bench::run_target(bench::target_of(e), one, &progress, prefix);
+      records.insert(records.end(), got.begin(), got.end());
+    }
+    progress.clear();
+
+    if (cfg.table) {
+      std::cout << "# pmds bench: backend " << pm::to_string(pm::backend) << ", flush "
+                << pm::to_string(pm::flush_instruction()) << ", fence latency "
+                << cfg.fence_latency_ns << " ns, " << bench::format_seconds(cfg.duration_s)
+                << " s x " << cfg.reps << " reps (+" << bench::format_seconds(cfg.warmup_s)
+                << " s warm-up), key range " << cfg.key_range << ", "
+                << bench::to_string(cfg.distribution) << " keys\n";
+      bench::write_table(std::cout, records);
+    }
+    if (json) {
+      bench::write_json(*json, records, std::string(command_line));
+      json->close();
+      if (!*json) throw Error("pmds bench: writing " + cfg.json_path + " failed");
+      std::cerr << "pmds bench: wrote " << cfg.json_path << "\n";
+    }
+    if (csv) {
+      bench::write_csv(*csv, records);
+      csv->close();
+      if (!*csv) throw Error("pmds bench: writing " + cfg.csv_path + " failed");
+      std::cerr << "pmds bench: wrote " << cfg.csv_path << "\n";
+    }
+    if (!cfg.pool_path.empty() && std::filesystem::exists(cfg.pool_path))
+      std::cerr << "pmds bench: kept the last pool at " << cfg.pool_path << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "pmds bench: error: " << e.what() << "\n";
+    return exit_failure;
+  }
+  return exit_ok;
+}
+
+}  // namespace pmds::cli
