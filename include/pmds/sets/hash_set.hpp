@@ -35,6 +35,8 @@
 //   static void L::for_each(Shared&, const Bucket&, F&& f);
 //       Quiescent: f(Key, Value) for every key of the bucket, in key order (tests, size()).
 //
+//   Optional: static void L::drain(Shared&);  quiescent: run every pending reclamation now.
+//
 // A set owns its pool (root(0), root(1), the 64-byte size class): see sets/detail/set_root.hpp.
 #pragma once
 
@@ -113,6 +115,11 @@ class HashSet {
     std::size_t n = 0;
     for_each([&n](Key, Value) { ++n; });
     return n;
+  }
+
+  // Quiescent: runs every pending reclamation now (slots of removed nodes become allocatable).
+  void drain_reclamation() {
+    if constexpr (requires { L::drain(shared_); }) L::drain(shared_);
   }
 
   std::size_t bucket_count() const { return bucket_count_; }

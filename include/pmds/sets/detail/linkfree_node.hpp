@@ -1,0 +1,196 @@
+// pmds::sets — the link-free node of seed 000 §3 (Listing 1) and the rules every link-free
+// structure (list, hash buckets, skip list) applies to it.
+//
+// One node per key, one cache line, allocated from the pool's per-thread chunks (the durable
+// areas of §5). Its persistent meaning, read by recovery from the durable image only:
+//   validity  two validity bits v1 (bit 0) and v2 (bit 1) plus a constant tag in bits 2..7;
+//             valid iff the tag is present and v1 == v2 (§2.2). A never-used slot reads zero:
+//             no tag, so it is never taken for a node.
+//   key, value
+//   next      the level-0 successor with the Harris deletion mark in bit 0 (§3): a node is in
+//             the set iff it is valid and its next is unmarked (§3.5).
+// Everything else in the line is volatile in meaning, though it lives in the pool: the
+// insert-flush and delete-flush flags (the link-and-persist extension, §2.2), the successor
+// pointers themselves (never flushed: "link-free"), and the skip list's tower (levels 1..3
+// inline, more in a DRAM array, a height and a build/remove handshake). Recovery rewrites them.
+//
+// Why one line matters: stores to one line reach the NVRAM in program order (x86 TSO plus the
+// same-line argument of §3.3/§3.4, DESIGN.md §3), so no flush is needed between invalidating a
+// node and initialising it, nor between making it valid and marking it: a crash image of the
+// line is always a prefix of its stores.
+//
+// Invariants (§3): a node is invalid from its (re)initialisation until it is linked; it is made
+// valid (by the inserter or by any helper) only after it is linked; a marked node is valid (the
+// remover makes it valid before marking); a marked node is flushed before it is unlinked (trim),
+// so an unlinked node's deletion is durable; every operation flushes what it reports (insert and
+// contains returning true flush the node's insertion, remove and contains returning false flush
+// the deletion they saw), using the flags to skip a flush someone already completed.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "pmds/interfaces.hpp"
+#include "pmds/pm/access.hpp"
+
+namespace pmds::sets {
+
+// Planted bugs for the crash lab (DESIGN.md §4: a checker that accepts everything proves
+// nothing). Compile-time: the default compiles every knob away.
+enum class LinkFreeBug : std::uint8_t {
+  none,
+  valid_before_link,   // makes a new node valid before linking it (the two-inserts scenario of
+                       // §3.3: a losing insert's node can survive a crash next to the winner's)
+  trim_without_flush,  // unlinks a marked node without flushing the mark first (§3.1 trim)
+  recover_deleted,     // recovery keeps valid but marked (deleted) nodes
+};
+
+constexpr const char* to_string(LinkFreeBug b) {
+  switch (b) {
+    case LinkFreeBug::none:
+      return "none";
+    case LinkFreeBug::valid_before_link:
+      return "valid_before_link";
+    case LinkFreeBug::trim_without_flush:
+      return "trim_without_flush";
+    case LinkFreeBug::recover_deleted:
+      return "recover_deleted";
+  }
+  return "?";
+}
+
+namespace detail::linkfree {
+
+inline constexpr std::uint8_t v1_bit = 1;
+inline constexpr std::uint8_t v2_bit = 2;
+inline constexpr std::uint8_t validity_tag = 0xA4;  // bits 2..7 = 101001
+inline constexpr std::uint8_t tag_mask = 0xFC;
+
+inline constexpr std::uint64_t mark_bit = 1;
+inline constexpr bool is_marked(std::uint64_t p) {
+  return (p & mark_bit) != 0;
+}
+inline constexpr std::uint64_t unmarked(std::uint64_t p) {
+  return p & ~mark_bit;
+}
+
+// Skip-list tower handshake (volatile meaning): the node is retired by whichever of its inserter
+// (done linking the upper levels) and its remover (done unlinking) finishes second.
+inline constexpr std::uint8_t tower_built = 1;
+inline constexpr std::uint8_t tower_removed = 2;
+inline constexpr int inline_upper_levels = 3;  // levels 1..3 live in the node's own line
+
+struct alignas(pm::cache_line_size) Node {
+  // --- persistent meaning -----------------------------------------------------------------
+  pm::atomic<std::uint8_t> validity;
+  // --- volatile meaning (rewritten by recovery) --------------------------------------------
+  pm::atomic<std::uint8_t> insert_flushed;  // a psync completed after the node became valid
+  pm::atomic<std::uint8_t> delete_flushed;  // a psync completed after the node was marked
+  pm::atomic<std::uint8_t> height;          // skip list: levels 0..height-1
+  pm::atomic<std::uint8_t> tower_state;     // skip list: tower_built | tower_removed
+  std::uint8_t unused_[3];
+  // --- persistent meaning -----------------------------------------------------------------
+  pm::atomic<Key> key;
+  pm::atomic<Value> value;
+  pm::atomic<std::uint64_t> next;  // level 0, marked pointer
+  // --- volatile meaning: skip-list levels 1..3, and a DRAM array for levels 4.. -------------
+  pm::atomic<std::uint64_t> upper[inline_upper_levels];
+  pm::atomic<std::uint64_t> overflow;  // pm::atomic<std::uint64_t>* (DRAM) or 0
+
+  Node() = default;
+  // A sentinel (DRAM only): never valid-checked, never marked, never flushed.
+  explicit Node(Key k) : validity(0), key(k), value(0), next(0), overflow(0) {
+    insert_flushed.store(1, std::memory_order_relaxed);
+    delete_flushed.store(0, std::memory_order_relaxed);
+    height.store(0, std::memory_order_relaxed);
+    tower_state.store(0, std::memory_order_relaxed);
+    for (auto& u : upper) u.store(0, std::memory_order_relaxed);
+  }
+};
+static_assert(sizeof(Node) == pm::cache_line_size, "a link-free node is one cache line");
+static_assert(alignof(Node) == pm::cache_line_size);
+
+inline Node* node_of(std::uint64_t p) {
+  return reinterpret_cast<Node*>(unmarked(p));
+}
+inline std::uint64_t word_of(const Node* n) {
+  return reinterpret_cast<std::uint64_t>(n);
+}
+
+// True when the validity byte says valid (tag present, v1 == v2).
+inline constexpr bool validity_is_valid(std::uint8_t v) {
+  return (v & tag_mask) == validity_tag && ((v & v1_bit) != 0) == ((v & v2_bit) != 0);
+}
+
+// flipV1 of §3.1, made safe for slot reuse: a slot from the allocator is either valid (a removed
+// node: valid and marked; a never-used slot counts as valid with both bits 0) or already invalid
+// (a node whose insert never linked it, or a slot recovery found invalid). Flip v1 only when
+// valid, so an invalid slot stays invalid rather than flipping back to valid. Called before the
+// node is published; the release fence after it orders it before the initialising stores (all
+// in this line, so also in the NVRAM: seed 000 §3.3 "the subsequent memory fence").
+inline void make_invalid(Node* n) {
+  std::uint8_t v = n->validity.load(std::memory_order_relaxed);
+  if ((v & tag_mask) != validity_tag) v = validity_tag;  // never used: v1 == v2 == 0
+  if (validity_is_valid(v)) n->validity.store(v ^ v1_bit, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+}
+
+// makeValid of §3.1: v2 := v1. Idempotent, so helpers may race on it (v1 does not change while
+// the node is reachable: only a new allocation flips it, after reclamation).
+inline void make_valid(Node* n) {
+  const std::uint8_t v = n->validity.load(std::memory_order_acquire);
+  if (validity_is_valid(v)) return;
+  const std::uint8_t valid = (v & v1_bit) != 0 ? (validity_tag | v1_bit | v2_bit) : validity_tag;
+  n->validity.store(valid, std::memory_order_release);
+}
+
+// FLUSH_INSERT / FLUSH_DELETE of §3.1: psync the node unless someone already did since the
+// insertion (deletion) was written; set the flag only after the psync completed.
+inline void flush_insert(Node* n) {
+  if (n->insert_flushed.load(std::memory_order_acquire) != 0) return;
+  pm::flush(n);
+  pm::fence();
+  n->insert_flushed.store(1, std::memory_order_release);
+}
+inline void flush_delete(Node* n) {
+  if (n->delete_flushed.load(std::memory_order_acquire) != 0) return;
+  pm::flush(n);
+  pm::fence();
+  n->delete_flushed.store(1, std::memory_order_release);
+}
+
+// Recovery's question about a slot (its durable image): is this node in the set? (§3.5)
+template <LinkFreeBug Bug>
+bool is_live_image(const Node* n) {
+  if (!validity_is_valid(n->validity.load(std::memory_order_relaxed))) return false;
+  const std::uint64_t next = n->next.load(std::memory_order_relaxed);
+  // A linked node's successor is written before the node becomes valid (same line), so a valid
+  // image with a null successor is a never-initialised slot, not a node.
+  if (unmarked(next) == 0) return false;
+  if constexpr (Bug != LinkFreeBug::recover_deleted) {
+    if (is_marked(next)) return false;
+  }
+  return !is_reserved_key(n->key.load(std::memory_order_relaxed));
+}
+
+// Prepares a slot from the allocator for a new key (§3.3 lines 11-16, before the linking CAS).
+// Not yet published: plain relaxed stores, in this order, all in the node's line.
+inline void init_node(Node* n, Key k, Value v, std::uint64_t next) {
+  make_invalid(n);
+  n->key.store(k, std::memory_order_relaxed);
+  n->value.store(v, std::memory_order_relaxed);
+  n->insert_flushed.store(0, std::memory_order_relaxed);
+  n->delete_flushed.store(0, std::memory_order_relaxed);
+  n->next.store(next, std::memory_order_relaxed);
+}
+
+// After recovery linked a live node: its content is durable (recovery reads only durable data),
+// and no deletion of it has been written yet. Plain stores, no flush (§2.1).
+inline void reset_recovered_flags(Node* n) {
+  n->insert_flushed.store(1, std::memory_order_relaxed);
+  n->delete_flushed.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace detail::linkfree
+}  // namespace pmds::sets

@@ -1,0 +1,417 @@
+// pmds::sets::LinkFreeSkipList — "skiplist/linkfree": seed 000's link-free technique applied to
+// a lock-free skip list ("extending this algorithm to a skip list is straightforward", §3).
+//
+// Design: level 0 IS the link-free list of §3. The node (detail/linkfree_node.hpp) is the list's
+// node, with the same persistent meaning (validity bits, key, value, level-0 deletion mark) and
+// the same rules: invalid until linked at level 0, made valid after, flushed before insert and
+// contains report it; marked at level 0 (the linearisation point of remove) only when valid;
+// flushed before it is unlinked at level 0. Recovery is the list's recovery (§3.5) followed by
+// building fresh random towers over the sorted live nodes, with no flush.
+//
+// The upper levels are an index and volatile in meaning: levels 1..3 live in the node's own cache
+// line (never flushed: a crash image of them is ignored), higher levels in a DRAM array. The
+// lock-free skip-list algorithm is the Herlihy-Shavit/Fraser one: remove marks the upper levels
+// top-down and then level 0; find snips marked nodes at every level; insert links level 0 first,
+// then the upper levels bottom-up, stopping if the node gets marked.
+//
+// Reclamation: a node may be retired only when no level links to it any more. Its remover (the
+// thread whose level-0 mark succeeded) unlinks it with a find after marking; its inserter may still
+// be linking upper levels then, so the node carries a handshake (tower_built by the inserter when
+// it has stopped linking, after a find of its own if it sees the node marked; tower_removed by the
+// remover after its find): whichever sets its bit second retires the node.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "pmds/interfaces.hpp"
+#include "pmds/pm/access.hpp"
+#include "pmds/pm/allocator.hpp"
+#include "pmds/pm/pool.hpp"
+#include "pmds/reclaim/epoch.hpp"
+#include "pmds/sets/detail/linkfree_node.hpp"
+#include "pmds/sets/detail/set_root.hpp"
+#include "pmds/thread_registry.hpp"
+
+namespace pmds::sets {
+
+template <LinkFreeBug Bug = LinkFreeBug::none>
+class LinkFreeSkipList {
+  using Node = detail::linkfree::Node;
+  using Word = pm::atomic<std::uint64_t>;
+
+ public:
+  static constexpr int max_levels = 32;
+  static constexpr std::uint64_t tag = detail::make_tag("SKIP-LF1");
+  static constexpr const char* name = "skiplist/linkfree";
+
+  // Creates an empty skip list in `pool` (which must hold no structure and outlive the list).
+  LinkFreeSkipList(CreateTag, pm::Pool& pool)
+      : pool_(pool),
+        allocator_(pool.allocator()),
+        head_(min_reserved_key),
+        tail_(max_reserved_key) {
+    init_sentinels();
+    detail::write_set_root(pool, tag, 1, name);
+  }
+  // Opens the skip list `pool` holds and recovers it from the durable areas.
+  LinkFreeSkipList(OpenTag, pm::Pool& pool)
+      : pool_(pool),
+        allocator_(pool.allocator()),
+        head_(min_reserved_key),
+        tail_(max_reserved_key) {
+    init_sentinels();
+    detail::read_set_root(pool, tag, name);
+    recover();
+  }
+  LinkFreeSkipList(const LinkFreeSkipList&) = delete;
+  LinkFreeSkipList& operator=(const LinkFreeSkipList&) = delete;
+
+  // Quiescent. Frees the DRAM towers: of the nodes still linked here, of the retired ones (their
+  // deleters), and of the sentinels. The pool keeps the nodes.
+  ~LinkFreeSkipList() {
+    epochs_.drain();
+    for (Node* n = next_node(&head_, 0); n != &tail_; n = next_node(n, 0)) free_tower(n);
+    free_tower(&head_);
+    free_tower(&tail_);
+  }
+
+  bool contains(Key key) {
+    check_key(key);
+    auto guard = epochs_.pin();
+    return search(key) != nullptr;
+  }
+
+  std::optional<Value> get(Key key) {
+    check_key(key);
+    auto guard = epochs_.pin();
+    if (Node* n = search(key)) return n->value.load(std::memory_order_relaxed);
+    return std::nullopt;
+  }
+
+  bool insert(Key key, Value value) {
+    using namespace detail::linkfree;
+    check_key(key);
+    auto guard = epochs_.pin();
+    Node* preds[max_levels];
+    Node* succs[max_levels];
+    const int height = random_height();
+    raise_levels_in_use(height);  // before find, so find fills windows up to `height`
+    Node* fresh = nullptr;
+    for (;;) {
+      if (find(key, preds, succs)) {
+        // §3.3: help the existing node become valid and durable before reporting failure.
+        Node* existing = succs[0];
+        make_valid(existing);
+        flush_insert(existing);
+        if (fresh != nullptr) free_unpublished(fresh);
+        return false;
+      }
+      if (fresh == nullptr) {
+        fresh = new_node(key, value, height);  // may throw PoolFull: nothing published yet
+        if constexpr (Bug == LinkFreeBug::valid_before_link) make_valid(fresh);
+      }
+      for (int level = 0; level < height; ++level)
+        next_word(fresh, level).store(word_of(succs[level]), std::memory_order_relaxed);
+      std::uint64_t expected = word_of(succs[0]);
+      if (preds[0]->next.compare_exchange_strong(expected, word_of(fresh))) break;
+    }
+    // Linked at level 0: the key is in the set. Valid only now (§3.3), then durable.
+    make_valid(fresh);
+    flush_insert(fresh);
+    if (height > 1) link_upper_levels(fresh, key, height, preds, succs);
+    return true;
+  }
+
+  bool remove(Key key) {
+    using namespace detail::linkfree;
+    check_key(key);
+    auto guard = epochs_.pin();
+    Node* preds[max_levels];
+    Node* succs[max_levels];
+    if (!find(key, preds, succs)) return false;
+    Node* victim = succs[0];
+    // Upper levels first, top-down: once marked there, the inserter stops linking it.
+    for (int level = victim->height.load(std::memory_order_relaxed) - 1; level >= 1; --level) {
+      Word& w = next_word(victim, level);
+      std::uint64_t s = w.load(std::memory_order_acquire);
+      while (!is_marked(s) && !w.compare_exchange_strong(s, s | mark_bit)) {
+      }
+    }
+    std::uint64_t s = victim->next.load(std::memory_order_acquire);
+    for (;;) {
+      if (is_marked(s)) {
+        // Another remover won: its deletion must be durable before this reports "absent".
+        flush_delete(victim);
+        return false;
+      }
+      make_valid(victim);  // a marked node is valid (same line: no flush in between)
+      if (victim->next.compare_exchange_strong(s, s | mark_bit)) break;
+    }
+    // Unlink at every level; the level-0 snip flushes the mark first (trim, §3.1).
+    find(key, preds, succs);
+    if (victim->tower_state.fetch_add(tower_removed) & tower_built) retire(victim);
+    return true;
+  }
+
+  // Quiescent: f(key, value) in key order; the number of keys.
+  template <class F>
+  void for_each(F&& f) {
+    using namespace detail::linkfree;
+    for (Node* n = next_node(&head_, 0); n != &tail_; n = next_node(n, 0))
+      if (!is_marked(n->next.load())) f(n->key.load(), n->value.load());
+  }
+  std::size_t size() {
+    std::size_t n = 0;
+    for_each([&n](Key, Value) { ++n; });
+    return n;
+  }
+
+  const SetRecoveryStats& recovery_stats() const { return recovery_; }
+  pm::Pool& pool() const { return pool_; }
+  // Quiescent: runs every pending reclamation now.
+  void drain_reclamation() { epochs_.drain(); }
+  // Levels some node may use (for tests and inspection).
+  int levels_in_use() const { return levels_in_use_.load(std::memory_order_relaxed); }
+
+ private:
+  // ---- towers ----------------------------------------------------------------------------
+
+  static Word& next_word(Node* n, int level) {
+    if (level == 0) return n->next;
+    if (level <= detail::linkfree::inline_upper_levels) return n->upper[level - 1];
+    auto* overflow = reinterpret_cast<Word*>(n->overflow.load(std::memory_order_relaxed));
+    return overflow[level - 1 - detail::linkfree::inline_upper_levels];
+  }
+  static Node* next_node(Node* n, int level) {
+    return detail::linkfree::node_of(next_word(n, level).load(std::memory_order_acquire));
+  }
+
+  // Gives n a DRAM array for its levels above the inline ones (or none).
+  static void set_tower(Node* n, int height) {
+    constexpr int inline_levels = 1 + detail::linkfree::inline_upper_levels;
+    n->height.store(static_cast<std::uint8_t>(height), std::memory_order_relaxed);
+    std::uint64_t overflow = 0;
+    if (height > inline_levels) {
+      auto* words = new Word[static_cast<std::size_t>(height - inline_levels)];
+      for (int i = 0; i < height - inline_levels; ++i) words[i].store(0, std::memory_order_relaxed);
+      overflow = reinterpret_cast<std::uint64_t>(words);
+    }
+    n->overflow.store(overflow, std::memory_order_relaxed);
+  }
+  static void free_tower(Node* n) {
+    if (const std::uint64_t p = n->overflow.load(std::memory_order_relaxed); p != 0) {
+      delete[] reinterpret_cast<Word*>(p);
+      n->overflow.store(0, std::memory_order_relaxed);
+    }
+  }
+
+  void init_sentinels() {
+    set_tower(&head_, max_levels);
+    set_tower(&tail_, max_levels);
+    for (int level = 0; level < max_levels; ++level) {
+      next_word(&head_, level).store(detail::linkfree::word_of(&tail_), std::memory_order_relaxed);
+      next_word(&tail_, level).store(0, std::memory_order_relaxed);
+    }
+  }
+
+  // Geometric with p = 1/2, in [1, max_levels].
+  static int random_height() {
+    thread_local std::uint64_t state =
+        0x9E3779B97F4A7C15ull * (pmds::thread_id() + 1) ^
+        static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&state));
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return 1 + std::countr_zero(state | (std::uint64_t{1} << (max_levels - 1)));
+  }
+
+  void raise_levels_in_use(int height) {
+    int seen = levels_in_use_.load(std::memory_order_acquire);
+    while (seen < height && !levels_in_use_.compare_exchange_weak(seen, height)) {
+    }
+  }
+
+  // ---- nodes -----------------------------------------------------------------------------
+
+  Node* new_node(Key key, Value value, int height) {
+    using namespace detail::linkfree;
+    auto* n = static_cast<Node*>(allocator_.allocate(sizeof(Node)));
+    init_node(n, key, value, 0);
+    n->tower_state.store(height == 1 ? tower_built : 0, std::memory_order_relaxed);
+    try {
+      set_tower(n, height);
+    } catch (...) {
+      allocator_.free(n);
+      throw;
+    }
+    return n;
+  }
+  // A node whose linking CAS never succeeded: nobody else has seen it.
+  void free_unpublished(Node* n) {
+    free_tower(n);
+    allocator_.free(n);
+  }
+  void retire(Node* n) {
+    epochs_.retire(n, [a = &allocator_](Node* p) {
+      free_tower(p);
+      a->free(p);
+    });
+  }
+
+  // ---- the algorithm ---------------------------------------------------------------------
+
+  // Herlihy-Shavit find: for each level below levels_in_use, preds[l] and succs[l] are adjacent
+  // with preds[l].key < key <= succs[l].key and succs[l] unmarked at level l; snips every marked
+  // node on the way (at level 0 after flushing its mark: trim of §3.1). True if succs[0] has key.
+  bool find(Key key, Node** preds, Node** succs) {
+    using namespace detail::linkfree;
+    for (;;) {
+      bool restart = false;
+      const int top = levels_in_use_.load(std::memory_order_acquire);
+      Node* pred = &head_;
+      for (int level = top - 1; level >= 0 && !restart; --level) {
+        Node* curr = next_node(pred, level);
+        for (;;) {
+          std::uint64_t succ = next_word(curr, level).load(std::memory_order_acquire);
+          while (is_marked(succ)) {
+            if constexpr (Bug != LinkFreeBug::trim_without_flush) {
+              if (level == 0) flush_delete(curr);
+            }
+            std::uint64_t expected = word_of(curr);
+            if (!next_word(pred, level).compare_exchange_strong(expected, unmarked(succ))) {
+              restart = true;
+              break;
+            }
+            curr = node_of(succ);
+            succ = next_word(curr, level).load(std::memory_order_acquire);
+          }
+          if (restart) break;
+          if (curr->key.load(std::memory_order_relaxed) < key) {
+            pred = curr;
+            curr = node_of(succ);
+          } else {
+            break;
+          }
+        }
+        preds[level] = pred;
+        succs[level] = curr;
+      }
+      if (!restart) return succs[0]->key.load(std::memory_order_relaxed) == key;
+    }
+  }
+
+  // After level 0: link levels 1..height-1 bottom-up, stop once the node is marked (a remover
+  // marks the upper levels before level 0), then do the tower handshake.
+  void link_upper_levels(Node* fresh, Key key, int height, Node** preds, Node** succs) {
+    using namespace detail::linkfree;
+    for (int level = 1; level < height; ++level) {
+      bool linked = false;
+      while (!linked) {
+        Word& w = next_word(fresh, level);
+        std::uint64_t own = w.load(std::memory_order_acquire);
+        if (is_marked(own)) goto done;
+        // Only a remover's mark changes this word besides us: a failed CAS means marked.
+        if (own != word_of(succs[level]) && !w.compare_exchange_strong(own, word_of(succs[level])))
+          goto done;
+        std::uint64_t expected = word_of(succs[level]);
+        linked = next_word(preds[level], level).compare_exchange_strong(expected, word_of(fresh));
+        if (!linked) {
+          find(key, preds, succs);
+          if (succs[0] != fresh) goto done;  // removed (and unlinked at level 0) meanwhile
+        }
+      }
+    }
+  done:
+    // A remover that marked level 0 before this point may have run its unlinking find before
+    // our last link: unlink again ourselves.
+    if (is_marked(fresh->next.load(std::memory_order_acquire))) find(key, preds, succs);
+    if (fresh->tower_state.fetch_add(tower_built) & tower_removed) retire(fresh);
+  }
+
+  // The contains traversal (§3.2, wait-free): the upper levels only guide the descent; level 0
+  // is Listing 3. The found node is made valid and durable; a deletion seen is made durable.
+  Node* search(Key key) {
+    using namespace detail::linkfree;
+    Node* pred = &head_;
+    for (int level = levels_in_use_.load(std::memory_order_acquire) - 1; level >= 1; --level) {
+      Node* curr = next_node(pred, level);
+      while (curr->key.load(std::memory_order_relaxed) < key) {
+        pred = curr;
+        curr = next_node(curr, level);
+      }
+    }
+    Node* curr = next_node(pred, 0);
+    while (curr->key.load(std::memory_order_relaxed) < key) curr = next_node(curr, 0);
+    if (curr->key.load(std::memory_order_relaxed) != key) return nullptr;
+    if (is_marked(curr->next.load(std::memory_order_acquire))) {
+      flush_delete(curr);
+      return nullptr;
+    }
+    make_valid(curr);
+    flush_insert(curr);
+    return curr;
+  }
+
+  // ---- recovery (§3.5, extended to towers) ----------------------------------------------
+
+  void recover() {
+    using namespace detail::linkfree;
+    detail::Stopwatch clock;
+    std::vector<std::pair<Key, Node*>> live;
+    const pm::RecoveryStats found = allocator_.recover([&](void* slot, std::size_t size) {
+      if (size != sizeof(Node)) return true;  // not a link-free node: not ours to judge
+      ++recovery_.slots_scanned;
+      auto* n = static_cast<Node*>(slot);
+      if (!is_live_image<Bug>(n)) return false;
+      live.emplace_back(n->key.load(std::memory_order_relaxed), n);
+      return true;
+    });
+    recovery_.freed_slots = found.free_slots;
+    std::sort(live.begin(), live.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    // Fresh random towers, linked in one pass: last[l] is the last node linked at level l.
+    Node* last[max_levels];
+    std::fill(std::begin(last), std::end(last), &head_);
+    std::mt19937_64 rng(0x5EED);
+    int top = 1;
+    for (std::size_t i = 0; i < live.size(); ++i) {
+      Node* n = live[i].second;
+      if (i > 0 && live[i - 1].first == live[i].first) {  // only a planted bug makes these
+        ++recovery_.duplicate_keys;
+        allocator_.free(n);
+        continue;
+      }
+      const int height = 1 + std::countr_zero(rng() | (std::uint64_t{1} << (max_levels - 1)));
+      set_tower(n, height);  // the old overflow pointer is from a dead process: overwrite it
+      n->tower_state.store(tower_built, std::memory_order_relaxed);
+      reset_recovered_flags(n);
+      for (int level = 0; level < height; ++level) {
+        next_word(last[level], level).store(word_of(n), std::memory_order_relaxed);
+        last[level] = n;
+      }
+      top = std::max(top, height);
+      ++recovery_.live_nodes;
+    }
+    for (int level = 0; level < max_levels; ++level)
+      next_word(last[level], level).store(word_of(&tail_), std::memory_order_relaxed);
+    levels_in_use_.store(top, std::memory_order_relaxed);
+    recovery_.seconds = clock.seconds();
+  }
+
+  pm::Pool& pool_;
+  pm::ChunkAllocator& allocator_;
+  Node head_;  // DRAM sentinels with full towers
+  Node tail_;
+  alignas(pm::cache_line_size) std::atomic<int> levels_in_use_{1};
+  SetRecoveryStats recovery_;
+  reclaim::EpochDomain epochs_;  // last member: destroyed first, after ~LinkFreeSkipList drained it
+};
+
+}  // namespace pmds::sets

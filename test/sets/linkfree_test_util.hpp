@@ -1,0 +1,76 @@
+// Test helpers for the link-free sets (test/sets/linkfree_*_test.cpp): a pool file that removes
+// itself, and one "kind" per structure so every test runs over list, hash and skip list alike.
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "pmds/pm/pool.hpp"
+#include "pmds/sets/linkfree_list.hpp"
+#include "pmds/sets/linkfree_skiplist.hpp"
+
+namespace pmds::test {
+
+// A unique pool path (in /dev/shm when it exists: tmpfs, fast) removed at destruction.
+class TempPoolPath {
+ public:
+  explicit TempPoolPath(const std::string& stem) {
+    static std::atomic<int> counter{0};
+    const std::filesystem::path dir =
+        std::filesystem::exists("/dev/shm") ? "/dev/shm" : std::filesystem::temp_directory_path();
+    path_ = (dir / ("pmds_" + stem + "_" + std::to_string(::getpid()) + "_" +
+                    std::to_string(counter.fetch_add(1))))
+                .string();
+    std::filesystem::remove(path_);
+  }
+  ~TempPoolPath() {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+  TempPoolPath(const TempPoolPath&) = delete;
+  TempPoolPath& operator=(const TempPoolPath&) = delete;
+  const std::string& str() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// One structure under test: how to create it in a pool and open it from one.
+template <class S, std::size_t Buckets = 0>
+struct SetKind {
+  using Set = S;
+  static std::unique_ptr<S> create(pm::Pool& pool) {
+    if constexpr (Buckets != 0)
+      return std::make_unique<S>(sets::create_new, pool, Buckets);
+    else
+      return std::make_unique<S>(sets::create_new, pool);
+  }
+  static std::unique_ptr<S> open(pm::Pool& pool) {
+    return std::make_unique<S>(sets::open_existing, pool);
+  }
+};
+
+template <sets::LinkFreeBug Bug = sets::LinkFreeBug::none>
+using ListKind = SetKind<sets::LinkFreeList<Bug>>;
+// A small table so that buckets hold several keys (the list code inside a bucket is exercised).
+template <sets::LinkFreeBug Bug = sets::LinkFreeBug::none>
+using HashKind = SetKind<sets::LinkFreeHashSetT<Bug>, 64>;
+template <sets::LinkFreeBug Bug = sets::LinkFreeBug::none>
+using SkipListKind = SetKind<sets::LinkFreeSkipList<Bug>>;
+
+// The contents of a set (quiescent), as an ordered map.
+template <class S>
+std::map<Key, Value> contents_of(S& s) {
+  std::map<Key, Value> m;
+  s.for_each([&m](Key k, Value v) { m.emplace(k, v); });
+  return m;
+}
+
+}  // namespace pmds::test
