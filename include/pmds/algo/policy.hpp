@@ -80,23 +80,8 @@
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/pm/access.hpp"
-// Until the POOL and RECLAIM helpers commit pool.hpp and epoch.hpp (temporary; removed then):
-#if __has_include("pmds/pm/pool.hpp")
 #include "pmds/pm/pool.hpp"
-#define PMDS_ALGO_HAVE_POOL 1
-#endif
-#if __has_include("pmds/reclaim/epoch.hpp")
 #include "pmds/reclaim/epoch.hpp"
-#else
-#include "pmds/reclaim/minimal_epoch.hpp"
-namespace pmds::reclaim {
-using EpochDomain = MinimalEpochDomain;
-}
-#endif
-
-namespace pmds::pm {
-class Pool;
-}
 
 namespace pmds::algo {
 
@@ -116,6 +101,11 @@ enum class PlantedBug : std::uint8_t {
   contents_not_flushed,  // (c) a node is linked without its contents ever being flushed
   recovery_drops_node,   // (d) recovery unlinks one valid node
 };
+// Where each bug is a real one (DESIGN.md §4: on x86 a locked RMW orders earlier flushes as a
+// fence does): (a), (c), (d) in every structure; (b) only where the linking CAS is the last
+// locked instruction of the operation — list, hash, BST insert, stack push, and skip-list
+// inserts of height 1. The queue's enqueue swings the tail with a CAS after the link, which
+// makes (b) harmless there.
 
 constexpr const char* to_string(PlantedBug b) {
   switch (b) {
@@ -274,7 +264,6 @@ using transient_pm_atomic = TransientPolicy<PmWords>;
 static_assert(MemoryPolicy<transient>);
 static_assert(MemoryPolicy<transient_pm_atomic>);
 
-#if defined(PMDS_ALGO_HAVE_POOL)
 // ---------------------------------------------------------------------------------------------
 // The Izraelevitz transformation (Izraelevitz, Mendes, Scott, DISC 2016).
 
@@ -340,15 +329,17 @@ struct IzraelevitzPolicy {
   // puts every other slot of every used chunk on its free lists (no flush needed).
   class Recovery {
    public:
-    explicit Recovery(pm::ChunkAllocator& allocator) : allocator_(&allocator) {}
+    Recovery(pm::ChunkAllocator& allocator, pm::RecoveryStats& stats)
+        : allocator_(&allocator), stats_(&stats) {}
     bool visit(const void* node) { return live_.insert(node).second; }
-    std::size_t live_count() const noexcept { return live_.size(); }
     void finish() {
-      allocator_->recover([this](void* slot, std::size_t) { return live_.count(slot) != 0; });
+      *stats_ =
+          allocator_->recover([this](void* slot, std::size_t) { return live_.count(slot) != 0; });
     }
 
    private:
     pm::ChunkAllocator* allocator_;
+    pm::RecoveryStats* stats_;
     std::unordered_set<const void*> live_;
   };
 
@@ -392,7 +383,9 @@ struct IzraelevitzPolicy {
     }
     void drain() { epochs_.drain(); }
 
-    Recovery begin_recovery() { return Recovery(pool_->allocator()); }
+    Recovery begin_recovery() { return Recovery(pool_->allocator(), recovery_stats_); }
+    // What the last recovery found (live slots = slots the trace reached).
+    const pm::RecoveryStats& recovery_stats() const noexcept { return recovery_stats_; }
 
     pm::Pool& pool() const noexcept { return *pool_; }
     std::size_t root_slot() const noexcept { return root_slot_; }
@@ -400,6 +393,7 @@ struct IzraelevitzPolicy {
    private:
     pm::Pool* pool_;
     std::size_t root_slot_;
+    pm::RecoveryStats recovery_stats_;
     reclaim::EpochDomain epochs_;
   };
 };
@@ -407,7 +401,6 @@ struct IzraelevitzPolicy {
 using izraelevitz = IzraelevitzPolicy<PlantedBug::none>;
 
 static_assert(DurableMemoryPolicy<izraelevitz>);
-#endif  // PMDS_ALGO_HAVE_POOL
 
 // ---------------------------------------------------------------------------------------------
 // Helpers shared by the algorithms.

@@ -1,0 +1,283 @@
+// pmds — the Harris–Michael lock-free sorted linked list (Harris, DISC 2001; Michael, SPAA 2002),
+// written once over a memory policy (algo/policy.hpp): a set and a map of Key -> Value.
+//
+// A key is in the list when a node holding it is reachable from the head and its next link is
+// not marked. remove() marks the victim's next link (the linearization point: logical deletion)
+// and then unlinks it with a CAS on its predecessor; any find() that meets a marked node
+// unlinks it too, and the thread whose unlinking CAS succeeds retires the node (exactly one).
+// contains()/get() traverse without writing (Harris's wait-free search); nodes they pass stay
+// readable because every operation is pinned in the structure's epoch domain.
+//
+// The list core (detail::HmBucket) works on a head link, so Michael's hash table
+// (algo/michael_hash.hpp) reuses it with one head link per bucket.
+//
+// Durable policies: the anchor {kind, head} is the structure's root; recovery traces the list
+// from it (marked nodes included: they are reachable until some find() unlinks them).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "pmds/algo/policy.hpp"
+#include "pmds/interfaces.hpp"
+
+namespace pmds::algo {
+
+namespace detail {
+
+template <class P>
+struct HmNode {
+  typename P::template shared<Key> key;
+  typename P::template shared<Value> value;
+  typename P::template shared<std::uintptr_t> next;  // successor | mark_bit (logically deleted)
+};
+
+// The list algorithm on one head link (a list, or one bucket of a hash table).
+template <class P>
+class HmBucket {
+ public:
+  using Node = HmNode<P>;
+  using Link = typename P::template shared<std::uintptr_t>;
+  using Memory = typename P::Memory;
+
+  struct Position {
+    Link* prev;  // the link that points to curr
+    Node* curr;  // the first unmarked node with key >= the key sought, or nullptr
+    bool found;  // curr holds the key
+  };
+
+  // Michael's find: unlinks (and retires) every marked node it passes. Caller is pinned.
+  static Position find(Memory& mem, Link& head, Key key) {
+  retry:
+    Link* prev = &head;
+    std::uintptr_t curr_word = prev->load();
+    for (;;) {
+      Node* curr = pointer_of<Node>(curr_word);
+      if (curr == nullptr) return {prev, nullptr, false};
+      const std::uintptr_t next_word = curr->next.load();
+      if (is_marked(next_word)) {
+        // curr is logically deleted: unlink it. prev's link is unmarked in `expected`, so the
+        // CAS fails if prev's node was itself marked meanwhile (then start again).
+        std::uintptr_t expected = curr_word;
+        const std::uintptr_t successor = next_word & ~mark_bit;
+        if (!prev->compare_exchange(expected, successor)) goto retry;
+        mem.retire(curr);
+        curr_word = successor;
+        continue;
+      }
+      const Key curr_key = curr->key.load();
+      if (curr_key >= key) return {prev, curr, curr_key == key};
+      prev = &curr->next;
+      curr_word = next_word;
+    }
+  }
+
+  // Caller is pinned.
+  static bool insert(Memory& mem, Link& head, Key key, Value value) {
+    Node* node = nullptr;
+    for (;;) {
+      const Position pos = find(mem, head, key);
+      if (pos.found) {
+        if (node != nullptr) mem.deallocate(node);  // built but never linked
+        return false;
+      }
+      if (node == nullptr) {
+        node = new (mem.allocate(sizeof(Node))) Node;
+        node->key.init(key);
+        node->value.init(value);
+      }
+      node->next.init(word_of(pos.curr));
+      mem.publish(node, sizeof(Node));  // contents durable before the link (Izraelevitz)
+      std::uintptr_t expected = word_of(pos.curr);
+      if (pos.prev->compare_exchange(expected, word_of(node), Access::link)) return true;
+    }
+  }
+
+  // Caller is pinned.
+  static bool remove(Memory& mem, Link& head, Key key) {
+    for (;;) {
+      const Position pos = find(mem, head, key);
+      if (!pos.found) return false;
+      std::uintptr_t next_word = pos.curr->next.load();
+      if (is_marked(next_word)) continue;  // another remover won; find() unlinks it
+      if (!pos.curr->next.compare_exchange(next_word, next_word | mark_bit)) continue;
+      // Logically deleted. Unlink it here, or let a find() do it (and retire it).
+      std::uintptr_t expected = word_of(pos.curr);
+      if (pos.prev->compare_exchange(expected, next_word)) {
+        mem.retire(pos.curr);
+      } else {
+        find(mem, head, key);
+      }
+      return true;
+    }
+  }
+
+  // The node holding key, unmarked when read, or nullptr. Writes nothing. Caller is pinned.
+  static Node* search(Link& head, Key key) {
+    Node* curr = pointer_of<Node>(head.load());
+    while (curr != nullptr) {
+      const Key curr_key = curr->key.load();
+      if (curr_key >= key) {
+        if (curr_key != key || is_marked(curr->next.load())) return nullptr;
+        return curr;
+      }
+      curr = pointer_of<Node>(curr->next.load());
+    }
+    return nullptr;
+  }
+
+  // ---- quiescent helpers (no other thread runs) ------------------------------------------
+
+  // f(key, value) for every key present, in key order.
+  template <class F>
+  static void for_each(const Link& head, F&& f) {
+    for (Node* n = pointer_of<Node>(head.peek()); n != nullptr;) {
+      const std::uintptr_t next_word = n->next.peek();
+      if (!is_marked(next_word)) f(n->key.peek(), n->value.peek());
+      n = pointer_of<Node>(next_word);
+    }
+  }
+
+  // Frees every node (transient destructor).
+  static void free_all(Memory& mem, Link& head) {
+    for (Node* n = pointer_of<Node>(head.peek()); n != nullptr;) {
+      Node* next = pointer_of<Node>(n->next.peek());
+      mem.deallocate(n);
+      n = next;
+    }
+  }
+
+  // Recovery: visit every reachable node (before reading it).
+  template <class Trace>
+  static void trace(Trace& trace, const Link& head) {
+    for (Node* n = pointer_of<Node>(head.peek()); n != nullptr;) {
+      trace.visit(n);
+      n = pointer_of<Node>(n->next.peek());
+    }
+  }
+
+  // Planted bug (d): unlinks the first present node, as a recovery that lost it would.
+  // Returns whether there was one.
+  static bool drop_first_node(Link& head) {
+    Link* prev = &head;
+    for (Node* n = pointer_of<Node>(head.peek()); n != nullptr;) {
+      const std::uintptr_t next_word = n->next.peek();
+      if (!is_marked(next_word)) {
+        prev->store(next_word);
+        return true;
+      }
+      prev = &n->next;
+      n = pointer_of<Node>(next_word);
+    }
+    return false;
+  }
+};
+
+}  // namespace detail
+
+template <class P>
+requires MemoryPolicy<P>
+class HarrisMichaelList {
+  using Bucket = detail::HmBucket<P>;
+  using Node = typename Bucket::Node;
+
+ public:
+  using Policy = P;
+  static constexpr const char* name = "list";
+  static constexpr std::uint64_t kind = 0x706d64732e6c7374;  // "pmds.lst"
+
+  // Transient.
+  HarrisMichaelList() requires(!P::durable) { create(); }
+  // Durable: creates the list in `pool`, its anchor in root slot `root_slot` (must be empty).
+  HarrisMichaelList(pm::Pool& pool, std::size_t root_slot) requires(P::durable)
+      : mem_(pool, root_slot) {
+    check_root_for_create<P>(mem_);
+    create();
+  }
+  // Durable: opens the list in root slot `root_slot` of `pool` and recovers it.
+  HarrisMichaelList(pm::Pool& pool, std::size_t root_slot, Recover) requires(P::durable)
+      : mem_(pool, root_slot) {
+    open_and_recover();
+  }
+
+  HarrisMichaelList(const HarrisMichaelList&) = delete;
+  HarrisMichaelList& operator=(const HarrisMichaelList&) = delete;
+
+  ~HarrisMichaelList() {
+    if constexpr (!P::durable) {
+      Bucket::free_all(mem_, anchor_->head);
+      mem_.deallocate(anchor_);
+    }
+  }
+
+  bool insert(Key key, Value value) {
+    check_key(key);
+    auto guard = mem_.pin();
+    return Bucket::insert(mem_, anchor_->head, key, value);
+  }
+  bool remove(Key key) {
+    check_key(key);
+    auto guard = mem_.pin();
+    return Bucket::remove(mem_, anchor_->head, key);
+  }
+  bool contains(Key key) {
+    check_key(key);
+    auto guard = mem_.pin();
+    return Bucket::search(anchor_->head, key) != nullptr;
+  }
+  std::optional<Value> get(Key key) {
+    check_key(key);
+    auto guard = mem_.pin();
+    const Node* n = Bucket::search(anchor_->head, key);
+    if (n == nullptr) return std::nullopt;
+    return n->value.load();
+  }
+
+  // Quiescent: f(key, value) for every key, in key order.
+  template <class F>
+  void for_each(F&& f) const {
+    Bucket::for_each(anchor_->head, f);
+  }
+  // Quiescent: the number of keys.
+  std::size_t size() const {
+    std::size_t n = 0;
+    for_each([&](Key, Value) { ++n; });
+    return n;
+  }
+  // Quiescent: frees every retired node now.
+  void drain() { mem_.drain(); }
+
+  typename P::Memory& memory() { return mem_; }
+
+ private:
+  struct Anchor {
+    typename P::template shared<std::uint64_t> kind;
+    typename P::template shared<std::uintptr_t> head;
+  };
+
+  void create() {
+    anchor_ = new (mem_.allocate(sizeof(Anchor))) Anchor;
+    anchor_->kind.init(kind);
+    anchor_->head.init(0);
+    mem_.publish(anchor_, sizeof(Anchor));
+    mem_.set_root(anchor_);
+  }
+
+  void open_and_recover() requires(P::durable) {
+    check_root_for_open<P>(mem_);
+    anchor_ = static_cast<Anchor*>(mem_.root());
+    auto trace = mem_.begin_recovery();
+    trace.visit(anchor_);
+    check_anchor_kind<P>(mem_, anchor_->kind.peek(), kind, "Harris-Michael list");
+    if constexpr (P::planted_bug == PlantedBug::recovery_drops_node)
+      Bucket::drop_first_node(anchor_->head);
+    Bucket::trace(trace, anchor_->head);
+    trace.finish();
+  }
+
+  typename P::Memory mem_;
+  Anchor* anchor_ = nullptr;
+};
+
+}  // namespace pmds::algo

@@ -1,0 +1,195 @@
+// pmds — Michael's lock-free hash table (Michael, SPAA 2002), written once over a memory policy
+// (algo/policy.hpp): a fixed number of buckets, given at construction, each a Harris–Michael
+// list (algo/harris_michael_list.hpp's detail::HmBucket) on one head link.
+//
+// Layout: anchor {kind, bucket count, directory} -> directory of segment pointers -> segments
+// of head links. Segments keep every allocation within one pool chunk (a million buckets are
+// 8 MiB of links; a chunk is 1 MiB). The segment pointers never change after creation, so the
+// table keeps a DRAM copy of them and an operation reads only its bucket's links through the
+// policy.
+//
+// Durable policies: recovery visits the anchor, the directory, the segments and every node of
+// every bucket; nothing else is rebuilt (the DRAM copy of the segment pointers is re-read).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pmds/algo/harris_michael_list.hpp"
+#include "pmds/algo/policy.hpp"
+#include "pmds/interfaces.hpp"
+
+namespace pmds::algo {
+
+template <class P>
+requires MemoryPolicy<P>
+class MichaelHashTable {
+  using Bucket = detail::HmBucket<P>;
+  using Node = typename Bucket::Node;
+  using Link = typename Bucket::Link;
+
+ public:
+  using Policy = P;
+  static constexpr const char* name = "hash";
+  static constexpr std::uint64_t kind = 0x706d64732e687368;  // "pmds.hsh"
+  // Head links per segment: 32 KiB of 8-byte links.
+  static constexpr std::size_t segment_buckets = 4096;
+  static constexpr std::size_t default_bucket_count = 1024;
+
+  // Transient.
+  explicit MichaelHashTable(std::size_t bucket_count = default_bucket_count) requires(!P::durable) {
+    create(bucket_count);
+  }
+  // Durable: creates the table in `pool`, its anchor in root slot `root_slot` (must be empty).
+  MichaelHashTable(pm::Pool& pool, std::size_t root_slot,
+                   std::size_t bucket_count = default_bucket_count) requires(P::durable)
+      : mem_(pool, root_slot) {
+    check_root_for_create<P>(mem_);
+    create(bucket_count);
+  }
+  // Durable: opens the table in root slot `root_slot` of `pool` and recovers it.
+  MichaelHashTable(pm::Pool& pool, std::size_t root_slot, Recover) requires(P::durable)
+      : mem_(pool, root_slot) {
+    open_and_recover();
+  }
+
+  MichaelHashTable(const MichaelHashTable&) = delete;
+  MichaelHashTable& operator=(const MichaelHashTable&) = delete;
+
+  ~MichaelHashTable() {
+    if constexpr (!P::durable) {
+      for (std::size_t i = 0; i < bucket_count_; ++i) Bucket::free_all(mem_, bucket(i));
+      for (Link* segment : segments_) mem_.deallocate(segment);
+      mem_.deallocate(pointer_of<void>(anchor_->directory.peek()));
+      mem_.deallocate(anchor_);
+    }
+  }
+
+  bool insert(Key key, Value value) {
+    check_key(key);
+    auto guard = mem_.pin();
+    return Bucket::insert(mem_, bucket_of(key), key, value);
+  }
+  bool remove(Key key) {
+    check_key(key);
+    auto guard = mem_.pin();
+    return Bucket::remove(mem_, bucket_of(key), key);
+  }
+  bool contains(Key key) {
+    check_key(key);
+    auto guard = mem_.pin();
+    return Bucket::search(bucket_of(key), key) != nullptr;
+  }
+  std::optional<Value> get(Key key) {
+    check_key(key);
+    auto guard = mem_.pin();
+    const Node* n = Bucket::search(bucket_of(key), key);
+    if (n == nullptr) return std::nullopt;
+    return n->value.load();
+  }
+
+  std::size_t bucket_count() const { return bucket_count_; }
+
+  // Quiescent: f(key, value) for every key (bucket by bucket, each in key order).
+  template <class F>
+  void for_each(F&& f) const {
+    for (std::size_t i = 0; i < bucket_count_; ++i) Bucket::for_each(bucket(i), f);
+  }
+  std::size_t size() const {
+    std::size_t n = 0;
+    for_each([&](Key, Value) { ++n; });
+    return n;
+  }
+  void drain() { mem_.drain(); }
+  typename P::Memory& memory() { return mem_; }
+  // Slots other than nodes: anchor, directory, segments (for tests' slot accounting).
+  std::size_t overhead_slots() const { return 2 + segments_.size(); }
+
+ private:
+  struct Anchor {
+    typename P::template shared<std::uint64_t> kind;
+    typename P::template shared<std::uint64_t> bucket_count;
+    typename P::template shared<std::uintptr_t> directory;  // -> Link[segment count]
+  };
+
+  // Fibonacci-style mixing, then a multiply-shift range reduction (no division): any bucket
+  // count works.
+  std::size_t index_of(Key key) const {
+    std::uint64_t h = key;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return static_cast<std::size_t>((static_cast<unsigned __int128>(h) * bucket_count_) >> 64);
+  }
+  Link& bucket(std::size_t i) const { return segments_[i / segment_buckets][i % segment_buckets]; }
+  Link& bucket_of(Key key) const { return bucket(index_of(key)); }
+
+  std::size_t segment_size(std::size_t s) const {
+    const std::size_t first = s * segment_buckets;
+    return std::min(segment_buckets, bucket_count_ - first);
+  }
+
+  void create(std::size_t bucket_count) {
+    // The directory must fit in one pool chunk (1 MiB of pointers: 2^29 buckets).
+    if (bucket_count == 0 || bucket_count > (std::size_t{1} << 29))
+      throw Error("pmds: hash table bucket count " + std::to_string(bucket_count) +
+                  " is out of range [1, 2^29]");
+    bucket_count_ = bucket_count;
+    const std::size_t segment_count = (bucket_count + segment_buckets - 1) / segment_buckets;
+    auto* directory = static_cast<Link*>(mem_.allocate(segment_count * sizeof(Link)));
+    for (std::size_t s = 0; s < segment_count; ++s) {
+      const std::size_t n = segment_size(s);
+      auto* segment = static_cast<Link*>(mem_.allocate(n * sizeof(Link)));
+      for (std::size_t i = 0; i < n; ++i) {
+        new (&segment[i]) Link;
+        segment[i].init(0);
+      }
+      mem_.publish(segment, n * sizeof(Link));
+      segments_.push_back(segment);
+      new (&directory[s]) Link;
+      directory[s].init(word_of(segment));
+    }
+    mem_.publish(directory, segment_count * sizeof(Link));
+    anchor_ = new (mem_.allocate(sizeof(Anchor))) Anchor;
+    anchor_->kind.init(kind);
+    anchor_->bucket_count.init(bucket_count);
+    anchor_->directory.init(word_of(directory));
+    mem_.publish(anchor_, sizeof(Anchor));
+    mem_.set_root(anchor_);
+  }
+
+  void open_and_recover() requires(P::durable) {
+    check_root_for_open<P>(mem_);
+    anchor_ = static_cast<Anchor*>(mem_.root());
+    auto trace = mem_.begin_recovery();
+    trace.visit(anchor_);
+    check_anchor_kind<P>(mem_, anchor_->kind.peek(), kind, "Michael hash table");
+    bucket_count_ = anchor_->bucket_count.peek();
+    const std::size_t segment_count = (bucket_count_ + segment_buckets - 1) / segment_buckets;
+    auto* directory = pointer_of<Link>(anchor_->directory.peek());
+    trace.visit(directory);
+    for (std::size_t s = 0; s < segment_count; ++s) {
+      auto* segment = pointer_of<Link>(directory[s].peek());
+      trace.visit(segment);
+      segments_.push_back(segment);
+    }
+    if constexpr (P::planted_bug == PlantedBug::recovery_drops_node) {
+      for (std::size_t i = 0; i < bucket_count_; ++i)
+        if (Bucket::drop_first_node(bucket(i))) break;
+    }
+    for (std::size_t i = 0; i < bucket_count_; ++i) Bucket::trace(trace, bucket(i));
+    trace.finish();
+  }
+
+  typename P::Memory mem_;
+  Anchor* anchor_ = nullptr;
+  std::size_t bucket_count_ = 0;
+  std::vector<Link*> segments_;  // DRAM copy of the directory (immutable after creation)
+};
+
+}  // namespace pmds::algo
