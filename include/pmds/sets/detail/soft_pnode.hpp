@@ -1,0 +1,214 @@
+// pmds::sets — what the SOFT list, hash set and skip list share (seed 000 §2.3, §4, §5):
+//   SoftPNode       the persistent node in a durable area (a 64-byte slot of the pool allocator);
+//   SoftState       the four states of a volatile node, kept in the low bits of its next word;
+//   SoftBug         the crash lab's planted bugs (compile-time, default none, compiled away);
+//   recover_soft_pnodes  the recovery scan of every durable area (no flush).
+//
+// ---- The PNode's validity scheme (§4.1), and one generalisation --------------------------------
+// Three flags, validStart, validEnd and deleted. A PNode is live (in the set after a crash) iff
+// validStart == validEnd != deleted. The paper allocates with pValidity = !validStart, which is
+// right for the slot states its own runs leave (all three flags equal: "valid and removed"), and
+// create() flips validStart, writes key and value, then flips validEnd: in between the node is
+// invalid. But recovery (§4.6) returns INVALID PNodes to the free lists too, i.e. slots left
+// half-created by a crash: validStart = !x, validEnd = deleted = x. Reusing such a slot with
+// pValidity = !validStart = x would make create() store validStart = x (all three flags now x),
+// and its final validEnd = x leaves the node "valid and removed": a completed insert that
+// recovery would drop. So we choose pValidity = !deleted, which equals the paper's choice for
+// every all-equal slot and is also right for a half-created one. The one slot state it cannot
+// start from is validEnd == !deleted (a live-looking slot: only a recovery that freed a
+// duplicate key leaves one, see recover_soft_pnodes); prepare() first flips validEnd back to
+// deleted there. All these stores are to the one cache line of the slot, so they reach the
+// NVRAM in program order (seed 000 §1, the same-line argument; DESIGN.md §3) and need no fence
+// between them; prepare() runs before the node is published, so no other thread writes it yet.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "pmds/interfaces.hpp"
+#include "pmds/pm/access.hpp"
+#include "pmds/pm/allocator.hpp"
+#include "pmds/sets/detail/set_root.hpp"
+
+namespace pmds::sets {
+
+// The crash lab's planted bugs for SOFT. Each must be reported as a violation of durable
+// linearizability; with SoftBug::none every `if constexpr` on it compiles away.
+enum class SoftBug : std::uint8_t {
+  none,
+  create_without_flush,    // PNode::create stores but never flushes (it still fences)
+  recovery_keeps_deleted,  // recovery links every valid PNode back, deleted ones too
+};
+
+constexpr const char* to_string(SoftBug b) {
+  switch (b) {
+    case SoftBug::none:
+      return "none";
+    case SoftBug::create_without_flush:
+      return "create_without_flush";
+    case SoftBug::recovery_keeps_deleted:
+      return "recovery_keeps_deleted";
+  }
+  return "?";
+}
+
+namespace detail {
+
+// ---- The persistent node (seed 000 Listing 6) ------------------------------------------------
+// One cache line: the three flags, key and value must share a line for create()'s and
+// destroy()'s store order to be the order in which they can reach the NVRAM.
+struct alignas(pm::cache_line_size) SoftPNode {
+  pm::atomic<std::uint8_t> valid_start;
+  pm::atomic<std::uint8_t> valid_end;
+  pm::atomic<std::uint8_t> deleted;
+  pm::atomic<Key> key;
+  pm::atomic<Value> value;
+
+  // The recovery rule (§4.6): valid (validStart == validEnd) and not deleted.
+  bool live() const {
+    const std::uint8_t s = valid_start.load(std::memory_order_relaxed);
+    return s == valid_end.load(std::memory_order_relaxed) &&
+           s != deleted.load(std::memory_order_relaxed);
+  }
+
+  // The allocation step (Listing 7's alloc, generalised: see the header comment). Called by the
+  // allocating thread on a slot nobody else can see yet; returns pValidity.
+  bool prepare() {
+    const std::uint8_t d = deleted.load(std::memory_order_relaxed);
+    const std::uint8_t validity = d ^ 1;
+    if (valid_end.load(std::memory_order_relaxed) == validity) {
+      // A live-looking slot that recovery freed: make it invalid before any other store, so no
+      // crash image shows it live with a half-written key. Same line: ordered, no fence needed.
+      valid_end.store(d, std::memory_order_release);
+    }
+    return validity != 0;
+  }
+
+  // Listing 7's create: validStart, key, value, validEnd, then one psync. Idempotent for a given
+  // (key, value, validity), so helpers may run it concurrently with the inserter (§4.4).
+  template <SoftBug Bug>
+  void create(Key k, Value v, bool validity) {
+    const auto p = static_cast<std::uint8_t>(validity);
+    valid_start.store(p, std::memory_order_release);
+    // release: the key and value stores are not moved before validStart (same line, so they
+    // also reach the NVRAM after it), and validEnd not before them.
+    key.store(k, std::memory_order_release);
+    value.store(v, std::memory_order_release);
+    valid_end.store(p, std::memory_order_release);
+    if constexpr (Bug != SoftBug::create_without_flush) pm::flush(this);
+    pm::fence();  // the one fence of an insert (§2.3: SOFT's bound)
+  }
+
+  // Listing 7's destroy: the deleted flag, then one psync. Afterwards all three flags equal
+  // pValidity: "valid and removed", exactly the state of a freshly allocated slot.
+  void destroy(bool validity) {
+    deleted.store(static_cast<std::uint8_t>(validity), std::memory_order_release);
+    pm::flush(this);
+    pm::fence();  // the one fence of a remove
+  }
+};
+static_assert(sizeof(SoftPNode) == pm::cache_line_size);
+
+// The slot size SOFT asks the pool allocator for: one line, so slots are line-aligned.
+inline constexpr std::size_t soft_slot_size = sizeof(SoftPNode);
+
+// ---- The four states of a volatile node (§2.3, §4.2) -----------------------------------------
+// A node's state lives in the two low bits of its own next word (the successor pointer), so the
+// state and the link change together in one CAS, as Harris's mark does.
+enum SoftState : std::uintptr_t {
+  inserted = 0,          // in the set; its PNode is durable
+  intend_to_insert = 1,  // linked, not yet in the set; its PNode may not be durable yet
+  intend_to_delete = 2,  // still in the set; its removal may not be durable yet
+  deleted = 3,           // not in the set; its PNode is durably deleted; may be unlinked
+};
+inline constexpr std::uintptr_t state_mask = 3;
+
+inline SoftState state_of(std::uintptr_t word) {
+  return static_cast<SoftState>(word & state_mask);
+}
+template <class Node>
+Node* node_of(std::uintptr_t word) {
+  return reinterpret_cast<Node*>(word & ~state_mask);
+}
+template <class Node>
+std::uintptr_t make_word(Node* n, SoftState s) {
+  return reinterpret_cast<std::uintptr_t>(n) | s;
+}
+
+// A volatile node's pointer to its PNode with pValidity in bit 0 (PNodes are line-aligned):
+// keeps a list node at 32 bytes, two per cache line (seed 000 §6 notes SOFT's larger volatile
+// nodes cost it cache misses).
+inline std::uintptr_t pack_pnode(SoftPNode* p, bool validity) {
+  return reinterpret_cast<std::uintptr_t>(p) | static_cast<std::uintptr_t>(validity);
+}
+inline SoftPNode* pnode_of(std::uintptr_t packed) {
+  return reinterpret_cast<SoftPNode*>(packed & ~std::uintptr_t{1});
+}
+inline bool validity_of(std::uintptr_t packed) {
+  return (packed & 1) != 0;
+}
+
+// ---- Recovery (§4.6, §5) ----------------------------------------------------------------------
+
+// A live PNode found by the scan.
+struct LivePNode {
+  Key key;
+  Value value;
+  std::uintptr_t pnode;  // pack_pnode(slot, validStart)
+};
+
+// The durable areas are the pool allocator's 64-byte slots. Scans every slot once: a live PNode
+// (by the rule above, or by the planted bug's) is kept and returned, sorted by key; every other
+// slot goes back to the free lists. Two live PNodes with one key cannot arise from SOFT (a key's
+// new PNode is created only after its old one is durably deleted); if the pool holds them
+// anyway, the first in slot order is kept and the others are freed (counted in
+// duplicate_keys). Quiescent and single-threaded; writes nothing persistent, so no flush, and
+// restartable after a crash during it.
+template <SoftBug Bug>
+std::vector<LivePNode> recover_soft_pnodes(pm::ChunkAllocator& allocator, SetRecoveryStats& stats) {
+  std::vector<LivePNode> live;
+  allocator.recover([&](void* slot, std::size_t size) {
+    if (size != soft_slot_size) return false;  // not a SOFT slot (a pool holds one structure)
+    ++stats.slots_scanned;
+    const auto* p = static_cast<const SoftPNode*>(slot);
+    const std::uint8_t s = p->valid_start.load(std::memory_order_relaxed);
+    bool keep;
+    if constexpr (Bug == SoftBug::recovery_keeps_deleted) {
+      keep = s == p->valid_end.load(std::memory_order_relaxed);
+    } else {
+      keep = p->live();
+    }
+    if (!keep) return false;
+    const Key k = p->key.load(std::memory_order_relaxed);
+    // A live PNode always holds a user key (insert checks it); a slot that never held a node
+    // reads as zeros and is not live. Anything else is not ours to link.
+    if (is_reserved_key(k)) return false;
+    live.push_back({k, p->value.load(std::memory_order_relaxed),
+                    pack_pnode(const_cast<SoftPNode*>(p), s != 0)});
+    return true;
+  });
+  // By key, then by address (= slot order: chunks are scanned in address order), so that among
+  // duplicates the first in slot order is kept.
+  std::sort(live.begin(), live.end(), [](const LivePNode& a, const LivePNode& b) {
+    return a.key != b.key ? a.key < b.key : a.pnode < b.pnode;
+  });
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    if (out > 0 && live[out - 1].key == live[i].key) {
+      ++stats.duplicate_keys;
+      allocator.free(pnode_of(live[i].pnode));  // prepare() makes it invalid before reuse
+      continue;
+    }
+    live[out++] = live[i];
+  }
+  live.resize(out);
+  stats.live_nodes = live.size();
+  stats.freed_slots = stats.slots_scanned - stats.live_nodes;
+  return live;
+}
+
+}  // namespace detail
+}  // namespace pmds::sets

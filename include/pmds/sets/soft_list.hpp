@@ -1,0 +1,409 @@
+// pmds::sets — SOFT, "Sets with an Optimal Flushing Technique" (seed 000 §2.3, §4): a durable
+// lock-free sorted list, and the bucket list of the SOFT hash set.
+//
+//   SoftList<Bug>        "list/soft": one list in a pool
+//   SoftBucketList<Bug>  the bucket-list interface of sets/hash_set.hpp, so that
+//   SoftHashSet<Bug>     = HashSet<SoftBucketList<Bug>> is "hash/soft"
+//
+// Each key has two representations: a persistent node (detail::SoftPNode: validStart, validEnd,
+// deleted, key, value) in a durable area, i.e. a 64-byte slot of the pool's chunk allocator, and
+// a volatile node in DRAM (key, value, its PNode, pValidity, next) linked into the list. No link
+// is ever persisted. The volatile node's state — intention to insert, inserted, intention to
+// delete, deleted — is in the low bits of its next word. Both updates first persist the PNode
+// (create / destroy: stores to one line, one flush, one fence) and only then take effect in the
+// volatile list, so the state a thread reads is already durable: contains and get never flush
+// or fence, insert and remove fence at most once (the lower bound of Cohen et al. 2018), and
+// trim unlinks without flushing (§4.4: a node is "deleted" only after its PNode is durably
+// deleted). Threads help both intentions to completion (§4.4, §4.5).
+//
+// Memory (§5): PNode slots come from the calling thread's chunks of the pool allocator (the
+// durable areas); volatile nodes from the DRAM heap. A node unlinked by trim is retired to the
+// set's epoch domain, whose deleter returns the PNode slot to the allocator and frees the
+// volatile node once no thread can still hold it. Recovery scans every durable area, links each
+// valid and undeleted PNode back in key order, frees every other slot, and issues no flush.
+//
+// Refinements of the paper's pseudocode, each argued where it is made:
+//   - pValidity = !deleted rather than !validStart (detail/soft_pnode.hpp: a crash can leave a
+//     half-created slot that recovery frees, and the paper's rule mis-creates from it);
+//   - find continues from the predecessor's current successor after a failed trim CAS, and
+//     restarts from the head only when the predecessor itself is deleted (the paper continues
+//     with a window that may be stale; both are correct, this one fails fewer CASes later);
+//   - remove skips destroy when it finds the node already "deleted": that state is set only
+//     after the PNode is durably deleted, so the destroy would only repeat a durable store;
+//   - an insert that retries reuses the PNode and volatile node it allocated (never published,
+//     so never seen by anyone), and frees them if it ends up not inserting.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "pmds/error.hpp"
+#include "pmds/interfaces.hpp"
+#include "pmds/pm/access.hpp"
+#include "pmds/pm/allocator.hpp"
+#include "pmds/pm/pool.hpp"
+#include "pmds/reclaim/epoch.hpp"
+#include "pmds/sets/detail/set_root.hpp"
+#include "pmds/sets/detail/soft_pnode.hpp"
+#include "pmds/sets/hash_set.hpp"
+
+namespace pmds::sets {
+
+namespace detail {
+
+// The volatile node (Listing 8), 32 bytes: key, value and pnode are written before the node is
+// published and never change; next holds the successor and this node's state.
+struct alignas(32) SoftListNode {
+  Key key;
+  Value value;
+  std::uintptr_t pnode;  // pack_pnode(PNode*, pValidity)
+  std::atomic<std::uintptr_t> next;
+};
+static_assert(sizeof(SoftListNode) == 32);
+
+// The tail sentinel every SOFT list ends with (key 2^64-1, above every user key). Shared by all
+// lists: nothing ever writes it (no key is greater, so it is never a predecessor, and it is
+// never deleted), so it is constant-initialised and read-only.
+inline SoftListNode soft_list_tail{max_reserved_key, 0, 0, {0}};
+
+}  // namespace detail
+
+template <SoftBug Bug = SoftBug::none>
+class SoftBucketList {
+ public:
+  using Node = detail::SoftListNode;
+
+  static constexpr std::uint64_t hash_tag = detail::make_tag("HASHSOFT");
+  static constexpr const char* hash_name = "hash/soft";
+  static constexpr SoftBug planted_bug = Bug;
+
+  // What every list of one set shares: the pool allocator (durable areas) and the epoch domain.
+  class Shared {
+   public:
+    explicit Shared(pm::Pool& pool) : allocator_(pool.allocator()) {}
+    Shared(const Shared&) = delete;
+    Shared& operator=(const Shared&) = delete;
+
+    pm::ChunkAllocator& allocator() { return allocator_; }
+    reclaim::EpochDomain& domain() { return domain_; }
+
+   private:
+    pm::ChunkAllocator& allocator_;
+    reclaim::EpochDomain domain_;
+  };
+
+  // One list: its head link (the head sentinel's next word, with the head's state "inserted").
+  class Bucket {
+   public:
+    Bucket() : head_(detail::make_word(&detail::soft_list_tail, detail::inserted)) {}
+    Bucket(const Bucket&) = delete;
+    Bucket& operator=(const Bucket&) = delete;
+    // Frees the volatile nodes still linked (quiescent). Their PNodes stay as they are: live
+    // ones hold the set's contents for the next open. Unlinked nodes belong to the epoch domain.
+    ~Bucket() {
+      Node* n = detail::node_of<Node>(head_.load(std::memory_order_acquire));
+      while (n != &detail::soft_list_tail) {
+        Node* next = detail::node_of<Node>(n->next.load(std::memory_order_relaxed));
+        delete n;
+        n = next;
+      }
+    }
+
+   private:
+    friend class SoftBucketList;
+    std::atomic<std::uintptr_t> head_;
+  };
+
+  // Listing 11. Returns false (and helps a pending insert of the key finish) if the key is there.
+  // Throws PoolFull when no slot is left for a PNode; the set is then unchanged.
+  static bool insert(Shared& sh, Bucket& b, Key key, Value value) {
+    auto guard = sh.domain().pin();
+    Node* fresh = nullptr;  // allocated at the first attempt that needs it, reused by retries
+    for (;;) {
+      const Window w = find(sh, b, key);
+      if (w.curr->key == key) {
+        if (fresh != nullptr) discard(sh, fresh);
+        // "inserted" or "intention to delete": its PNode is durable already, fail at once.
+        // "intention to insert": not yet in the set; complete it before failing (§2.3).
+        if (w.curr_state == detail::intend_to_insert) complete_insert(w.curr);
+        return false;
+      }
+      if (fresh == nullptr) fresh = make_node(sh, key, value);
+      fresh->next.store(detail::make_word(w.curr, detail::intend_to_insert),
+                        std::memory_order_relaxed);
+      std::uintptr_t expected = w.prev_word;
+      // Keeps the predecessor's state: the CAS fails if that state changed (e.g. it is deleted).
+      if (w.prev->compare_exchange_strong(expected,
+                                          detail::make_word(fresh, detail::state_of(w.prev_word)),
+                                          std::memory_order_acq_rel, std::memory_order_relaxed)) {
+        complete_insert(fresh);
+        return true;
+      }
+    }
+  }
+
+  // Listing 12. Exactly one of the removers competing for a node returns true; the others help
+  // its removal become durable before they return false.
+  static bool remove(Shared& sh, Bucket& b, Key key) {
+    auto guard = sh.domain().pin();
+    const Window w = find(sh, b, key);
+    // Absent, or "intention to insert": not in the set (its PNode may not be durable), fail.
+    if (w.curr->key != key || w.curr_state == detail::intend_to_insert) return false;
+    Node* n = w.curr;
+    bool won = false;
+    std::uintptr_t word = n->next.load(std::memory_order_acquire);
+    while (detail::state_of(word) == detail::inserted) {
+      const std::uintptr_t intent =
+          detail::make_word(detail::node_of<Node>(word), detail::intend_to_delete);
+      if (n->next.compare_exchange_weak(word, intent, std::memory_order_acq_rel,
+                                        std::memory_order_acquire)) {
+        won = true;
+        word = intent;
+        break;
+      }
+    }
+    // "deleted" already: the destroy that preceded that state is durable; nothing to help.
+    if (detail::state_of(word) == detail::intend_to_delete) complete_remove(n, word);
+    if (won) {
+      // Only the winner trims, once (Listing 12 line 20); finds unlink it otherwise.
+      std::uintptr_t expected = w.prev_word;
+      const std::uintptr_t succ = n->next.load(std::memory_order_acquire);
+      if (w.prev->compare_exchange_strong(
+              expected,
+              detail::make_word(detail::node_of<Node>(succ), detail::state_of(w.prev_word)),
+              std::memory_order_acq_rel, std::memory_order_relaxed)) {
+        retire(sh, n);
+      }
+    }
+    return won;
+  }
+
+  // Listing 10: wait-free, no flush, no fence. "inserted" and "intention to delete" are in the
+  // set, the other two states are not.
+  static bool contains(Shared& sh, Bucket& b, Key key) {
+    auto guard = sh.domain().pin();
+    const Node* n = seek(b, key);
+    return n->key == key && in_set(n);
+  }
+
+  static std::optional<Value> get(Shared& sh, Bucket& b, Key key) {
+    auto guard = sh.domain().pin();
+    const Node* n = seek(b, key);
+    if (n->key == key && in_set(n)) return n->value;
+    return std::nullopt;
+  }
+
+  // §4.6. Quiescent, single-threaded, on fresh Shared and empty buckets: links every live PNode
+  // into buckets[index_of(key)] in key order ("inserted"), frees every other slot, no flush.
+  template <class IndexOf>
+  static SetRecoveryStats recover(Shared& sh, std::span<Bucket> buckets, IndexOf index_of) {
+    const detail::Stopwatch clock;
+    SetRecoveryStats stats;
+    const std::vector<detail::LivePNode> live =
+        detail::recover_soft_pnodes<Bug>(sh.allocator(), stats);
+    // In descending key order, each node is pushed in front of its bucket: every bucket ends up
+    // ascending, with no per-bucket cursor.
+    for (std::size_t i = live.size(); i-- > 0;) {
+      Bucket& bucket = buckets[index_of(live[i].key)];
+      auto* n = new Node{live[i].key,
+                         live[i].value,
+                         live[i].pnode,
+                         {bucket.head_.load(std::memory_order_relaxed)}};
+      bucket.head_.store(detail::make_word(n, detail::inserted), std::memory_order_relaxed);
+    }
+    stats.seconds = clock.seconds();
+    return stats;
+  }
+
+  // Quiescent: f(key, value) for every key in the set, in key order.
+  template <class F>
+  static void for_each(Shared&, const Bucket& b, F&& f) {
+    const Node* n = detail::node_of<Node>(b.head_.load(std::memory_order_acquire));
+    for (; n != &detail::soft_list_tail;
+         n = detail::node_of<Node>(n->next.load(std::memory_order_acquire)))
+      if (in_set(n)) f(n->key, n->value);
+  }
+
+ private:
+  // What find returns: curr is the first node not "deleted" with key >= the key searched;
+  // *prev is the link that pointed to it, and prev_word its value then (curr, plus the state of
+  // the node owning prev, which is never "deleted").
+  struct Window {
+    std::atomic<std::uintptr_t>* prev;
+    std::uintptr_t prev_word;
+    Node* curr;
+    detail::SoftState curr_state;
+  };
+
+  // Listing 9's find, unlinking "deleted" nodes on the way without any flush (§4.4).
+  static Window find(Shared& sh, Bucket& b, Key key) {
+  restart:
+    std::atomic<std::uintptr_t>* prev = &b.head_;
+    std::uintptr_t prev_word = prev->load(std::memory_order_acquire);
+    for (;;) {
+      Node* curr = detail::node_of<Node>(prev_word);
+      const std::uintptr_t succ_word = curr->next.load(std::memory_order_acquire);
+      const detail::SoftState s = detail::state_of(succ_word);
+      if (s != detail::deleted) {
+        if (curr->key >= key) return {prev, prev_word, curr, s};
+        prev = &curr->next;
+        prev_word = succ_word;
+        continue;
+      }
+      // trim (Listing 9): the successor replaces curr, the predecessor's state is kept.
+      const std::uintptr_t unlinked =
+          detail::make_word(detail::node_of<Node>(succ_word), detail::state_of(prev_word));
+      if (prev->compare_exchange_strong(prev_word, unlinked, std::memory_order_acq_rel,
+                                        std::memory_order_acquire)) {
+        retire(sh, curr);
+        prev_word = unlinked;
+      } else if (detail::state_of(prev_word) == detail::deleted) {
+        goto restart;  // the predecessor itself is deleted: its link is frozen
+      }
+      // else: prev_word now holds the predecessor's current successor; go on from there.
+    }
+  }
+
+  // The wait-free traversal of contains (Listing 10): follows links regardless of states.
+  static const Node* seek(Bucket& b, Key key) {
+    const Node* n = detail::node_of<Node>(b.head_.load(std::memory_order_acquire));
+    while (n->key < key) n = detail::node_of<Node>(n->next.load(std::memory_order_acquire));
+    return n;
+  }
+
+  static bool in_set(const Node* n) {
+    const detail::SoftState s = detail::state_of(n->next.load(std::memory_order_acquire));
+    return s == detail::inserted || s == detail::intend_to_delete;
+  }
+
+  // Listing 11 lines 30-33, run by the inserter and by helpers: persist the PNode (one fence),
+  // then "intention to insert" -> "inserted".
+  static void complete_insert(Node* n) {
+    detail::pnode_of(n->pnode)->template create<Bug>(n->key, n->value,
+                                                     detail::validity_of(n->pnode));
+    std::uintptr_t word = n->next.load(std::memory_order_acquire);
+    while (detail::state_of(word) == detail::intend_to_insert) {
+      if (n->next.compare_exchange_weak(
+              word, detail::make_word(detail::node_of<Node>(word), detail::inserted),
+              std::memory_order_acq_rel, std::memory_order_acquire))
+        break;
+    }
+  }
+
+  // Listing 12 lines 15-17, run by the winner and by helpers: persist the deletion (one fence),
+  // then "intention to delete" -> "deleted".
+  static void complete_remove(Node* n, std::uintptr_t word) {
+    detail::pnode_of(n->pnode)->destroy(detail::validity_of(n->pnode));
+    while (detail::state_of(word) == detail::intend_to_delete) {
+      if (n->next.compare_exchange_weak(
+              word, detail::make_word(detail::node_of<Node>(word), detail::deleted),
+              std::memory_order_acq_rel, std::memory_order_acquire))
+        break;
+    }
+  }
+
+  // A PNode slot from this thread's durable area, prepared (pValidity chosen), and its volatile
+  // node in "intention to insert" (set by the caller before publishing it).
+  static Node* make_node(Shared& sh, Key key, Value value) {
+    void* slot = sh.allocator().allocate(detail::soft_slot_size);  // PoolFull: nothing changed
+    auto* p = static_cast<detail::SoftPNode*>(slot);
+    const bool validity = p->prepare();
+    try {
+      return new Node{key, value, detail::pack_pnode(p, validity), {0}};
+    } catch (...) {
+      sh.allocator().free(slot);
+      throw;
+    }
+  }
+
+  // A node that was never published: nobody else can hold it, free it at once.
+  static void discard(Shared& sh, Node* n) {
+    sh.allocator().free(detail::pnode_of(n->pnode));
+    delete n;
+  }
+
+  // A node unlinked by the one successful trim: its PNode is durably deleted; the slot goes back
+  // to the allocator once no thread pinned now can still read the node or help on its PNode.
+  static void retire(Shared& sh, Node* n) {
+    pm::ChunkAllocator* allocator = &sh.allocator();
+    sh.domain().retire(n, [allocator](Node* dead) noexcept {
+      allocator->free(detail::pnode_of(dead->pnode));
+      delete dead;
+    });
+  }
+};
+
+// "list/soft": one SOFT list in a pool (root(0) tag "LISTSOFT", root(1) = 1).
+template <SoftBug Bug = SoftBug::none>
+class SoftList {
+ public:
+  using BucketList = SoftBucketList<Bug>;
+  static constexpr std::uint64_t tag = detail::make_tag("LISTSOFT");
+  static constexpr const char* name = "list/soft";
+
+  // Creates an empty list in `pool`, which must hold no structure and must outlive the list.
+  SoftList(CreateTag, pm::Pool& pool) : pool_(pool), shared_(pool) {
+    detail::write_set_root(pool, tag, 1, name);
+  }
+
+  // Opens the list a pool holds and recovers it (§4.6), after a crash or a clean close alike.
+  SoftList(OpenTag, pm::Pool& pool) : pool_(pool), shared_(pool) {
+    detail::read_set_root(pool, tag, name);
+    recovery_ = BucketList::recover(shared_, std::span<typename BucketList::Bucket>(&bucket_, 1),
+                                    [](Key) { return std::size_t{0}; });
+  }
+
+  SoftList(const SoftList&) = delete;
+  SoftList& operator=(const SoftList&) = delete;
+
+  bool insert(Key k, Value v) {
+    check_key(k);
+    return BucketList::insert(shared_, bucket_, k, v);
+  }
+  bool remove(Key k) {
+    check_key(k);
+    return BucketList::remove(shared_, bucket_, k);
+  }
+  bool contains(Key k) {
+    check_key(k);
+    return BucketList::contains(shared_, bucket_, k);
+  }
+  std::optional<Value> get(Key k) {
+    check_key(k);
+    return BucketList::get(shared_, bucket_, k);
+  }
+
+  // Quiescent: f(key, value) for every key, in key order.
+  template <class F>
+  void for_each(F&& f) {
+    BucketList::for_each(shared_, bucket_, f);
+  }
+  // Quiescent: the number of keys.
+  std::size_t size() {
+    std::size_t n = 0;
+    for_each([&n](Key, Value) { ++n; });
+    return n;
+  }
+
+  // What the recovery at open found (all zero for a created list).
+  const SetRecoveryStats& recovery_stats() const { return recovery_; }
+  pm::Pool& pool() const { return pool_; }
+  typename BucketList::Shared& shared() { return shared_; }
+
+ private:
+  pm::Pool& pool_;
+  typename BucketList::Shared shared_;  // destroyed after bucket_: retired nodes are freed last
+  typename BucketList::Bucket bucket_;
+  SetRecoveryStats recovery_;
+};
+
+// "hash/soft": seed 000 §3's table of buckets with a SOFT list per bucket (sets/hash_set.hpp).
+template <SoftBug Bug = SoftBug::none>
+using SoftHashSet = HashSet<SoftBucketList<Bug>>;
+
+}  // namespace pmds::sets
