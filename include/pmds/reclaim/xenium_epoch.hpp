@@ -11,8 +11,10 @@
 // A record's deleter runs exactly once, by whichever comes first — xenium finding its epoch
 // safe, or drain()/the destructor — decided by a CAS on the record's state; drain waits for a
 // deleter that xenium's thread is running at that moment, so after drain() returns no deleter
-// of this domain runs any more. A record is freed once both xenium and the domain dropped it
-// (two references).
+// of this domain runs any more. Whoever finishes with a record last frees it: the domain
+// recycles the records xenium has finished with into the retiring thread's free list (so a
+// retire allocates nothing in steady state); xenium deletes the records the domain abandoned
+// at drain.
 //
 // Pins use xenium's critical region (a guard_ptr on a static token, which is what makes xenium
 // read the global epoch and scan), so a thread pinned in any domain holds back every domain —
@@ -59,42 +61,26 @@ struct XeniumRecordDeleter {
 };
 
 struct XeniumRecord : XeniumReclaimer::enable_concurrent_ptr<XeniumRecord, 0, XeniumRecordDeleter> {
-  enum State : std::uint32_t { pending, running, done };
-
-  XeniumRecord() = default;
-  explicit XeniumRecord(const Retired& r) : item(r) {}
+  // pending -> running -> done: xenium ran the deleter; the record is the domain's to free.
+  // pending -> abandoned: drain() ran the deleter and forgot the record; xenium frees it.
+  enum State : std::uint32_t { pending, running, done, abandoned };
 
   Retired item;
   std::atomic<std::uint32_t> state{pending};
-  std::atomic<std::uint32_t> references{2};  // xenium's retire list + the domain's list
-  XeniumRecord* next_in_domain = nullptr;    // the retiring slot's list (owner thread only)
-
-  // Runs the deleter if nobody has; if another thread is running it, waits until it is done.
-  // Returns once the deleter has run.
-  void run_or_wait() noexcept {
-    std::uint32_t expected = pending;
-    if (state.compare_exchange_strong(expected, running, std::memory_order_acq_rel)) {
-      item.run();
-      state.store(done, std::memory_order_release);
-      return;
-    }
-    while (state.load(std::memory_order_acquire) != done) __builtin_ia32_pause();
-  }
-
-  void unreference() noexcept {
-    if (references.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
-  }
+  XeniumRecord* next_in_domain = nullptr;  // the retiring slot's list or free list (owner only)
 };
 
-// xenium found the record's epoch safe.
+// xenium found the record's epoch safe. After the final store, xenium never touches the record
+// again (its list walk read the link before calling this).
 inline void XeniumRecordDeleter::operator()(XeniumRecord* r) const noexcept {
   std::uint32_t expected = XeniumRecord::pending;
   if (r->state.compare_exchange_strong(expected, XeniumRecord::running,
-                                       std::memory_order_acq_rel)) {
+                                       std::memory_order_acquire)) {
     r->item.run();
     r->state.store(XeniumRecord::done, std::memory_order_release);
+  } else {  // abandoned: the domain ran the deleter and dropped the record
+    delete r;
   }
-  r->unreference();
 }
 
 using XeniumGuardPtr = XeniumReclaimer::concurrent_ptr<XeniumRecord>::guard_ptr;
@@ -146,7 +132,14 @@ class XeniumEpochDomain {
   XeniumEpochDomain() : slots_(new Slot[max_threads]) {}
   XeniumEpochDomain(const XeniumEpochDomain&) = delete;
   XeniumEpochDomain& operator=(const XeniumEpochDomain&) = delete;
-  ~XeniumEpochDomain() { run_all(); }
+  ~XeniumEpochDomain() {
+    run_all();
+    for (std::size_t i = 0; i < max_threads; ++i)
+      while (detail::XeniumRecord* r = slots_[i].free_records) {
+        slots_[i].free_records = r->next_in_domain;
+        delete r;
+      }
+  }
 
   Guard pin() {
     Slot& slot = own_slot();
@@ -158,7 +151,14 @@ class XeniumEpochDomain {
   requires DeleterFor<D, T>
   void retire(T* p, D&& deleter) {
     Slot& slot = own_slot();
-    auto* record = new detail::XeniumRecord(Retired(p, std::forward<D>(deleter)));
+    detail::XeniumRecord* record = slot.free_records;
+    if (record != nullptr) {
+      slot.free_records = record->next_in_domain;
+      record->state.store(detail::XeniumRecord::pending, std::memory_order_relaxed);
+    } else {
+      record = new detail::XeniumRecord;
+    }
+    record->item = Retired(p, std::forward<D>(deleter));
     record->next_in_domain = slot.records;
     slot.records = record;
     if (++slot.record_count >= slot.prune_at) prune(slot);
@@ -196,7 +196,8 @@ class XeniumEpochDomain {
   struct alignas(pm::cache_line_size) Slot {
     std::atomic<std::uint32_t> depth{0};
     bool registered = false;
-    detail::XeniumRecord* records = nullptr;  // retired here, deleter maybe not run yet
+    detail::XeniumRecord* records = nullptr;       // retired here, deleter maybe not run yet
+    detail::XeniumRecord* free_records = nullptr;  // finished by xenium, for reuse
     std::size_t record_count = 0;
     std::size_t prune_at = 64;
   };
@@ -214,14 +215,16 @@ class XeniumEpochDomain {
     return slot;
   }
 
-  // Drops the records whose deleter xenium has run; keeps the list short (amortised O(1)).
+  // Moves the records whose deleter xenium has run to the free list; keeps the list short
+  // (amortised O(1) per retire).
   static void prune(Slot& slot) {
     detail::XeniumRecord** link = &slot.records;
     std::size_t kept = 0;
     while (detail::XeniumRecord* r = *link) {
       if (r->state.load(std::memory_order_acquire) == detail::XeniumRecord::done) {
         *link = r->next_in_domain;
-        r->unreference();
+        r->next_in_domain = slot.free_records;
+        slot.free_records = r;
       } else {
         link = &r->next_in_domain;
         ++kept;
@@ -231,14 +234,25 @@ class XeniumEpochDomain {
     slot.prune_at = kept * 2 > 64 ? kept * 2 : 64;
   }
 
+  // Runs the deleter of every record xenium has not run yet; waits for those it is running.
   void run_all() noexcept {
     const std::size_t used = slots_in_use_.load(std::memory_order_seq_cst);
     for (std::size_t i = 0; i < used; ++i) {
       Slot& slot = slots_[i];
       while (detail::XeniumRecord* r = slot.records) {
         slot.records = r->next_in_domain;
-        r->run_or_wait();
-        r->unreference();
+        Retired item = r->item;  // read first: once abandoned, xenium may free r at any time
+        std::uint32_t state = detail::XeniumRecord::pending;
+        if (r->state.compare_exchange_strong(state, detail::XeniumRecord::abandoned,
+                                             std::memory_order_acq_rel)) {
+          item.run();
+          continue;
+        }
+        while (state != detail::XeniumRecord::done) {  // xenium's thread is running it
+          __builtin_ia32_pause();
+          state = r->state.load(std::memory_order_acquire);
+        }
+        delete r;
       }
       slot.record_count = 0;
       slot.prune_at = 64;

@@ -1,0 +1,192 @@
+// persistence_cost_bench — what a flush and a fence cost on this machine, in ns per operation.
+//
+// The durable structures pay for persistence in flushes and fences (seed 000 counts fences,
+// seed 004 counts pwbs); this program puts a price on each, so flush/fence counts per
+// operation from the counting backend can be read as time. Measured on three kinds of memory:
+//   dram  anonymous private mapping;
+//   shm   a file in /dev/shm (tmpfs) mapped MAP_SHARED, as a pool file there would be;
+//   file  a file on the disk-backed file system ($TMPDIR or /var/tmp) mapped MAP_SHARED.
+// (With no persistent memory on this machine, all three are DRAM behind the page cache: the
+// figures price the instructions, not a media write.)
+//
+// Operations (one benchmark iteration = one operation):
+//   store                  one 8-byte store to the same line (the baseline)
+//   sfence                 sfence alone
+//   store+INSN+sfence/same store, flush that line with INSN, sfence — always the same line
+//   store+INSN+sfence/ring ... a new line each time, cycling through 16 KiB (cache-resident)
+//   store+INSN+sfence/sweep ... a new line each time, sweeping 64 MiB (a cache miss each time)
+//   store+clflush/...      clflush is ordered with stores by itself: no sfence
+//   write+persist/N        write N bytes (one line per store) then pm::persist(N) (flush every
+//                          line, then one fence), N = 64, 256, 4096
+//   write/N                the same writes alone, to subtract
+// INSN is clwb or clflushopt where the CPU has it. pm::persist uses the instruction pmds chose at
+// start-up (printed first).
+//
+// Usage: persistence_cost_bench [Google Benchmark flags, e.g. --benchmark_filter=shm]
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cpuid.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "pmds/pm/access.hpp"
+
+namespace {
+
+using pmds::pm::FlushInstruction;
+
+constexpr std::size_t line = pmds::pm::cache_line_size;
+constexpr std::size_t region_size = 64u << 20;  // the sweep: larger than any cache here
+constexpr std::size_t ring_lines = 256;         // 16 KiB: stays in L1/L2
+
+struct Region {
+  std::string name;
+  char* base = nullptr;
+};
+
+Region map_dram() {
+  void* p = mmap(nullptr, region_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    std::perror("mmap dram");
+    std::exit(1);
+  }
+  std::memset(p, 1, region_size);  // fault every page in before timing
+  return {"dram", static_cast<char*>(p)};
+}
+
+Region map_file(const std::string& name, const std::string& dir) {
+  std::string path = dir + "/pmds_persistence_cost_" + std::to_string(getpid());
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(region_size)) != 0) {
+    std::perror(path.c_str());
+    std::exit(1);
+  }
+  void* p = mmap(nullptr, region_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  unlink(path.c_str());  // the mapping keeps the file alive; nothing is left behind on exit
+  if (p == MAP_FAILED) {
+    std::perror("mmap file");
+    std::exit(1);
+  }
+  std::memset(p, 1, region_size);
+  return {name, static_cast<char*>(p)};
+}
+
+bool cpu_has(int ebx_bit) {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && ((ebx >> ebx_bit) & 1);
+}
+
+inline void store_to(char* p, std::uint64_t v) {
+  *reinterpret_cast<volatile std::uint64_t*>(p) = v;
+}
+
+enum class Pattern { same, ring, sweep };
+
+// Offset of the i-th line the pattern touches.
+inline std::size_t offset_of(Pattern pattern, std::size_t i) {
+  switch (pattern) {
+    case Pattern::same:
+      return 0;
+    case Pattern::ring:
+      return (i % ring_lines) * line;
+    case Pattern::sweep:
+      return (i * line) % region_size;
+  }
+  return 0;
+}
+
+void register_all(const Region& r) {
+  benchmark::RegisterBenchmark((r.name + "/store").c_str(), [base = r.base](benchmark::State& s) {
+    std::uint64_t i = 0;
+    for (auto _ : s) store_to(base, ++i);
+  });
+  benchmark::RegisterBenchmark((r.name + "/sfence").c_str(), [](benchmark::State& s) {
+    for (auto _ : s) pmds::pm::hw::sfence();
+  });
+
+  struct Insn {
+    FlushInstruction how;
+    const char* name;
+    bool fence;
+  };
+  std::vector<Insn> insns;
+  if (cpu_has(24)) insns.push_back({FlushInstruction::clwb, "clwb", true});
+  if (cpu_has(23)) insns.push_back({FlushInstruction::clflushopt, "clflushopt", true});
+  insns.push_back({FlushInstruction::clflush, "clflush", false});
+
+  const std::pair<Pattern, const char*> patterns[] = {
+      {Pattern::same, "same"}, {Pattern::ring, "ring"}, {Pattern::sweep, "sweep"}};
+  for (const Insn& insn : insns)
+    for (auto [pattern, pattern_name] : patterns) {
+      const std::string name =
+          r.name + "/store+" + insn.name + (insn.fence ? "+sfence/" : "/") + pattern_name;
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [base = r.base, insn, pattern = pattern](benchmark::State& s) {
+                                     std::size_t i = 0;
+                                     for (auto _ : s) {
+                                       char* p = base + offset_of(pattern, i++);
+                                       store_to(p, i);
+                                       pmds::pm::hw::flush_line(p, insn.how);
+                                       if (insn.fence) pmds::pm::hw::sfence();
+                                     }
+                                   });
+    }
+
+  for (std::size_t n : {std::size_t{64}, std::size_t{256}, std::size_t{4096}}) {
+    // Successive iterations use successive n-byte blocks of a 1 MiB window, so every persist
+    // flushes lines the writes just dirtied, as a structure's does.
+    constexpr std::size_t window = 1u << 20;
+    benchmark::RegisterBenchmark((r.name + "/write+persist/" + std::to_string(n)).c_str(),
+                                 [base = r.base, n](benchmark::State& s) {
+                                   std::size_t block = 0;
+                                   for (auto _ : s) {
+                                     char* p = base + (block++ * n) % window;
+                                     for (std::size_t o = 0; o < n; o += line)
+                                       store_to(p + o, block);
+                                     pmds::pm::persist(p, n);
+                                   }
+                                 });
+    benchmark::RegisterBenchmark((r.name + "/write/" + std::to_string(n)).c_str(),
+                                 [base = r.base, n](benchmark::State& s) {
+                                   std::size_t block = 0;
+                                   for (auto _ : s) {
+                                     char* p = base + (block++ * n) % window;
+                                     for (std::size_t o = 0; o < n; o += line)
+                                       store_to(p + o, block);
+                                     benchmark::ClobberMemory();
+                                   }
+                                 });
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::printf("pmds flush instruction: %s; clwb %s, clflushopt %s\n",
+              pmds::pm::to_string(pmds::pm::flush_instruction()), cpu_has(24) ? "yes" : "no",
+              cpu_has(23) ? "yes" : "no");
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::vector<Region> regions;
+  regions.push_back(map_dram());
+  regions.push_back(map_file("shm", "/dev/shm"));
+  regions.push_back(map_file("file", tmpdir != nullptr && *tmpdir ? tmpdir : "/var/tmp"));
+  for (const Region& r : regions) register_all(r);
+
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+
+  for (const Region& r : regions) munmap(r.base, region_size);
+  return 0;
+}
