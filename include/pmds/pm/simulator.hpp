@@ -52,6 +52,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -125,6 +126,16 @@ std::uint64_t event_count();
 // `event` < event_count() (it could never fire).
 void set_crash_handler(std::uint64_t event, std::function<void()> handler);
 void clear_crash_handler();
+
+// --- Scheduling (added by the crash lab). -------------------------------------------------
+
+// A function every access-layer operation calls first, on the thread performing it, before it
+// takes the simulator lock (nullptr: none, the default). The crash lab installs one that runs
+// its workload threads one at a time in an order drawn from a seed, so a simulated run, and
+// every crash point in it, replays exactly (crashlab/scheduler.hpp). Not called while the
+// calling thread holds the lock (inside a crash handler), where it must not wait.
+using ScheduleHook = void (*)();
+void set_schedule_hook(ScheduleHook hook);
 
 // --- Crash images. ------------------------------------------------------------------------
 
@@ -276,7 +287,11 @@ struct State {
   std::mutex mutex;
   bool locked_for_fork = false;  // the atfork prepare handler took the mutex
   std::vector<Region> regions;
-  std::unordered_map<std::uintptr_t, Line> lines;
+  using LineMap = std::unordered_map<std::uintptr_t, Line>;
+  LineMap lines;
+  // Records of lines that became durable, kept for reuse: the common store-flush-fence cycle
+  // then creates and drops a record without allocating.
+  std::vector<LineMap::node_type> spare_lines;
   std::vector<ThreadState*> threads;
   std::uint32_t next_thread_id = 1;
   std::uint64_t next_seq = 0;
@@ -380,6 +395,35 @@ inline void event(State& s) {
   ++s.events;
 }
 
+// Drops a line's record (its stores are all durable now), keeping the node for reuse.
+inline void retire_line(State& s, State::LineMap::iterator it) {
+  constexpr std::size_t max_spare_lines = 64;
+  if (s.spare_lines.size() >= max_spare_lines) {
+    s.lines.erase(it);
+    return;
+  }
+  State::LineMap::node_type node = s.lines.extract(it);
+  node.mapped().stores.clear();
+  node.mapped().bytes.clear();
+  s.spare_lines.push_back(std::move(node));
+}
+
+// The record of line, created (with the line's current, durable, content as base) if absent.
+inline Line& line_record(State& s, std::uintptr_t line) {
+  auto it = s.lines.find(line);
+  if (it != s.lines.end()) return it->second;
+  if (!s.spare_lines.empty()) {
+    State::LineMap::node_type node = std::move(s.spare_lines.back());
+    s.spare_lines.pop_back();
+    node.key() = line;
+    it = s.lines.insert(std::move(node)).position;
+  } else {
+    it = s.lines.try_emplace(line).first;
+  }
+  std::memcpy(it->second.base.data(), reinterpret_cast<const void*>(line), cache_line_size);
+  return it->second;
+}
+
 // Raises line's floor: every store to it with seq < seq becomes durable and is folded into the
 // base; a line left with no undetermined store loses its record.
 inline void make_durable(State& s, std::uintptr_t line, std::uint64_t seq) {
@@ -390,7 +434,7 @@ inline void make_durable(State& s, std::uintptr_t line, std::uint64_t seq) {
   while (k < l.stores.size() && l.stores[k].seq < seq) ++k;
   if (k == 0) return;
   if (k == l.stores.size()) {  // memory holds the durable content now
-    s.lines.erase(it);
+    retire_line(s, it);
     return;
   }
   for (std::size_t i = 0; i < k; ++i) {
@@ -457,6 +501,14 @@ inline void note_load(State& s, std::uintptr_t a, std::size_t n) {
   }
 }
 
+inline std::atomic<ScheduleHook> schedule_hook{nullptr};
+
+// First thing in every access-layer operation (lock not held).
+inline void before_operation() {
+  if (lock_depth != 0) return;
+  if (ScheduleHook h = schedule_hook.load(std::memory_order_acquire)) h();
+}
+
 // Performs and records a store of n bytes (lock held).
 inline void write(State& s, void* addr, const void* src, std::size_t n, bool nontemporal) {
   if (n == 0) return;
@@ -476,9 +528,7 @@ inline void write(State& s, void* addr, const void* src, std::size_t n, bool non
         ts = &this_thread(s);
         if (!ts->taints.empty()) check_taints(s, *ts, line);
       }
-      auto [it, fresh] = s.lines.try_emplace(line);
-      Line& l = it->second;
-      if (fresh) std::memcpy(l.base.data(), reinterpret_cast<const void*>(line), cache_line_size);
+      Line& l = line_record(s, line);
       l.stores.push_back({s.next_seq++, ts->id, static_cast<std::uint8_t>(offset),
                           static_cast<std::uint8_t>(len),
                           static_cast<std::uint32_t>(l.bytes.size())});
@@ -497,6 +547,7 @@ inline void write(State& s, void* addr, const void* src, std::size_t n, bool non
 // --- Access-layer operations. -----------------------------------------------------------------
 
 inline void load(const void* addr, void* out, std::size_t n) {
+  detail::before_operation();
   detail::State& s = detail::state();
   detail::Guard g(s);
   std::memcpy(out, addr, n);
@@ -504,12 +555,14 @@ inline void load(const void* addr, void* out, std::size_t n) {
 }
 
 inline void store(void* addr, const void* src, std::size_t n) {
+  detail::before_operation();
   detail::State& s = detail::state();
   detail::Guard g(s);
   detail::write(s, addr, src, n, false);
 }
 
 inline void store_nontemporal(void* addr, const void* src, std::size_t n) {
+  detail::before_operation();
   detail::State& s = detail::state();
   detail::Guard g(s);
   detail::write(s, addr, src, n, true);
@@ -522,6 +575,7 @@ void rmw(void* addr, std::size_t n, F&& update) {
   unsigned char bytes[16];  // pm::atomic words are at most 16 bytes
   if (n > sizeof bytes)
     throw SimulatorError("pmds::pm::sim::rmw: " + std::to_string(n) + " bytes (at most 16)");
+  detail::before_operation();
   detail::State& s = detail::state();
   detail::Guard g(s);
   detail::event(s);
@@ -533,6 +587,7 @@ void rmw(void* addr, std::size_t n, F&& update) {
 
 inline void flush(const void* addr, FlushInstruction how) {
   if (how == FlushInstruction::none) return;  // eADR: caches are persistent
+  detail::before_operation();
   const std::uintptr_t line = reinterpret_cast<std::uintptr_t>(addr) & detail::line_mask;
   detail::State& s = detail::state();
   detail::Guard g(s);
@@ -547,6 +602,7 @@ inline void flush(const void* addr, FlushInstruction how) {
 }
 
 inline void fence() {
+  detail::before_operation();
   detail::State& s = detail::state();
   detail::Guard g(s);
   detail::event(s);
@@ -624,6 +680,10 @@ inline void set_crash_handler(std::uint64_t event, std::function<void()> handler
   if (!handler) throw SimulatorError("pmds::pm::sim::set_crash_handler: empty handler");
   s.handler = std::move(handler);
   s.crash_at = event;
+}
+
+inline void set_schedule_hook(ScheduleHook hook) {
+  detail::schedule_hook.store(hook, std::memory_order_release);
 }
 
 inline void clear_crash_handler() {
