@@ -62,7 +62,9 @@ struct RunParams {
 };
 
 struct RepResult {
-  OpCounts ops;
+  OpCounts ops;         // the measured phase: what throughput and the mix are computed from
+  OpCounts warmup_ops;  // the warm-up phase (reported separately, so tests can account for
+                        // every call the structure saw)
   pm::Counters counters;
   double seconds = 0;
   double mops() const { return seconds > 0 ? static_cast<double>(ops.total()) / seconds / 1e6 : 0; }
@@ -223,7 +225,7 @@ struct AtomicFloat {
 enum class Phase : int { starting, warmup, measure, stop };
 
 struct alignas(64) WorkerSlot {
-  OpCounts ops;
+  OpCounts ops, warmup_ops;
   pm::Counters counters;
 };
 
@@ -259,6 +261,7 @@ RepResult run_timed(T& s, const RunParams& p) {
         while (in(Phase::measure)) body(rng, measured);
         slots[i].counters = pm::thread_counters() - before;
         slots[i].ops = measured;
+        slots[i].warmup_ops = warm;
       } catch (...) {
         errors[i] = std::current_exception();
         failed.store(true);
@@ -296,6 +299,7 @@ RepResult run_timed(T& s, const RunParams& p) {
   r.seconds = std::chrono::duration<double>(t1 - t0).count();
   for (const auto& slot : slots) {
     r.ops += slot.ops;
+    r.warmup_ops += slot.warmup_ops;
     r.counters += slot.counters;
   }
   return r;
