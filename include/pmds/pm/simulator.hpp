@@ -35,8 +35,8 @@
 //     thread that no longer exists, nor a half-updated model. Still, fork only when no other
 //     thread is inside an access-layer operation (quiescent), or from a crash handler (then the
 //     child holds the lock exactly as the parent's thread did, other threads' pending flushes
-//     stay pending forever in the child — they never fence there); under ThreadSanitizer a fork
-//     that has to wait for the lock may deadlock in TSan's own fork handling.
+//     stay pending forever in the child — they never fence there). Both ways are tested, also under
+//     TSan and ASan; a fork that has to wait in the prepare handler for a busy lock is not.
 //   * A crash handler must not throw (access-layer operations are noexcept).
 //
 // Optional diagnostic (DESIGN.md §3, "a thread acting on a value it read that is not yet
