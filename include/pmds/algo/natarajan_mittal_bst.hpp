@@ -1,0 +1,349 @@
+// pmds — the Natarajan–Mittal lock-free external binary search tree (PPoPP 2014), written once
+// over a memory policy (algo/policy.hpp): a set and a map.
+//
+// Keys live in leaves; internal nodes route (key < node.key: left, else right). Deletion marks
+// edges, not nodes: the edge to the victim leaf is FLAGGED (the delete's linearization point),
+// then the edge to its sibling is TAGGED (frozen), then one CAS on the ancestor swings the edge
+// that led to the `successor` over to the sibling, removing the leaf, its parent and any chain
+// of tagged nodes in between (other deletes' parents) with their flagged leaves. Flagged and
+// tagged edges never change again.
+//
+// A key is present when a leaf holds it and the edge to that leaf is not flagged. (The paper's
+// search returns the leaf's key alone; a flagged leaf is deleted from the linearization point
+// on, so search and insert treat it as absent — insert helps finish the removal first. This
+// matters after a crash: a recovered flagged leaf belongs to a delete that took effect.)
+//
+// Sentinels: the paper needs three keys above every user key (inf0 < inf1 < inf2). User keys
+// are at most 2^64-2, and every routing decision a user key makes at a sentinel is "left",
+// which holds with all three equal to 2^64-1 (reserved): R(inf).left = S(inf),
+// R.right = leaf(inf), S.left = leaf(inf), S.right = leaf(inf). Sentinels are never removed.
+//
+// Reclamation: the thread whose swing CAS succeeds retires what it removed: every internal
+// node on the path successor .. parent (the path follows the key and its edges are tagged, so
+// it cannot change) and, at each, the child that is not on the path (a flagged leaf), and at
+// the parent the child that was not moved up. Exactly one CAS removes a given node.
+//
+// Durable policies: the anchor {kind, R} is the root; recovery visits every node reachable
+// from R. Pending deletes (flagged or tagged edges) are left as they are: the next operation
+// that meets them completes them, as it would before a crash.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <optional>
+#include <vector>
+
+#include "pmds/algo/policy.hpp"
+#include "pmds/interfaces.hpp"
+
+namespace pmds::algo {
+
+template <class P>
+requires MemoryPolicy<P>
+class NatarajanMittalTree {
+ public:
+  using Policy = P;
+  static constexpr const char* name = "bst";
+  static constexpr std::uint64_t kind = 0x706d64732e627374;  // "pmds.bst"
+  static constexpr Key infinity = max_reserved_key;          // all three sentinels
+  // Slots other than one leaf + one internal node per key: anchor, R, S and three leaves.
+  static constexpr std::size_t overhead_slots = 6;
+
+  // Transient.
+  NatarajanMittalTree() requires(!P::durable) { create(); }
+  // Durable: creates the tree in `pool`, its anchor in root slot `root_slot`.
+  NatarajanMittalTree(pm::Pool& pool, std::size_t root_slot) requires(P::durable)
+      : mem_(pool, root_slot) {
+    check_root_for_create<P>(mem_);
+    create();
+  }
+  // Durable: opens the tree in root slot `root_slot` of `pool` and recovers it.
+  NatarajanMittalTree(pm::Pool& pool, std::size_t root_slot, Recover) requires(P::durable)
+      : mem_(pool, root_slot) {
+    open_and_recover();
+  }
+
+  NatarajanMittalTree(const NatarajanMittalTree&) = delete;
+  NatarajanMittalTree& operator=(const NatarajanMittalTree&) = delete;
+
+  ~NatarajanMittalTree() {
+    if constexpr (!P::durable) {
+      std::vector<Node*> stack{root_};
+      while (!stack.empty()) {
+        Node* n = stack.back();
+        stack.pop_back();
+        if (Node* l = address(n->left.peek())) stack.push_back(l);
+        if (Node* r = address(n->right.peek())) stack.push_back(r);
+        mem_.deallocate(n);
+      }
+      mem_.deallocate(anchor_);
+    }
+  }
+
+  bool insert(Key key, Value value) {
+    check_key(key);
+    auto guard = mem_.pin();
+    Node* new_leaf = nullptr;
+    Node* new_internal = nullptr;
+    for (;;) {
+      const SeekRecord s = seek(key);
+      const Key leaf_key = s.leaf->key.load();
+      if (leaf_key == key) {
+        if (!flagged(s.leaf_edge)) {  // present
+          if (new_leaf != nullptr) {  // built but never linked
+            mem_.deallocate(new_leaf);
+            mem_.deallocate(new_internal);
+          }
+          return false;
+        }
+        cleanup(key, s);  // deleted but not yet removed: help, then retry
+        continue;
+      }
+      if (new_leaf == nullptr) {
+        new_leaf = new (mem_.allocate(sizeof(Node))) Node;
+        new_leaf->key.init(key);
+        new_leaf->value.init(value);
+        new_leaf->left.init(0);
+        new_leaf->right.init(0);
+        mem_.publish(new_leaf, sizeof(Node));
+        new_internal = new (mem_.allocate(sizeof(Node))) Node;
+        new_internal->value.init(0);
+      }
+      // The new internal node routes between the new leaf and the leaf it replaces.
+      new_internal->key.init(key > leaf_key ? key : leaf_key);
+      new_internal->left.init(word_of(key < leaf_key ? new_leaf : s.leaf));
+      new_internal->right.init(word_of(key < leaf_key ? s.leaf : new_leaf));
+      mem_.publish(new_internal, sizeof(Node));
+      Link& child = child_toward(s.parent, key);
+      std::uintptr_t expected = word_of(s.leaf);  // clean: neither flagged nor tagged
+      if (child.compare_exchange(expected, word_of(new_internal), Access::link)) return true;
+      if (address(expected) == s.leaf && (flagged(expected) || tagged(expected)))
+        cleanup(key, s);  // a delete holds this edge: help it
+    }
+  }
+
+  bool remove(Key key) {
+    check_key(key);
+    auto guard = mem_.pin();
+    Node* victim = nullptr;  // set once our flag CAS succeeded (cleanup mode)
+    for (;;) {
+      const SeekRecord s = seek(key);
+      if (victim == nullptr) {  // injection mode
+        if (s.leaf->key.load() != key) return false;
+        Link& child = child_toward(s.parent, key);
+        std::uintptr_t expected = word_of(s.leaf);
+        if (child.compare_exchange(expected, word_of(s.leaf) | flag_bit)) {
+          victim = s.leaf;  // linearized: the key is deleted
+          if (cleanup(key, s)) return true;
+        } else if (address(expected) == s.leaf && (flagged(expected) || tagged(expected))) {
+          cleanup(key, s);  // help whoever holds the edge, then retry
+        }
+      } else {                              // cleanup mode
+        if (s.leaf != victim) return true;  // someone else removed it
+        if (cleanup(key, s)) return true;
+      }
+    }
+  }
+
+  bool contains(Key key) {
+    check_key(key);
+    auto guard = mem_.pin();
+    const SeekRecord s = seek(key);
+    return s.leaf->key.load() == key && !flagged(s.leaf_edge);
+  }
+  std::optional<Value> get(Key key) {
+    check_key(key);
+    auto guard = mem_.pin();
+    const SeekRecord s = seek(key);
+    if (s.leaf->key.load() != key || flagged(s.leaf_edge)) return std::nullopt;
+    return s.leaf->value.load();
+  }
+
+  // Quiescent: f(key, value) for every key, in key order.
+  template <class F>
+  void for_each(F&& f) const {
+    std::vector<std::uintptr_t> stack{word_of(root_)};
+    while (!stack.empty()) {
+      const std::uintptr_t edge = stack.back();
+      stack.pop_back();
+      const Node* n = address(edge);
+      const std::uintptr_t left = n->left.peek(), right = n->right.peek();
+      if (address(left) == nullptr) {  // a leaf
+        if (!flagged(edge) && n->key.peek() != infinity) f(n->key.peek(), n->value.peek());
+        continue;
+      }
+      stack.push_back(right);
+      stack.push_back(left);
+    }
+  }
+  std::size_t size() const {
+    std::size_t n = 0;
+    for_each([&](Key, Value) { ++n; });
+    return n;
+  }
+  void drain() { mem_.drain(); }
+  typename P::Memory& memory() { return mem_; }
+
+ private:
+  using Link = typename P::template shared<std::uintptr_t>;
+  // Edge bits (nodes are 16-byte aligned).
+  static constexpr std::uintptr_t flag_bit = 1;  // the leaf below is being deleted
+  static constexpr std::uintptr_t tag_bit = 2;   // the node above is being removed: frozen
+
+  struct Node {
+    typename P::template shared<Key> key;
+    typename P::template shared<Value> value;           // leaves only
+    typename P::template shared<std::uintptr_t> left;   // nullptr in a leaf
+    typename P::template shared<std::uintptr_t> right;  // nullptr in a leaf
+  };
+
+  struct Anchor {
+    typename P::template shared<std::uint64_t> kind;
+    typename P::template shared<std::uintptr_t> root;
+  };
+
+  struct SeekRecord {
+    Node* ancestor;
+    Node* successor;
+    Node* parent;
+    Node* leaf;
+    std::uintptr_t leaf_edge;  // parent's edge to leaf, as read
+  };
+
+  static Node* address(std::uintptr_t edge) {
+    return reinterpret_cast<Node*>(edge & ~(flag_bit | tag_bit));
+  }
+  static bool flagged(std::uintptr_t edge) { return (edge & flag_bit) != 0; }
+  static bool tagged(std::uintptr_t edge) { return (edge & tag_bit) != 0; }
+
+  static Link& child_toward(Node* n, Key key) { return key < n->key.load() ? n->left : n->right; }
+
+  // The paper's seek: the access path to key's leaf, with the last untagged edge on it
+  // (ancestor -> successor). Caller is pinned.
+  SeekRecord seek(Key key) {
+    SeekRecord s;
+    s.ancestor = root_;
+    s.successor = sentinel_s_;
+    s.parent = sentinel_s_;
+    std::uintptr_t parent_edge = sentinel_s_->left.load();
+    s.leaf = address(parent_edge);
+    std::uintptr_t current_edge = s.leaf->left.load();
+    Node* current = address(current_edge);
+    while (current != nullptr) {
+      if (!tagged(parent_edge)) {
+        s.ancestor = s.parent;
+        s.successor = s.leaf;
+      }
+      s.parent = s.leaf;
+      s.leaf = current;
+      parent_edge = current_edge;
+      current_edge = child_toward(current, key).load();
+      current = address(current_edge);
+    }
+    s.leaf_edge = parent_edge;
+    return s;
+  }
+
+  // The paper's cleanup: tag the edge that stays, then swing ancestor's edge from successor to
+  // it. True when this call's swing removed the leaf (and it retired what it removed).
+  bool cleanup(Key key, const SeekRecord& s) {
+    Link& successor_edge = child_toward(s.ancestor, key);
+    const bool go_left = key < s.parent->key.load();
+    Link* child = go_left ? &s.parent->left : &s.parent->right;
+    Link* sibling = go_left ? &s.parent->right : &s.parent->left;
+    if (!flagged(child->load())) sibling = child;  // the flagged leaf is on the other side
+    // Freeze the edge that moves up (an atomic bit-set, written as a CAS loop).
+    std::uintptr_t kept = sibling->load();
+    while (!tagged(kept) && !sibling->compare_exchange(kept, kept | tag_bit)) {
+    }
+    kept |= tag_bit;
+    std::uintptr_t expected = word_of(s.successor);
+    // The moved edge keeps its flag (a leaf being deleted stays flagged), loses the tag.
+    if (!successor_edge.compare_exchange(expected, (kept & ~tag_bit))) return false;
+    retire_removed(key, s.successor, s.parent, address(kept));
+    return true;
+  }
+
+  void retire_removed(Key key, Node* successor, Node* parent, Node* kept) {
+    Node* n = successor;
+    while (n != parent) {
+      const bool go_left = key < n->key.load();
+      const std::uintptr_t on_path = (go_left ? n->left : n->right).load();
+      const std::uintptr_t off_path = (go_left ? n->right : n->left).load();
+      mem_.retire(address(off_path));  // a flagged leaf: its parent n is being removed
+      mem_.retire(n);
+      n = address(on_path);
+    }
+    const Node* left = address(parent->left.load());
+    mem_.retire(left == kept ? address(parent->right.load()) : address(parent->left.load()));
+    mem_.retire(parent);
+  }
+
+  Node* make_node(Key key, std::uintptr_t left, std::uintptr_t right) {
+    Node* n = new (mem_.allocate(sizeof(Node))) Node;
+    n->key.init(key);
+    n->value.init(0);
+    n->left.init(left);
+    n->right.init(right);
+    mem_.publish(n, sizeof(Node));
+    return n;
+  }
+
+  void create() {
+    Node* s =
+        make_node(infinity, word_of(make_node(infinity, 0, 0)), word_of(make_node(infinity, 0, 0)));
+    root_ = make_node(infinity, word_of(s), word_of(make_node(infinity, 0, 0)));
+    sentinel_s_ = s;
+    anchor_ = new (mem_.allocate(sizeof(Anchor))) Anchor;
+    anchor_->kind.init(kind);
+    anchor_->root.init(word_of(root_));
+    mem_.publish(anchor_, sizeof(Anchor));
+    mem_.set_root(anchor_);
+  }
+
+  void open_and_recover() requires(P::durable) {
+    check_root_for_open<P>(mem_);
+    anchor_ = static_cast<Anchor*>(mem_.root());
+    auto trace = mem_.begin_recovery();
+    trace.visit(anchor_);
+    check_anchor_kind<P>(mem_, anchor_->kind.peek(), kind, "Natarajan-Mittal tree");
+    root_ = address(anchor_->root.peek());
+    trace.visit(root_);
+    sentinel_s_ = address(root_->left.peek());
+    if constexpr (P::planted_bug == PlantedBug::recovery_drops_node) {
+      trace.visit(sentinel_s_);
+      drop_first_leaf();
+    }
+    std::vector<Node*> stack{root_};
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      trace.visit(n);
+      if (Node* l = address(n->left.peek())) stack.push_back(l);
+      if (Node* r = address(n->right.peek())) stack.push_back(r);
+    }
+    trace.finish();
+  }
+
+  // Planted bug (d): removes the leftmost user leaf (and its parent) as a lost delete would.
+  void drop_first_leaf() {
+    Node* grandparent = sentinel_s_;
+    Node* parent = address(sentinel_s_->left.peek());
+    if (address(parent->left.peek()) == nullptr) return;  // only the sentinel leaf: empty
+    for (;;) {
+      Node* next = address(parent->left.peek());
+      if (address(next->left.peek()) == nullptr) break;  // next is the leftmost leaf
+      grandparent = parent;
+      parent = next;
+    }
+    grandparent->left.store(parent->right.peek() & ~(flag_bit | tag_bit));
+  }
+
+  typename P::Memory mem_;
+  Anchor* anchor_ = nullptr;
+  Node* root_ = nullptr;        // R
+  Node* sentinel_s_ = nullptr;  // S = R.left, never removed
+};
+
+}  // namespace pmds::algo

@@ -1,0 +1,356 @@
+// pmds — a lock-free skip list (Herlihy & Shavit, "The Art of Multiprocessor Programming"
+// §14.4, after Fraser), written once over a memory policy (algo/policy.hpp): a set and a map.
+//
+// Each level is a Harris list with its own mark bit in the node's link for that level. A key
+// is present when its node is linked at level 0 and that link is unmarked; remove() marks the
+// node's links top-down and level 0 last (the winner of the level-0 mark is the remover, its
+// linearization point); find() unlinks every marked node it passes, at every level.
+//
+// Reclamation. A node may still be linked at an upper level after it left level 0 (an inserter
+// that is still linking upper levels races with its remover), so it can be retired only once
+// nobody can link it again and a find() has run since: each node carries `owners` = 2, the
+// inserter and the remover. The inserter releases after it stops linking (running one more
+// find() if the node got marked meanwhile); the remover releases after its own find(). The
+// release that brings `owners` to 0 retires the node: by then a find() has run after the
+// node's last link and after its last mark, and such a find() unlinks it at every level.
+// (The book's add() also leaves a new node's upper links pointing at stale successors after a
+// retry; here the link is updated by CAS before each attempt, which fails once it is marked.)
+//
+// Durable policies: the anchor {kind, head} is the root. Recovery visits every node linked at
+// any level, unlinks the nodes a crashed remover had marked (persisted stores), resets
+// `owners` to 1 (only a future remover) where a crashed inserter left it at 2, and retires
+// the nodes that were deleted at level 0 once the allocator knows the live slots.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <optional>
+#include <vector>
+
+#include "pmds/algo/policy.hpp"
+#include "pmds/interfaces.hpp"
+
+namespace pmds::algo {
+
+template <class P>
+requires MemoryPolicy<P>
+class SkipList {
+ public:
+  using Policy = P;
+  static constexpr const char* name = "skiplist";
+  static constexpr std::uint64_t kind = 0x706d64732e736b70;  // "pmds.skp"
+  // Levels 0..max_height-1; with p = 1/2, enough for about 2^max_height keys.
+  static constexpr int max_height = 20;
+
+  // Transient.
+  SkipList() requires(!P::durable) { create(); }
+  // Durable: creates the skip list in `pool`, its anchor in root slot `root_slot`.
+  SkipList(pm::Pool& pool, std::size_t root_slot) requires(P::durable) : mem_(pool, root_slot) {
+    check_root_for_create<P>(mem_);
+    create();
+  }
+  // Durable: opens the skip list in root slot `root_slot` of `pool` and recovers it.
+  SkipList(pm::Pool& pool, std::size_t root_slot, Recover) requires(P::durable)
+      : mem_(pool, root_slot) {
+    open_and_recover();
+  }
+
+  SkipList(const SkipList&) = delete;
+  SkipList& operator=(const SkipList&) = delete;
+
+  ~SkipList() {
+    if constexpr (!P::durable) {
+      for (Node* n = pointer_of<Node>(head_->next(0).peek()); n != nullptr;) {
+        Node* next = pointer_of<Node>(n->next(0).peek());
+        mem_.deallocate(n);
+        n = next;
+      }
+      mem_.deallocate(head_);
+      mem_.deallocate(anchor_);
+    }
+  }
+
+  bool insert(Key key, Value value) {
+    check_key(key);
+    auto guard = mem_.pin();
+    const int height = random_height();
+    raise_levels(height);
+    Window w;
+    Node* node = nullptr;
+    for (;;) {
+      if (find(key, w)) {
+        if (node != nullptr) mem_.deallocate(node);  // built but never linked
+        return false;
+      }
+      if (node == nullptr) {
+        node = new (mem_.allocate(Node::bytes(height))) Node;
+        node->key.init(key);
+        node->value.init(value);
+        node->height.init(static_cast<std::uint64_t>(height));
+        node->owners.init(2);  // the inserter and the remover (see the header comment)
+        for (int i = 0; i < height; ++i) new (&node->next(i)) Link;
+      }
+      for (int i = 0; i < height; ++i) node->next(i).init(word_of(w.succs[i]));
+      mem_.publish(node, Node::bytes(height));  // contents durable before the link
+      std::uintptr_t expected = word_of(w.succs[0]);
+      if (w.preds[0]->next(0).compare_exchange(expected, word_of(node), Access::link)) break;
+    }
+    // The key is in (level 0). Link the upper levels, stopping if the node gets marked.
+    for (int level = 1; level < height; ++level) {
+      for (;;) {
+        Node* succ = w.succs[level];
+        std::uintptr_t link = node->next(level).load();
+        if (is_marked(link)) goto linked;
+        if (pointer_of<Node>(link) != succ &&
+            !node->next(level).compare_exchange(link, word_of(succ)))
+          continue;  // marked meanwhile: seen at the top of the loop
+        std::uintptr_t expected = word_of(succ);
+        if (w.preds[level]->next(level).compare_exchange(expected, word_of(node))) break;
+        find(key, w);
+        if (w.succs[0] != node) goto linked;  // removed meanwhile
+      }
+    }
+  linked:
+    // If a remover marked the node, its find() may have run before one of our links above.
+    if (is_marked(node->next(0).load())) find(key, w);
+    release(node);
+    return true;
+  }
+
+  bool remove(Key key) {
+    check_key(key);
+    auto guard = mem_.pin();
+    Window w;
+    if (!find(key, w)) return false;
+    Node* node = w.succs[0];
+    const int height = static_cast<int>(node->height.load());
+    for (int level = height - 1; level >= 1; --level) {
+      std::uintptr_t link = node->next(level).load();
+      while (!is_marked(link)) node->next(level).compare_exchange(link, link | mark_bit);
+    }
+    std::uintptr_t link = node->next(0).load();
+    for (;;) {
+      if (is_marked(link)) return false;  // another remover won: the key left before us
+      if (node->next(0).compare_exchange(link, link | mark_bit)) break;
+    }
+    find(key, w);  // unlinks it at every level
+    release(node);
+    return true;
+  }
+
+  bool contains(Key key) {
+    check_key(key);
+    auto guard = mem_.pin();
+    return search(key) != nullptr;
+  }
+  std::optional<Value> get(Key key) {
+    check_key(key);
+    auto guard = mem_.pin();
+    const Node* n = search(key);
+    if (n == nullptr) return std::nullopt;
+    return n->value.load();
+  }
+
+  // Quiescent: f(key, value) for every key, in key order.
+  template <class F>
+  void for_each(F&& f) const {
+    for (Node* n = pointer_of<Node>(head_->next(0).peek()); n != nullptr;) {
+      const std::uintptr_t link = n->next(0).peek();
+      if (!is_marked(link)) f(n->key.peek(), n->value.peek());
+      n = pointer_of<Node>(link);
+    }
+  }
+  std::size_t size() const {
+    std::size_t n = 0;
+    for_each([&](Key, Value) { ++n; });
+    return n;
+  }
+  void drain() { mem_.drain(); }
+  typename P::Memory& memory() { return mem_; }
+
+ private:
+  using Link = typename P::template shared<std::uintptr_t>;
+
+  struct Node {
+    typename P::template shared<Key> key;
+    typename P::template shared<Value> value;
+    typename P::template shared<std::uint64_t> height;  // immutable once published
+    typename P::template shared<std::uint64_t> owners;  // releases left before retire
+    // followed by `height` links; level i's link is next(i)
+
+    Link& next(int i) { return reinterpret_cast<Link*>(this + 1)[i]; }
+    const Link& next(int i) const { return reinterpret_cast<const Link*>(this + 1)[i]; }
+    // Rounded to a cache line: few slot sizes for the allocator, and a short node never
+    // shares a line with another node.
+    static constexpr std::size_t bytes(int height) {
+      return detail::round_up(sizeof(Node) + static_cast<std::size_t>(height) * sizeof(Link), 64);
+    }
+  };
+
+  struct Anchor {
+    typename P::template shared<std::uint64_t> kind;
+    typename P::template shared<std::uintptr_t> head;
+  };
+
+  struct Window {
+    std::array<Node*, max_height> preds;
+    std::array<Node*, max_height> succs;
+  };
+
+  static int random_height() {
+    thread_local std::uint64_t state =
+        0x9E3779B97F4A7C15ull ^ reinterpret_cast<std::uintptr_t>(&state);
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return 1 + __builtin_ctzll(state | (std::uint64_t{1} << (max_height - 1)));
+  }
+
+  // levels_ (DRAM) is the number of levels any node has used: searches start there rather
+  // than at max_height. Monotonic; raised before a node of that height is linked, so a find()
+  // always starts at or above every level the node it looks for can be linked at.
+  void raise_levels(int height) {
+    int seen = levels_.load(std::memory_order_relaxed);
+    while (seen < height && !levels_.compare_exchange_weak(seen, height)) {
+    }
+  }
+
+  // Herlihy–Shavit find: preds/succs around key at every level below levels_, unlinking
+  // marked nodes on the way. True when succs[0] holds key. Caller is pinned.
+  bool find(Key key, Window& w) {
+  retry:
+    Node* pred = head_;
+    Key succ_key = 0;
+    for (int level = levels_.load(std::memory_order_acquire) - 1; level >= 0; --level) {
+      Node* curr = pointer_of<Node>(pred->next(level).load());
+      while (curr != nullptr) {
+        const std::uintptr_t succ_link = curr->next(level).load();
+        if (is_marked(succ_link)) {
+          std::uintptr_t expected = word_of(curr);
+          const std::uintptr_t succ = succ_link & ~mark_bit;
+          if (!pred->next(level).compare_exchange(expected, succ)) goto retry;
+          curr = pointer_of<Node>(succ);
+          continue;
+        }
+        succ_key = curr->key.load();
+        if (succ_key >= key) break;
+        pred = curr;
+        curr = pointer_of<Node>(succ_link);
+      }
+      w.preds[level] = pred;
+      w.succs[level] = curr;
+    }
+    return w.succs[0] != nullptr && succ_key == key;
+  }
+
+  // Wait-free search, writes nothing: the node holding key, unmarked at some level when read
+  // (marks go top-down, level 0 last, so it was present then), or nullptr.
+  Node* search(Key key) {
+    Node* pred = head_;
+    for (int level = levels_.load(std::memory_order_acquire) - 1; level >= 0; --level) {
+      Node* curr = pointer_of<Node>(pred->next(level).load());
+      while (curr != nullptr) {
+        const std::uintptr_t succ_link = curr->next(level).load();
+        if (is_marked(succ_link)) {
+          curr = pointer_of<Node>(succ_link);
+          continue;
+        }
+        const Key curr_key = curr->key.load();
+        if (curr_key == key) return curr;
+        if (curr_key > key) break;
+        pred = curr;
+        curr = pointer_of<Node>(succ_link);
+      }
+    }
+    return nullptr;
+  }
+
+  void release(Node* node) {
+    std::uint64_t owners = node->owners.load();
+    while (!node->owners.compare_exchange(owners, owners - 1)) {
+    }
+    if (owners == 1) mem_.retire(node);
+  }
+
+  void create() {
+    head_ = new (mem_.allocate(Node::bytes(max_height))) Node;
+    head_->key.init(min_reserved_key);
+    head_->value.init(0);
+    head_->height.init(max_height);
+    head_->owners.init(0);
+    for (int i = 0; i < max_height; ++i) {
+      new (&head_->next(i)) Link;
+      head_->next(i).init(0);
+    }
+    mem_.publish(head_, Node::bytes(max_height));
+    anchor_ = new (mem_.allocate(sizeof(Anchor))) Anchor;
+    anchor_->kind.init(kind);
+    anchor_->head.init(word_of(head_));
+    mem_.publish(anchor_, sizeof(Anchor));
+    mem_.set_root(anchor_);
+  }
+
+  void open_and_recover() requires(P::durable) {
+    check_root_for_open<P>(mem_);
+    anchor_ = static_cast<Anchor*>(mem_.root());
+    auto trace = mem_.begin_recovery();
+    trace.visit(anchor_);
+    check_anchor_kind<P>(mem_, anchor_->kind.peek(), kind, "skip list");
+    head_ = pointer_of<Node>(anchor_->head.peek());
+    trace.visit(head_);
+    if constexpr (P::planted_bug == PlantedBug::recovery_drops_node) drop_first_node();
+    std::vector<Node*> deleted;  // marked at level 0: their removers crashed
+    int levels = 1;
+    for (int level = max_height - 1; level >= 0; --level) {
+      Node* pred = head_;
+      for (Node* n = pointer_of<Node>(head_->next(level).peek()); n != nullptr;) {
+        trace.visit(n);
+        const std::uintptr_t link = n->next(level).peek();
+        if (is_marked(link)) {  // finish the crashed remover's unlinking at this level
+          pred->next(level).store(link & ~mark_bit);
+          if (level == 0) deleted.push_back(n);
+        } else {
+          levels = std::max(levels, level + 1);
+          if (level == 0 && n->owners.peek() != 1) n->owners.store(1);  // inserter crashed
+          pred = n;
+        }
+        n = pointer_of<Node>(link);
+      }
+    }
+    levels_.store(levels);
+    trace.finish();
+    for (Node* n : deleted) mem_.retire(n);
+  }
+
+  // Planted bug (d): unlinks the first present node at every level.
+  void drop_first_node() {
+    Node* victim = nullptr;
+    for (Node* n = pointer_of<Node>(head_->next(0).peek()); n != nullptr && victim == nullptr;) {
+      const std::uintptr_t link = n->next(0).peek();
+      if (!is_marked(link)) victim = n;
+      n = pointer_of<Node>(link);
+    }
+    if (victim == nullptr) return;
+    for (int level = 0; level < max_height; ++level) {
+      Link* prev = &head_->next(level);
+      for (Node* n = pointer_of<Node>(prev->peek()); n != nullptr;
+           prev = &n->next(level), n = pointer_of<Node>(prev->peek())) {
+        if (n == victim) {
+          prev->store(n->next(level).peek() & ~mark_bit);
+          break;
+        }
+      }
+    }
+  }
+
+  typename P::Memory mem_;
+  Anchor* anchor_ = nullptr;
+  Node* head_ = nullptr;
+  std::atomic<int> levels_{1};
+};
+
+}  // namespace pmds::algo
