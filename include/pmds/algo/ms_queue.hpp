@@ -1,0 +1,179 @@
+// pmds — the Michael–Scott lock-free queue (PODC 1996), written once over a memory policy
+// (algo/policy.hpp).
+//
+// A singly linked list from `head` (a dummy node: the last one dequeued, or the initial one)
+// to `tail` (the last node, or one behind it: a lagging tail is helped forward by whoever sees
+// it). enqueue links a node after the last one with a CAS (its linearization point), then
+// swings the tail; dequeue reads the value of head's successor and swings head to it (its
+// linearization point), retiring the old dummy. Epoch reclamation keeps a node readable while
+// a pinned thread may still hold it, so no counted pointers are needed against ABA.
+//
+// Durable policies: the anchor {kind, head, tail} is the root (head and tail on their own
+// cache lines). Recovery visits the nodes from head along next; if the recovered tail is not
+// among them (it cannot be in a state the Izraelevitz transform persists, but a dangling
+// tail would be fatal) it is set to the last node.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <optional>
+
+#include "pmds/algo/policy.hpp"
+#include "pmds/interfaces.hpp"
+
+namespace pmds::algo {
+
+template <class P>
+requires MemoryPolicy<P>
+class MichaelScottQueue {
+ public:
+  using Policy = P;
+  static constexpr const char* name = "queue";
+  static constexpr std::uint64_t kind = 0x706d64732e717565;  // "pmds.que"
+
+  // Transient.
+  MichaelScottQueue() requires(!P::durable) { create(); }
+  // Durable: creates the queue in `pool`, its anchor in root slot `root_slot`.
+  MichaelScottQueue(pm::Pool& pool, std::size_t root_slot) requires(P::durable)
+      : mem_(pool, root_slot) {
+    check_root_for_create<P>(mem_);
+    create();
+  }
+  // Durable: opens the queue in root slot `root_slot` of `pool` and recovers it.
+  MichaelScottQueue(pm::Pool& pool, std::size_t root_slot, Recover) requires(P::durable)
+      : mem_(pool, root_slot) {
+    open_and_recover();
+  }
+
+  MichaelScottQueue(const MichaelScottQueue&) = delete;
+  MichaelScottQueue& operator=(const MichaelScottQueue&) = delete;
+
+  ~MichaelScottQueue() {
+    if constexpr (!P::durable) {
+      for (Node* n = pointer_of<Node>(anchor_->head.peek()); n != nullptr;) {
+        Node* next = pointer_of<Node>(n->next.peek());
+        mem_.deallocate(n);
+        n = next;
+      }
+      mem_.deallocate(anchor_);
+    }
+  }
+
+  void enqueue(Value value) {
+    auto guard = mem_.pin();
+    Node* node = new (mem_.allocate(sizeof(Node))) Node;
+    node->value.init(value);
+    node->next.init(0);
+    mem_.publish(node, sizeof(Node));  // contents durable before the link
+    for (;;) {
+      std::uintptr_t tail = anchor_->tail.load();
+      Node* last = pointer_of<Node>(tail);
+      std::uintptr_t next = last->next.load();
+      if (next == 0) {
+        if (last->next.compare_exchange(next, word_of(node), Access::link)) {
+          anchor_->tail.compare_exchange(tail, word_of(node));  // may fail: someone helped
+          return;
+        }
+      } else {
+        anchor_->tail.compare_exchange(tail, next);  // help a lagging tail
+      }
+    }
+  }
+
+  std::optional<Value> dequeue() {
+    auto guard = mem_.pin();
+    for (;;) {
+      std::uintptr_t head = anchor_->head.load();
+      std::uintptr_t tail = anchor_->tail.load();
+      Node* first = pointer_of<Node>(head);
+      const std::uintptr_t next = first->next.load();
+      if (next == 0) return std::nullopt;
+      if (head == tail) {  // tail lags behind a node being enqueued: help it first
+        anchor_->tail.compare_exchange(tail, next);
+        continue;
+      }
+      const Value value = pointer_of<Node>(next)->value.load();
+      if (anchor_->head.compare_exchange(head, next)) {
+        mem_.retire(first);
+        return value;
+      }
+    }
+  }
+
+  // Quiescent: f(value) from front to back.
+  template <class F>
+  void for_each(F&& f) const {
+    const Node* dummy = pointer_of<Node>(anchor_->head.peek());
+    for (const Node* n = pointer_of<Node>(dummy->next.peek()); n != nullptr;
+         n = pointer_of<Node>(n->next.peek()))
+      f(n->value.peek());
+  }
+  std::size_t size() const {
+    std::size_t n = 0;
+    for_each([&](Value) { ++n; });
+    return n;
+  }
+  void drain() { mem_.drain(); }
+  typename P::Memory& memory() { return mem_; }
+
+ private:
+  struct Node {
+    typename P::template shared<Value> value;
+    typename P::template shared<std::uintptr_t> next;
+  };
+
+  // head and tail are the two contended words: 64 bytes apart, so never on one cache line.
+  struct Anchor {
+    typename P::template shared<std::uint64_t> kind;
+    unsigned char pad0[64];
+    typename P::template shared<std::uintptr_t> head;
+    unsigned char pad1[64];
+    typename P::template shared<std::uintptr_t> tail;
+  };
+
+  void create() {
+    Node* dummy = new (mem_.allocate(sizeof(Node))) Node;
+    dummy->value.init(0);
+    dummy->next.init(0);
+    mem_.publish(dummy, sizeof(Node));
+    anchor_ = new (mem_.allocate(sizeof(Anchor))) Anchor;
+    anchor_->kind.init(kind);
+    anchor_->head.init(word_of(dummy));
+    anchor_->tail.init(word_of(dummy));
+    mem_.publish(anchor_, sizeof(Anchor));
+    mem_.set_root(anchor_);
+  }
+
+  void open_and_recover() requires(P::durable) {
+    check_root_for_open<P>(mem_);
+    anchor_ = static_cast<Anchor*>(mem_.root());
+    auto trace = mem_.begin_recovery();
+    trace.visit(anchor_);
+    check_anchor_kind<P>(mem_, anchor_->kind.peek(), kind, "Michael-Scott queue");
+    if constexpr (P::planted_bug == PlantedBug::recovery_drops_node) {
+      // Loses the front value: its node becomes the dummy.
+      const Node* dummy = pointer_of<Node>(anchor_->head.peek());
+      if (const std::uintptr_t first = dummy->next.peek(); first != 0) {
+        if (anchor_->tail.peek() == anchor_->head.peek()) anchor_->tail.store(first);
+        anchor_->head.store(first);
+      }
+    }
+    const std::uintptr_t tail = anchor_->tail.peek();
+    bool tail_reached = false;
+    Node* last = nullptr;
+    for (Node* n = pointer_of<Node>(anchor_->head.peek()); n != nullptr;
+         n = pointer_of<Node>(n->next.peek())) {
+      trace.visit(n);
+      tail_reached = tail_reached || word_of(n) == tail;
+      last = n;
+    }
+    if (!tail_reached) anchor_->tail.store(word_of(last));
+    trace.finish();
+  }
+
+  typename P::Memory mem_;
+  Anchor* anchor_ = nullptr;
+};
+
+}  // namespace pmds::algo
