@@ -29,6 +29,10 @@
 // slots read as zero bytes (the pool file is zero-filled at create), so is_live() must return
 // false for an all-zero slot.
 //
+// Planted bug for the crash tests (test/pool/allocator_planted_bug_sim_test.cpp): defining
+// PMDS_PLANTED_BUG_ALLOCATOR_DIRECTORY_NOT_PERSISTED drops the persist of a claimed chunk's
+// directory word, so a slot can be durably live in a chunk that a crash leaves free.
+//
 // allocate() returns a slot's bytes as they are: zero for a never-used slot, or whatever the
 // structure left in it when it was freed (seed 000 §5: the structure, not the allocator, puts a
 // fresh node in its "invalid" state before initialising it).
@@ -325,7 +329,9 @@ class ChunkAllocator {
       if (chunk_class_[i].load(std::memory_order_relaxed) != no_class) continue;
       std::uint64_t expected = format::chunk_word::free_word;
       if (!directory_[i].compare_exchange_strong(expected, desired)) continue;
+#if !defined(PMDS_PLANTED_BUG_ALLOCATOR_DIRECTORY_NOT_PERSISTED)
       persist(&directory_[i], sizeof(std::uint64_t));
+#endif
       chunk_class_[i].store(static_cast<std::uint8_t>(cls), std::memory_order_relaxed);
       used_chunks_.fetch_add(1, std::memory_order_relaxed);
       next_chunk_hint_.store(i + 1, std::memory_order_relaxed);

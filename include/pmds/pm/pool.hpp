@@ -484,7 +484,10 @@ class Pool {
     persist(&clean_flag(), sizeof(std::uint64_t));
     st.persist_media(format::clean_flag_offset, sizeof(std::uint64_t));
 #if defined(PMDS_BACKEND_SIMULATED)
-    sim::detach(st.base);
+    try {
+      sim::detach(st.base);
+    } catch (...) {  // cannot happen: attach_and_start attached exactly this base
+    }
 #endif
     st.allocator.reset();
     st.mapping.release();
