@@ -33,6 +33,7 @@ template <sets::SoftBug Bug = sets::SoftBug::none>
 struct ListKind {
   using type = sets::SoftList<Bug>;
   static constexpr const char* layout = "list/soft";
+  static constexpr sets::SoftBug bug = Bug;
   static std::unique_ptr<type> create(pm::Pool& p) {
     return std::make_unique<type>(sets::create_new, p);
   }
@@ -48,6 +49,7 @@ template <sets::SoftBug Bug = sets::SoftBug::none>
 struct HashKind {
   using type = sets::SoftHashSet<Bug>;
   static constexpr const char* layout = "hash/soft";
+  static constexpr sets::SoftBug bug = Bug;
   static constexpr std::size_t buckets = 8;
   static std::unique_ptr<type> create(pm::Pool& p) {
     return std::make_unique<type>(sets::create_new, p, buckets);
@@ -62,6 +64,7 @@ template <sets::SoftBug Bug = sets::SoftBug::none>
 struct SkipKind {
   using type = sets::SoftSkipList<Bug>;
   static constexpr const char* layout = "skiplist/soft";
+  static constexpr sets::SoftBug bug = Bug;
   static std::unique_ptr<type> create(pm::Pool& p) {
     return std::make_unique<type>(sets::create_new, p);
   }

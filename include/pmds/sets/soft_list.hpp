@@ -312,7 +312,7 @@ class SoftBucketList {
   static Node* make_node(Shared& sh, Key key, Value value) {
     void* slot = sh.allocator().allocate(detail::soft_slot_size);  // PoolFull: nothing changed
     auto* p = static_cast<detail::SoftPNode*>(slot);
-    const bool validity = p->prepare();
+    const bool validity = p->template prepare<Bug>();
     try {
       return new Node{key, value, detail::pack_pnode(p, validity), {0}};
     } catch (...) {

@@ -424,7 +424,7 @@ class SoftSkipList {
   Node* make_node(Key key, Value value) {
     void* slot = allocator_.allocate(detail::soft_slot_size);  // PoolFull: nothing changed
     auto* p = static_cast<detail::SoftPNode*>(slot);
-    const bool validity = p->prepare();
+    const bool validity = p->template prepare<Bug>();
     try {
       // pending: the inserter (tower) and the winning remover (marks).
       return Node::make(key, value, detail::pack_pnode(p, validity), 2, random_height());

@@ -41,6 +41,8 @@ enum class SoftBug : std::uint8_t {
   none,
   create_without_flush,    // PNode::create stores but never flushes (it still fences)
   recovery_keeps_deleted,  // recovery links every valid PNode back, deleted ones too
+  alloc_by_valid_start,    // the paper's literal pValidity = !validStart (Listing 7's alloc):
+                           // loses a completed insert into a slot a crash left half-created
 };
 
 constexpr const char* to_string(SoftBug b) {
@@ -51,6 +53,8 @@ constexpr const char* to_string(SoftBug b) {
       return "create_without_flush";
     case SoftBug::recovery_keeps_deleted:
       return "recovery_keeps_deleted";
+    case SoftBug::alloc_by_valid_start:
+      return "alloc_by_valid_start";
   }
   return "?";
 }
@@ -76,7 +80,10 @@ struct alignas(pm::cache_line_size) SoftPNode {
 
   // The allocation step (Listing 7's alloc, generalised: see the header comment). Called by the
   // allocating thread on a slot nobody else can see yet; returns pValidity.
+  template <SoftBug Bug = SoftBug::none>
   bool prepare() {
+    if constexpr (Bug == SoftBug::alloc_by_valid_start)
+      return valid_start.load(std::memory_order_relaxed) == 0;
     const std::uint8_t d = deleted.load(std::memory_order_relaxed);
     const std::uint8_t validity = d ^ 1;
     if (valid_end.load(std::memory_order_relaxed) == validity) {
