@@ -395,7 +395,7 @@ template <class... Ds>
 struct Table<TypeList<Ds...>> {
   static std::vector<Entry> build() {
     std::vector<Entry> v;
-    std::size_t i = 0;
+    [[maybe_unused]] std::size_t i = 0;
     (v.push_back(make_entry<Ds>(i++)), ...);
     return v;
   }
@@ -415,6 +415,13 @@ struct Table<TypeList<Ds...>> {
 template <class D>
 Entry entry_of() {
   return detail::make_entry<D>(0);
+}
+
+// Entries for a TypeList of descriptors kept apart from the registry (the crash lab's
+// planted-bug fixtures); indices count from 0 within the list.
+template <class List>
+std::vector<Entry> make_entries() {
+  return detail::Table<List>::build();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -470,9 +477,15 @@ class Instance {
   Instance& operator=(const Instance&) = delete;
   ~Instance() { close(); }
 
+  // Destroys the structure and keeps its pool open (to measure or inspect the pool after).
+  // Idempotent.
+  void destroy() {
+    if (object_ != nullptr) entry_->destroy(std::exchange(object_, nullptr));
+  }
+
   // Destroys the structure, then closes its pool (a clean shutdown). Idempotent.
   void close() {
-    if (object_ != nullptr) entry_->destroy(std::exchange(object_, nullptr));
+    destroy();
     if (pool_) {
       pool_->close();
       pool_.reset();

@@ -42,9 +42,10 @@ struct Record {
   OpCounts ops;
   // Persistence instructions per operation (counting backend; 0 under hardware).
   double flushes_per_op = 0, fences_per_op = 0, rmws_per_op = 0;
-  // Space after the prefill (first repetition).
-  std::uint64_t elements = 0;
-  double pool_bytes = 0;  // bytes in the pool's used chunks
+  // Space at the end of the first repetition's run.
+  std::uint64_t elements_after_prefill = 0;  // counted successful prefill operations
+  std::uint64_t elements = 0;                // then, after the run (prefill + net inserts)
+  double pool_bytes = 0;  // bytes in the pool's used chunks (1 MiB grain per size class/thread)
   double dram_bytes = 0;  // malloc'd bytes (all arenas) the structure added
   std::optional<double> bytes_per_element, pool_bytes_per_element, dram_bytes_per_element;
   // Recovery after a process crash (durable structures).
@@ -151,6 +152,7 @@ inline std::vector<Field> scalar_fields(const Record& r) {
   num("pool_bytes_per_element", json_number(r.pool_bytes_per_element));
   num("dram_bytes_per_element", json_number(r.dram_bytes_per_element));
   u64("elements", r.elements);
+  u64("elements_after_prefill", r.elements_after_prefill);
   num("pool_bytes", json_number(r.pool_bytes));
   num("dram_bytes", json_number(r.dram_bytes));
   num("recovery_ms", json_number(r.recovery_ms));

@@ -375,6 +375,18 @@ std::uint64_t prefill(T& s, std::uint64_t count, std::uint64_t key_range, std::u
   return succeeded.load();
 }
 
+// The number of elements a structure holds after a run: its prefill plus the net effect of
+// the operations run (warm-up included), from their counted successes.
+inline std::uint64_t elements_after(std::uint64_t prefilled, const RepResult& r) {
+  OpCounts all = r.ops;
+  all += r.warmup_ops;
+  const auto added = all.successes_of(Op::insert) + all.calls_of(Op::enqueue) +
+                     all.calls_of(Op::push) + all.calls_of(Op::pq_insert);
+  const auto taken = all.successes_of(Op::remove) + all.successes_of(Op::dequeue) +
+                     all.successes_of(Op::pop) + all.successes_of(Op::delete_min);
+  return prefilled + added - std::min(prefilled + added, taken);
+}
+
 // One timed run of p.workload on s (after its prefill).
 template <class T>
 RepResult run_workload(T& s, const RunParams& p) {
@@ -651,26 +663,32 @@ inline std::vector<Record> run_target(const Target& t, const Config& cfg, Progre
                          std::to_string(rep + 1) + "/" + std::to_string(cfg.reps);
       if (progress != nullptr) progress->update(p.progress_label + "  prefill");
       const std::string path = e.durable ? pool_path() : std::string();
-      const std::uint64_t dram0 = dram_in_use();
       auto inst = registry::Instance::create(e, create, path);
       const std::uint64_t filled =
           t.prefill(inst.object(), p.prefill, p.key_range, cfg.seed + rep, threads);
       if (filled != p.prefill)
         throw Error("pmds: prefill of " + std::string(e.name) + " inserted " +
                     std::to_string(filled) + " of " + std::to_string(p.prefill) + " elements");
-      if (rep == 0) {
-        r.elements = filled;
-        const std::uint64_t dram1 = dram_in_use();
-        r.dram_bytes = static_cast<double>(dram1 > dram0 ? dram1 - dram0 : 0);
-        if (inst.pool() != nullptr)
-          r.pool_bytes = static_cast<double>(inst.pool()->allocator().used_chunks() *
-                                             inst.pool()->allocator().chunk_size());
-      }
       const RepResult res = t.run(inst.object(), p);
       r.mops_reps.push_back(res.mops());
       r.ops += res.ops;
       r.seconds_total += res.seconds;
       counters += res.counters;
+      if (rep == 0) {
+        // Space, measured at the end of the run, when the structure is quiescent: the pool's
+        // used chunks, and the DRAM its destruction gives back (a difference taken around the
+        // destruction, not the creation, so frees that other structures' deferred reclamation
+        // makes meanwhile cannot distort it). Elements then = prefill + net successful inserts.
+        r.elements_after_prefill = filled;
+        r.elements = elements_after(filled, res);
+        if (inst.pool() != nullptr)
+          r.pool_bytes = static_cast<double>(inst.pool()->allocator().used_chunks() *
+                                             inst.pool()->allocator().chunk_size());
+        const std::uint64_t dram_live = dram_in_use();
+        inst.destroy();  // the structure only: the pool's own DRAM is not the structure's
+        const std::uint64_t dram_freed = dram_in_use();
+        r.dram_bytes = static_cast<double>(dram_live > dram_freed ? dram_live - dram_freed : 0);
+      }
       inst.close();
       if (!path.empty() && !keep_pool) remove_file(path);
     }

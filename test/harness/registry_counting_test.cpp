@@ -1,0 +1,164 @@
+// Tests of the registry (pmds/registry.hpp, registry_entries.hpp) over every registered entry:
+// names are well formed and unique, selection by name/pattern works and rejects unknown names,
+// every entry can be created (durable ones in a pool), prefilled to exactly the count the
+// harness claims (its contents afterwards), driven through the type-erased operations, and —
+// when durable — closed and reopened to the same contents through the registry's factories.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include "pmds/bench/runner.hpp"
+#include "pmds/registry.hpp"
+
+namespace {
+
+using namespace pmds;
+using registry::Entry;
+using registry::Kind;
+using registry::OpCode;
+
+// A pool path in the temporary pool directory, removed when the test ends.
+class TempPool {
+ public:
+  explicit TempPool(std::string_view tag) {
+    std::string safe(tag);
+    std::replace(safe.begin(), safe.end(), '/', '-');
+    path_ = (bench::temporary_pool_dir() /
+             ("registry-test-" + std::to_string(::getpid()) + "-" + safe + ".pool"))
+                .string();
+    std::filesystem::remove(path_);
+  }
+  ~TempPool() { std::filesystem::remove(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(Registry, NamesAreWellFormedAndUnique) {
+  std::set<std::string_view> names;
+  std::size_t index = 0;
+  for (const Entry& e : registry::entries()) {
+    SCOPED_TRACE(std::string(e.name));
+    EXPECT_EQ(e.index, index++);
+    EXPECT_TRUE(names.insert(e.name).second) << "duplicate name";
+    EXPECT_EQ(std::string(e.structure) + "/" + std::string(e.technique), e.name);
+    EXPECT_FALSE(e.description.empty());
+    EXPECT_EQ(e.durable, e.criterion != Criterion::none);
+    EXPECT_EQ(e.open != nullptr, e.durable);
+    EXPECT_NE(e.create, nullptr);
+    EXPECT_EQ(registry::find(e.name), &e);
+  }
+  EXPECT_EQ(registry::find("no/such"), nullptr);
+}
+
+TEST(Registry, SelectByNamePatternAndAll) {
+  const auto all = registry::select("all");
+  EXPECT_EQ(all.size(), registry::entries().size());
+  if (registry::entries().empty()) GTEST_SKIP() << "nothing registered yet";
+  const Entry& first = registry::entries().front();
+  const auto one = registry::select(std::string(first.name));
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0], &first);
+  for (const Entry* e : registry::select(std::string(first.structure) + "/*"))
+    EXPECT_EQ(e->structure, first.structure);
+  for (const Entry* e : registry::select("*/" + std::string(first.technique)))
+    EXPECT_EQ(e->technique, first.technique);
+  // Repeats are dropped; order follows the request.
+  const auto twice = registry::select(std::string(first.name) + ",all");
+  EXPECT_EQ(twice.size(), registry::entries().size());
+  EXPECT_EQ(twice[0], &first);
+}
+
+TEST(Registry, SelectRejectsUnknownNamesClearly) {
+  try {
+    registry::select("hash/nonsense");
+    FAIL() << "no exception";
+  } catch (const registry::UnknownStructure& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("unknown structure \"hash/nonsense\""));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("pmds list"));
+  }
+  EXPECT_THROW(registry::select(""), registry::UnknownStructure);
+  EXPECT_THROW(registry::select("all,"), registry::UnknownStructure);
+}
+
+TEST(Registry, InstantiatedTablesCoverEveryEntry) {
+  const auto& prefill = registry::instantiate<bench::PrefillFn, bench::PrefillDriver>();
+  const auto& run = registry::instantiate<bench::RunFn, bench::RunDriver>();
+  EXPECT_EQ(prefill.size(), registry::entries().size());
+  EXPECT_EQ(run.size(), registry::entries().size());
+  for (const auto f : prefill) EXPECT_NE(f, nullptr);
+  for (const auto f : run) EXPECT_NE(f, nullptr);
+  std::size_t visited = 0;
+  registry::for_each_descriptor([&]<class D>() {
+    EXPECT_EQ(registry::entries()[visited].name, D::name);
+    ++visited;
+  });
+  EXPECT_EQ(visited, registry::entries().size());
+}
+
+TEST(Registry, TransientEntriesRefuseToOpenAndDurableOnesNeedAPool) {
+  for (const Entry& e : registry::entries()) {
+    registry::CreateOptions o;
+    o.key_range = 64;
+    if (e.durable)
+      EXPECT_THROW(registry::Instance::create(e, o), Error) << e.name;
+    else
+      EXPECT_THROW(registry::Instance::open(e, "/nonexistent.pool"), Error) << e.name;
+  }
+}
+
+// Every set/map entry: the prefill puts in exactly what it claims; operations through apply()
+// behave as a set; a durable entry reopens (clean close) to the same contents.
+TEST(Registry, EverySetPrefillsExactlyAndReopensToItsContents) {
+  for (const Entry& e : registry::entries()) {
+    if (e.kind != Kind::set && e.kind != Kind::map) continue;
+    SCOPED_TRACE(std::string(e.name));
+    registry::CreateOptions o;
+    o.key_range = 2000;
+    o.pool_size = 32u << 20;
+    TempPool pool(e.name);
+    std::vector<registry::Item> before;
+    {
+      auto inst = registry::Instance::create(e, o, pool.path());
+      const bench::Target t = bench::target_of(e);
+      EXPECT_EQ(t.prefill(inst.object(), 1000, 2000, 5, 2), 1000u);
+      before = inst.contents();
+      ASSERT_EQ(before.size(), 1000u);
+      for (const auto& it : before) {
+        EXPECT_GE(it.key, 1u);
+        EXPECT_LE(it.key, 2000u);
+      }
+      // A key not in the set: insert, find, remove, through the type-erased operations.
+      Key absent = 1;
+      while (absent <= 2000 &&
+             std::binary_search(before.begin(), before.end(), registry::Item{absent, absent},
+                                [](const auto& a, const auto& b) { return a.key < b.key; }))
+        ++absent;
+      ASSERT_LE(absent, 2000u);
+      EXPECT_FALSE(inst.apply({OpCode::contains, absent, 0, 1}).ok);
+      EXPECT_TRUE(inst.apply({OpCode::insert, absent, 77, 1}).ok);
+      EXPECT_FALSE(inst.apply({OpCode::insert, absent, 78, 1}).ok);
+      EXPECT_TRUE(inst.apply({OpCode::contains, absent, 0, 1}).ok);
+      if (e.kind == Kind::map) {
+        const auto got = inst.apply({OpCode::get, absent, 0, 1});
+        EXPECT_TRUE(got.ok);
+        EXPECT_EQ(got.value, 77u);
+      }
+      EXPECT_TRUE(inst.apply({OpCode::remove, absent, 0, 1}).ok);
+      EXPECT_FALSE(inst.apply({OpCode::remove, absent, 0, 1}).ok);
+      EXPECT_THROW(inst.apply({OpCode::insert, 0, 0, 1}), ReservedKey);
+      EXPECT_THROW(inst.apply({OpCode::enqueue, 1, 1, 1}), registry::UnsupportedOperation);
+    }
+    if (!e.durable) continue;
+    auto reopened = registry::Instance::open(e, pool.path(), o);
+    EXPECT_EQ(reopened.contents(), before);
+  }
+}
+
+}  // namespace
