@@ -12,6 +12,7 @@
 // cost without reclamation, for reference.
 //
 // Usage: reclaim_bench [--duration-ms N] [--reps N] [--keys N] [--threads 1,2] [--reads 50,90]
+//                      [--only minimal|xenium|none]   (one scheme, nothing printed: for perf)
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -163,6 +165,7 @@ struct Options {
   std::uint64_t keys = 1024;
   std::vector<int> threads = {1, 2};
   std::vector<int> reads = {50, 90};
+  std::string only;  // run only this scheme (for profiling): minimal, xenium or none
 };
 
 std::vector<int> parse_list(const char* s) {
@@ -183,9 +186,20 @@ struct Rng {
   }
 };
 
-// Million operations per second of one run.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+struct Result {
+  double mops;          // million operations per second of wall-clock time
+  double mops_per_cpu;  // million operations per second of the workers' CPU time
+};
+
+// One run of one scheme.
 template <class Domain>
-double run_once(const Options& o, int threads, int read_percent, std::uint64_t seed) {
+Result run_once(const Options& o, int threads, int read_percent, std::uint64_t seed) {
   auto list = std::make_unique<List<Domain>>();
   Rng prefill{seed | 1};
   for (std::uint64_t filled = 0; filled < o.keys / 2;)
@@ -193,12 +207,14 @@ double run_once(const Options& o, int threads, int read_percent, std::uint64_t s
 
   std::atomic<bool> go{false}, stop{false};
   std::vector<std::uint64_t> ops(static_cast<std::size_t>(threads));
+  std::vector<double> cpu(static_cast<std::size_t>(threads));
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t)
     workers.emplace_back([&, t] {
       Rng rng{seed * 7919 + static_cast<std::uint64_t>(t) * 104729 + 1};
       std::uint64_t done = 0;
       while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      const double cpu_start = thread_cpu_seconds();
       while (!stop.load(std::memory_order_relaxed)) {
         for (int i = 0; i < 64; ++i) {
           const std::uint64_t r = rng.next();
@@ -214,6 +230,7 @@ double run_once(const Options& o, int threads, int read_percent, std::uint64_t s
         done += 64;
       }
       ops[static_cast<std::size_t>(t)] = done;
+      cpu[static_cast<std::size_t>(t)] = thread_cpu_seconds() - cpu_start;
     });
   const auto start = std::chrono::steady_clock::now();
   go.store(true, std::memory_order_release);
@@ -224,7 +241,10 @@ double run_once(const Options& o, int threads, int read_percent, std::uint64_t s
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::uint64_t total = 0;
   for (auto n : ops) total += n;
-  return static_cast<double>(total) / seconds / 1e6;
+  double cpu_total = 0;
+  for (double c : cpu) cpu_total += c;
+  return {static_cast<double>(total) / seconds / 1e6,
+          static_cast<double>(total) / cpu_total / 1e6 * threads};
 }
 
 // Per-repetition ratios a[i]/b[i]: runs of one repetition are adjacent in time, so pairing
@@ -241,6 +261,33 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+// Single-thread costs of the two primitives, in ns: an empty pin (pin + unpin), and a retire
+// inside a pin with a deleter that does nothing but count (so malloc/free is not measured).
+template <class Domain>
+std::pair<double, double> primitive_costs() {
+  constexpr int n = 2'000'000;
+  static int target;
+  long deleted = 0;
+  Domain domain;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) {
+    auto guard = domain.pin();
+  }
+  auto t1 = std::chrono::steady_clock::now();
+  {
+    auto guard = domain.pin();
+    (void)guard;
+  }
+  for (int i = 0; i < n; ++i) {
+    auto guard = domain.pin();
+    domain.retire(&target, [&deleted](int*) { ++deleted; });
+  }
+  auto t2 = std::chrono::steady_clock::now();
+  const double pin_ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / n;
+  const double retire_ns = std::chrono::duration<double, std::nano>(t2 - t1).count() / n - pin_ns;
+  return {pin_ns, retire_ns};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -250,7 +297,8 @@ int main(int argc, char** argv) {
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     if (a == "--help" || a == "-h" || v == nullptr) {
       std::printf(
-          "usage: %s [--duration-ms N] [--reps N] [--keys N] [--threads 1,2] [--reads 50,90]\n",
+          "usage: %s [--duration-ms N] [--reps N] [--keys N] [--threads 1,2] [--reads 50,90]"
+          " [--only minimal|xenium|none]\n",
           argv[0]);
       return a == "--help" || a == "-h" ? 0 : 2;
     }
@@ -264,6 +312,8 @@ int main(int argc, char** argv) {
       o.threads = parse_list(v);
     else if (a == "--reads")
       o.reads = parse_list(v);
+    else if (a == "--only")
+      o.only = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -271,39 +321,66 @@ int main(int argc, char** argv) {
     ++i;
   }
 
+  if (o.only.empty()) {
+    std::printf("Primitives, 1 thread, ns (median of 5): pin+unpin, retire (inside a pin)\n");
+    std::vector<double> mp, mr, xp, xr;
+    for (int rep = 0; rep < 5; ++rep) {
+      auto [a, b] = primitive_costs<MinimalEpochDomain>();
+      auto [c, d] = primitive_costs<XeniumEpochDomain>();
+      mp.push_back(a), mr.push_back(b), xp.push_back(c), xr.push_back(d);
+    }
+    std::printf("  minimal  pin %.2f  retire %.2f\n", median(mp), median(mr));
+    std::printf("  xenium   pin %.2f  retire %.2f\n\n", median(xp), median(xr));
+  }
+
+  std::printf("Harris-Michael list, %llu keys, half full, %d ms x %d reps\n",
+              static_cast<unsigned long long>(o.keys), o.duration_ms, o.reps);
   std::printf(
-      "Harris-Michael list, %llu keys, half full, %d ms x %d reps, Mops/s median [min-max]\n",
-      static_cast<unsigned long long>(o.keys), o.duration_ms, o.reps);
-  std::printf("%-8s %-6s %-24s %-24s %-24s %-14s %-14s\n", "threads", "reads", "minimal", "xenium",
-              "none", "xenium/minimal", "minimal/none");
-  std::printf("(ratios: median over repetitions of the ratio within a repetition)\n");
+      "wall: Mops/s of wall-clock time, median [min-max]; cpu: Mops per second of the workers'\n"
+      "CPU time x threads (robust to other processes taking the cores). Ratios: median over\n"
+      "repetitions of the ratio of two schemes within one repetition.\n");
+  std::printf("%-4s %-5s %-5s %-22s %-22s %-22s %-9s %-9s\n", "thr", "reads", "time", "minimal",
+              "xenium", "none", "xen/min", "min/none");
   for (int threads : o.threads)
     for (int reads : o.reads) {
-      std::vector<double> minimal, xenium, none;
+      std::vector<Result> minimal, xenium, none;
       for (int rep = 0; rep < o.reps; ++rep) {
         const std::uint64_t seed = 0x9E3779B97F4A7C15ULL * static_cast<std::uint64_t>(rep + 1);
         // Rotate the order so that no scheme always runs first (or last) in a repetition.
         for (int k = 0; k < 3; ++k) switch ((rep + k) % 3) {
             case 0:
+              if (!o.only.empty() && o.only != "minimal") break;
               minimal.push_back(run_once<MinimalEpochDomain>(o, threads, reads, seed));
               break;
             case 1:
+              if (!o.only.empty() && o.only != "xenium") break;
               xenium.push_back(run_once<XeniumEpochDomain>(o, threads, reads, seed));
               break;
             default:
+              if (!o.only.empty() && o.only != "none") break;
               none.push_back(run_once<NoReclamation>(o, threads, reads, seed));
               break;
           }
       }
-      auto cell = [](const std::vector<double>& v) {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%.3f [%.3f-%.3f]", median(v),
-                      *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
-        return std::string(buf);
-      };
-      std::printf("%-8d %-6d %-24s %-24s %-24s %-14.3f %-14.3f\n", threads, reads,
-                  cell(minimal).c_str(), cell(xenium).c_str(), cell(none).c_str(),
-                  median(paired_ratios(xenium, minimal)), median(paired_ratios(minimal, none)));
+      if (!o.only.empty()) continue;
+      for (bool use_cpu : {false, true}) {
+        auto pick = [use_cpu](const std::vector<Result>& rs) {
+          std::vector<double> v;
+          for (const Result& r : rs) v.push_back(use_cpu ? r.mops_per_cpu : r.mops);
+          return v;
+        };
+        auto cell = [](const std::vector<double>& v) {
+          char buf[64];
+          std::snprintf(buf, sizeof buf, "%.3f [%.3f-%.3f]", median(v),
+                        *std::min_element(v.begin(), v.end()),
+                        *std::max_element(v.begin(), v.end()));
+          return std::string(buf);
+        };
+        const auto m = pick(minimal), x = pick(xenium), n = pick(none);
+        std::printf("%-4d %-5d %-5s %-22s %-22s %-22s %-9.3f %-9.3f\n", threads, reads,
+                    use_cpu ? "cpu" : "wall", cell(m).c_str(), cell(x).c_str(), cell(n).c_str(),
+                    median(paired_ratios(x, m)), median(paired_ratios(m, n)));
+      }
       std::fflush(stdout);
     }
   return 0;
