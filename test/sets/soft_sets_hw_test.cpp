@@ -472,6 +472,38 @@ TYPED_TEST(SoftSetTest, PlantedRecoveryBugResurrectsDeletedKeys) {
   EXPECT_EQ(contents(r), (std::map<Key, Value>{{11, 2}}));
 }
 
+// Two live PNodes with one key cannot come from SOFT; if a pool holds them anyway (here: an old,
+// deleted PNode of the key is made to look live again), recovery keeps the first in slot order,
+// frees the other, counts it, and the set works on.
+TYPED_TEST(SoftSetTest, RecoveryKeepsOneOfDuplicateKeys) {
+  auto& s = this->make();
+  ASSERT_TRUE(s.insert(5, 50));
+  ASSERT_TRUE(s.insert(6, 60));
+  ASSERT_TRUE(s.remove(5));
+  ASSERT_TRUE(s.insert(5, 51));
+  this->set_.reset();
+  int revived = 0;
+  this->pool_->allocator().for_each_slot([&](void* slot, std::size_t size) {
+    if (size != 64) return;
+    auto* p = static_cast<sets::detail::SoftPNode*>(slot);
+    if (p->key.load() == 5 && p->value.load() == 50 && !p->live()) {
+      p->deleted.store(p->valid_start.load() ^ 1);
+      ++revived;
+    }
+  });
+  ASSERT_EQ(revived, 1);
+  this->pool_.reset();
+  this->pool_.emplace(pm::Pool::open(this->path_, TypeParam::layout));
+  this->set_ = TypeParam::open(*this->pool_);
+  auto& r = *this->set_;
+  EXPECT_EQ(r.recovery_stats().duplicate_keys, 1u);
+  EXPECT_EQ(contents(r), (std::map<Key, Value>{{5, 50}, {6, 60}}))
+      << "the first PNode in slot order (the older one) is kept";
+  EXPECT_TRUE(r.remove(5));
+  EXPECT_TRUE(r.insert(7, 70));
+  EXPECT_EQ(contents(r), (std::map<Key, Value>{{6, 60}, {7, 70}}));
+}
+
 // ---- The PNode validity scheme on every slot state a run or a crash can leave ------------------
 
 struct alignas(64) PNodeBuffer {

@@ -204,17 +204,17 @@ class SoftBucketList {
   static SetRecoveryStats recover(Shared& sh, std::span<Bucket> buckets, IndexOf index_of) {
     const detail::Stopwatch clock;
     SetRecoveryStats stats;
-    const std::vector<detail::LivePNode> live =
-        detail::recover_soft_pnodes<Bug>(sh.allocator(), stats);
-    // In descending key order, each node is pushed in front of its bucket: every bucket ends up
-    // ascending, with no per-bucket cursor.
-    for (std::size_t i = live.size(); i-- > 0;) {
-      Bucket& bucket = buckets[index_of(live[i].key)];
-      auto* n = new Node{live[i].key,
-                         live[i].value,
-                         live[i].pnode,
-                         {bucket.head_.load(std::memory_order_relaxed)}};
-      bucket.head_.store(detail::make_word(n, detail::inserted), std::memory_order_relaxed);
+    const detail::RecoveredPNodes live =
+        detail::recover_soft_pnodes<Bug>(sh.allocator(), stats, buckets.size(), index_of);
+    // Each bucket gets its group, linked back to front so that it ends up ascending.
+    for (std::size_t b = 0; b < buckets.size(); ++b) {
+      Bucket& bucket = buckets[b];
+      for (std::size_t i = live.begin[b + 1]; i-- > live.begin[b];) {
+        const detail::LivePNode& lp = live.nodes[i];
+        auto* n =
+            new Node{lp.key, lp.value, lp.pnode, {bucket.head_.load(std::memory_order_relaxed)}};
+        bucket.head_.store(detail::make_word(n, detail::inserted), std::memory_order_relaxed);
+      }
     }
     stats.seconds = clock.seconds();
     return stats;

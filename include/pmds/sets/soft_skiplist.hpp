@@ -487,11 +487,11 @@ class SoftSkipList {
   // a fresh random tower, linked at every level by one pass; no flush.
   void recover() {
     const detail::Stopwatch clock;
-    const std::vector<detail::LivePNode> live =
-        detail::recover_soft_pnodes<Bug>(allocator_, recovery_);
+    const detail::RecoveredPNodes live =
+        detail::recover_soft_pnodes<Bug>(allocator_, recovery_, 1, [](Key) { return 0; });
     Node* last[max_height];
     for (unsigned lvl = 0; lvl < max_height; ++lvl) last[lvl] = head_;
-    for (const detail::LivePNode& lp : live) {
+    for (const detail::LivePNode& lp : live.nodes) {
       // pending: only a remover's share (no inserter builds this tower).
       Node* n = Node::make(lp.key, lp.value, lp.pnode, 1, random_height());
       for (unsigned lvl = 0; lvl < n->height; ++lvl) {

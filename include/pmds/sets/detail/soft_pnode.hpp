@@ -167,16 +167,26 @@ struct LivePNode {
   std::uintptr_t pnode;  // pack_pnode(slot, validStart)
 };
 
+// The live PNodes of a recovery, grouped: group g (a hash set's bucket g; the only group of a
+// list or skip list) is nodes[begin[g], begin[g + 1]), in ascending key order.
+struct RecoveredPNodes {
+  std::vector<LivePNode> nodes;
+  std::vector<std::size_t> begin;  // group_count + 1 offsets
+};
+
 // The durable areas are the pool allocator's 64-byte slots. Scans every slot once: a live PNode
-// (by the rule above, or by the planted bug's) is kept and returned, sorted by key; every other
-// slot goes back to the free lists. Two live PNodes with one key cannot arise from SOFT (a key's
-// new PNode is created only after its old one is durably deleted); if the pool holds them
-// anyway, the first in slot order is kept and the others are freed (counted in
-// duplicate_keys). Quiescent and single-threaded; writes nothing persistent, so no flush, and
-// restartable after a crash during it.
-template <SoftBug Bug>
-std::vector<LivePNode> recover_soft_pnodes(pm::ChunkAllocator& allocator, SetRecoveryStats& stats) {
-  std::vector<LivePNode> live;
+// (by the rule above, or by the planted bug's) is kept, every other slot goes back to the free
+// lists. The kept ones are grouped by group_of(key) in [0, group_count) with a counting sort
+// (a hash set then fills its buckets in array order, with no global sort and no cache miss per
+// key on the bucket array) and sorted by key within each group. Two live PNodes with one key
+// cannot arise from SOFT (a key's new PNode is created only after its old one is durably
+// deleted); if the pool holds them anyway, the first in slot order is kept and the others are
+// freed (counted in duplicate_keys). Quiescent and single-threaded; writes nothing persistent,
+// so no flush, and restartable after a crash during it.
+template <SoftBug Bug, class GroupOf>
+RecoveredPNodes recover_soft_pnodes(pm::ChunkAllocator& allocator, SetRecoveryStats& stats,
+                                    std::size_t group_count, GroupOf group_of) {
+  std::vector<LivePNode> scanned;  // in slot order (chunks are scanned in address order)
   allocator.recover([&](void* slot, std::size_t size) {
     if (size != soft_slot_size) return false;  // not a SOFT slot (a pool holds one structure)
     ++stats.slots_scanned;
@@ -193,28 +203,57 @@ std::vector<LivePNode> recover_soft_pnodes(pm::ChunkAllocator& allocator, SetRec
     // A live PNode always holds a user key (insert checks it); a slot that never held a node
     // reads as zeros and is not live. Anything else is not ours to link.
     if (is_reserved_key(k)) return false;
-    live.push_back({k, p->value.load(std::memory_order_relaxed),
-                    pack_pnode(const_cast<SoftPNode*>(p), s != 0)});
+    scanned.push_back({k, p->value.load(std::memory_order_relaxed),
+                       pack_pnode(const_cast<SoftPNode*>(p), s != 0)});
     return true;
   });
-  // By key, then by address (= slot order: chunks are scanned in address order), so that among
-  // duplicates the first in slot order is kept.
-  std::sort(live.begin(), live.end(), [](const LivePNode& a, const LivePNode& b) {
-    return a.key != b.key ? a.key < b.key : a.pnode < b.pnode;
-  });
-  std::size_t out = 0;
-  for (std::size_t i = 0; i < live.size(); ++i) {
-    if (out > 0 && live[out - 1].key == live[i].key) {
-      ++stats.duplicate_keys;
-      allocator.free(pnode_of(live[i].pnode));  // prepare() makes it invalid before reuse
-      continue;
-    }
-    live[out++] = live[i];
+
+  RecoveredPNodes out;
+  out.begin.assign(group_count + 1, 0);
+  if (group_count == 1) {
+    out.nodes = std::move(scanned);
+  } else {
+    for (const LivePNode& n : scanned) ++out.begin[group_of(n.key) + 1];
+    for (std::size_t g = 0; g < group_count; ++g) out.begin[g + 1] += out.begin[g];
+    out.nodes.resize(scanned.size());
+    std::vector<std::size_t> next(out.begin.begin(), out.begin.end() - 1);
+    for (const LivePNode& n : scanned) out.nodes[next[group_of(n.key)]++] = n;  // stable
+    scanned = {};
   }
-  live.resize(out);
-  stats.live_nodes = live.size();
-  stats.freed_slots = stats.slots_scanned - stats.live_nodes;
-  return live;
+  out.begin[group_count] = out.nodes.size();
+
+  // Within each group: by key, then by address (= slot order), so that among duplicates the
+  // first in slot order comes first and is kept.
+  const auto by_key = [](const LivePNode& a, const LivePNode& b) {
+    return a.key != b.key ? a.key < b.key : a.pnode < b.pnode;
+  };
+  std::size_t kept = 0;
+  for (std::size_t g = 0; g < group_count; ++g) {
+    const std::size_t first = out.begin[g], last = out.begin[g + 1];
+    LivePNode* range = out.nodes.data() + first;
+    const std::size_t n = last - first;
+    if (n > 16) {
+      std::sort(range, range + n, by_key);
+    } else {
+      for (std::size_t i = 1; i < n; ++i)  // a bucket holds a key or two: insertion sort
+        for (std::size_t j = i; j > 0 && by_key(range[j], range[j - 1]); --j)
+          std::swap(range[j], range[j - 1]);
+    }
+    out.begin[g] = kept;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i > 0 && range[i].key == range[i - 1].key) {
+        ++stats.duplicate_keys;
+        allocator.free(pnode_of(range[i].pnode));  // prepare() makes it invalid before reuse
+        continue;
+      }
+      out.nodes[kept++] = range[i];  // compacts in place: kept <= first + i
+    }
+  }
+  out.begin[group_count] = kept;
+  out.nodes.resize(kept);
+  stats.live_nodes = kept;
+  stats.freed_slots = stats.slots_scanned - kept;
+  return out;
 }
 
 }  // namespace detail
