@@ -180,6 +180,16 @@ class Snapshot {
     write_image(region, choice(kind, seed), out);
   }
   std::vector<unsigned char> image(std::size_t region, const Choice& c) const;
+  // Without region copies (snapshot(false), added for the crash lab): only the undetermined
+  // lines are copied, which costs what is undetermined rather than the regions' size, but an
+  // image is then memory AS IT IS NOW with line_image() written over each undetermined line,
+  // valid only while memory still holds what it held at the snapshot (inside the crash
+  // handler, or quiescent). write_image()/image() need the copies (SimulatorError otherwise).
+  bool has_region_copies() const { return copies_; }
+  // Undetermined line i's 64 bytes with its first k not-yet-durable stores applied
+  // (k < choices(i)), and the region it lies in.
+  void line_image(std::size_t i, std::uint32_t k, void* out) const;
+  std::size_t line_region(std::size_t i) const { return lines_.at(i).region; }
   // Exhaustive enumeration: if image_count() <= limit, calls f(const Choice&) for every choice
   // (f may return false to stop early) and returns true; otherwise calls nothing, returns false.
   // Different choices may give equal images (a store of the value already there).
@@ -187,14 +197,15 @@ class Snapshot {
   bool for_each_choice(double limit, F&& f) const;
 
  private:
-  friend Snapshot snapshot();
+  friend Snapshot snapshot(bool);
   struct StoreCopy {
     std::uint8_t offset, len;
     std::uint32_t pos;  // first byte in LineCopy::bytes
   };
   struct RegionCopy {
     std::uintptr_t base;
-    std::vector<unsigned char> bytes;
+    std::size_t size;
+    std::vector<unsigned char> bytes;  // empty without region copies
   };
   struct LineCopy {
     std::uintptr_t address;
@@ -206,12 +217,14 @@ class Snapshot {
   void check_region(std::size_t region) const;
   std::uint64_t event_ = 0;
   bool eadr_ = false;
+  bool copies_ = true;
   std::vector<RegionCopy> regions_;
   std::vector<LineCopy> lines_;  // sorted by address
 };
 
 // Takes a snapshot. Callable from a crash handler, or when quiescent (it takes the lock).
-Snapshot snapshot();
+// copy_regions = false: the undetermined lines only (see Snapshot::has_region_copies).
+Snapshot snapshot(bool copy_regions = true);
 
 // --- Introspection. -----------------------------------------------------------------------
 
@@ -695,15 +708,18 @@ inline void clear_crash_handler() {
 
 // --- Snapshots and images. ------------------------------------------------------------------
 
-inline Snapshot snapshot() {
+inline Snapshot snapshot(bool copy_regions) {
   detail::State& s = detail::state();
   detail::Guard g(s);
   Snapshot snap;
   snap.event_ = s.events;
   snap.eadr_ = pm::eadr();
+  snap.copies_ = copy_regions;
   for (const detail::Region& r : s.regions) {
     const auto* p = reinterpret_cast<const unsigned char*>(r.begin);
-    snap.regions_.push_back({r.begin, std::vector<unsigned char>(p, p + (r.end - r.begin))});
+    snap.regions_.push_back({r.begin, r.end - r.begin,
+                             copy_regions ? std::vector<unsigned char>(p, p + (r.end - r.begin))
+                                          : std::vector<unsigned char>()});
   }
   if (snap.eadr_) return snap;  // under eADR memory is durable: the region copies are the image
   snap.lines_.reserve(s.lines.size());
@@ -737,7 +753,7 @@ inline void* Snapshot::region_base(std::size_t region) const {
 
 inline std::size_t Snapshot::region_size(std::size_t region) const {
   check_region(region);
-  return regions_[region].bytes.size();
+  return regions_[region].size;
 }
 
 inline const void* Snapshot::line_address(std::size_t i) const {
@@ -779,6 +795,9 @@ inline void Snapshot::write_image(std::size_t region, const Choice& c, void* out
     throw SimulatorError("pmds::pm::sim::Snapshot::write_image: the choice has " +
                          std::to_string(c.size()) + " entries, the snapshot " +
                          std::to_string(lines_.size()) + " undetermined lines");
+  if (!copies_)
+    throw SimulatorError(
+        "pmds::pm::sim::Snapshot::write_image: a snapshot taken without region copies");
   const RegionCopy& r = regions_[region];
   auto* dst = static_cast<unsigned char*>(out);
   std::memcpy(dst, r.bytes.data(), r.bytes.size());
@@ -796,6 +815,20 @@ inline void Snapshot::write_image(std::size_t region, const Choice& c, void* out
     }
     std::memcpy(dst + (l.address - r.base), content.data(), cache_line_size);
   }
+}
+
+inline void Snapshot::line_image(std::size_t i, std::uint32_t k, void* out) const {
+  const LineCopy& l = lines_.at(i);
+  if (k > l.stores.size())
+    throw SimulatorError("pmds::pm::sim::Snapshot::line_image: choice " + std::to_string(k) +
+                         " for line " + std::to_string(i) + " exceeds its " +
+                         std::to_string(l.stores.size()) + " stores");
+  std::array<unsigned char, cache_line_size> content = l.base;
+  for (std::uint32_t j = 0; j < k; ++j) {
+    const StoreCopy& st = l.stores[j];
+    std::memcpy(content.data() + st.offset, l.bytes.data() + st.pos, st.len);
+  }
+  std::memcpy(out, content.data(), cache_line_size);
 }
 
 inline std::vector<unsigned char> Snapshot::image(std::size_t region, const Choice& c) const {

@@ -301,6 +301,9 @@ func report(h *History, p, before *partition, timeout time.Duration) Verdict {
 	return v
 }
 
+// How many ops of the folded prefix an excerpt shows as context.
+const excerptContext = 2
+
 // excerpt finds a short window that still fails: the ops before a real-time cut are replaced by
 // the state a linearization of them reaches (porcupine's longest partial linearization gives the
 // candidate cuts), keeping the latest cut from which the rest is still not linearizable.
@@ -338,6 +341,7 @@ func excerpt(h *History, p *partition, withObs bool, timeout time.Duration) []st
 		}
 	}
 	startState, rest, skipped := p.init, p.ops, 0
+	var context []*Op // the last ops of the folded prefix, in linearization order
 	for i := len(cuts) - 1; i >= 0; i-- {
 		k := cuts[i]
 		s := append([]uint64(nil), p.init...)
@@ -354,6 +358,9 @@ func excerpt(h *History, p *partition, withObs bool, timeout time.Duration) []st
 		}
 		if res, _ := run(h, p, s, window, withObs, timeout, false); res == porcupine.Illegal {
 			startState, rest, skipped = s, window, k
+			for _, id := range longest[max(0, k-excerptContext):k] {
+				context = append(context, p.ops[id])
+			}
 			break
 		}
 	}
@@ -361,7 +368,10 @@ func excerpt(h *History, p *partition, withObs bool, timeout time.Duration) []st
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Call < sorted[j].Call })
 	var lines []string
 	if skipped > 0 {
-		lines = append(lines, fmt.Sprintf("state %s after a linearization of the %d earlier ops", formatState(h.Kind, startState, h.IgnoreValues), skipped))
+		lines = append(lines, fmt.Sprintf("state %s after a linearization of the %d earlier ops, ending:", formatState(h.Kind, startState, h.IgnoreValues), skipped))
+		for _, op := range context {
+			lines = append(lines, "  (earlier) "+formatOp(h.Kind, op))
+		}
 	} else {
 		lines = append(lines, "initial state "+formatState(h.Kind, startState, h.IgnoreValues))
 	}

@@ -1,0 +1,282 @@
+// pmds crash lab — the recovery process: this program started again in the role "recover"
+// (crashlab/process.hpp), in a fresh process where nothing volatile of the crashed run survives.
+//
+// It opens the pool file (a crash image, or the real pool a killed process left), which maps it
+// at the base address its header records, recovers the structure (the registry's open), counts
+// the allocator's slots for the leak check, reads the contents back, and writes what it saw to
+// an output file:
+//   events N         simulator events the recovery took (simulated backend)
+//   slots LIVE TOTAL slots of used chunks not on a free list after recovery / all of them
+//   items N          then N lines "key value"
+//   crashed          (instead of slots/items) recovery itself was crashed at the requested event,
+//                    and the crash image was written to crash_out
+//   error TEXT       recovery threw (the structure or the pool refused the image)
+// A recovery that crashes (a signal) or hangs shows up in the parent as an abnormal exit.
+//
+// The role is dispatched before main() by a static initializer (child_role_dispatched below)
+// in every program that includes this header: `PMDS_CRASHLAB_ROLE=recover` set means "be the
+// recovery process and exit"; unset, nothing happens.
+#pragma once
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "pmds/crashlab/fixtures.hpp"
+#include "pmds/crashlab/process.hpp"
+#include "pmds/registry.hpp"
+
+#if defined(PMDS_BACKEND_SIMULATED)
+#include "pmds/crashlab/image_file.hpp"
+#include "pmds/pm/simulator.hpp"
+#endif
+
+namespace pmds::crashlab {
+
+// What a recovery process reported.
+struct Recovered {
+  bool ok = false;           // items and slots are valid
+  bool crashed = false;      // recovery was crashed on purpose; an image is at crash_out
+  std::string error;         // non-empty: recovery failed (thrown error or abnormal exit)
+  std::uint64_t events = 0;  // simulator events recovery took
+  std::uint64_t live_slots = 0, total_slots = 0;
+  std::vector<registry::Item> items;
+};
+
+inline Recovered parse_recovered(const std::string& text, const ExitStatus& status) {
+  Recovered r;
+  if (!status.exited || status.code != 0) {
+    r.error = "the recovery process " + status.describe();
+    return r;
+  }
+  std::size_t pos = 0;
+  std::size_t expected_items = 0;
+  bool have_items = false;
+  while (pos < text.size()) {
+    const auto nl = text.find('\n', pos);
+    const std::string line =
+        text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? text.size() : nl + 1;
+    unsigned long long a = 0, b = 0;
+    if (line.rfind("error ", 0) == 0) {
+      r.error = line.substr(6);
+    } else if (line == "crashed") {
+      r.crashed = true;
+    } else if (std::sscanf(line.c_str(), "events %llu", &a) == 1) {
+      r.events = a;
+    } else if (std::sscanf(line.c_str(), "slots %llu %llu", &a, &b) == 2) {
+      r.live_slots = a;
+      r.total_slots = b;
+    } else if (std::sscanf(line.c_str(), "items %llu", &a) == 1) {
+      expected_items = a;
+      have_items = true;
+    } else if (std::sscanf(line.c_str(), "%llu %llu", &a, &b) == 2) {
+      r.items.push_back({a, b});
+    }
+  }
+  if (r.error.empty() && !r.crashed) {
+    if (!have_items || r.items.size() != expected_items)
+      r.error = "the recovery process wrote an incomplete report";
+    else
+      r.ok = true;
+  }
+  return r;
+}
+
+namespace detail {
+
+inline void write_or_die(const std::string& path, const std::string& text) {
+  try {
+    write_file(path, text);
+  } catch (...) {
+    _exit(3);
+  }
+}
+
+#if defined(PMDS_BACKEND_SIMULATED)
+inline pm::sim::ImageKind image_kind_from(const std::string& s) {
+  return s == "min"   ? pm::sim::ImageKind::minimum
+         : s == "max" ? pm::sim::ImageKind::maximum
+                      : pm::sim::ImageKind::random;
+}
+#endif
+
+[[noreturn]] inline void recover_role(const Args& a) {
+  const auto get = [&](const char* k) {
+    auto it = a.find(k);
+    return it == a.end() ? std::string() : it->second;
+  };
+  const std::string out = get("out");
+  if (out.empty()) _exit(4);
+  if (const std::string t = get("timeout"); !t.empty())
+    ::alarm(static_cast<unsigned>(std::stoul(t)));
+  std::string report;
+  try {
+    const registry::Entry* entry = find_entry(get("entry"));
+    if (entry == nullptr) throw Error("unknown structure " + get("entry"));
+    registry::CreateOptions options;
+    options.key_range = std::stoull(get("keys"));
+#if defined(PMDS_BACKEND_SIMULATED)
+    // Crash the recovery itself just before event crash_event: write that crash image and stop.
+    const std::string crash_event = get("crash_event");
+    if (!crash_event.empty()) {
+      const std::string crash_out = get("crash_out"), image = get("image");
+      const auto kind = image_kind_from(get("crash_kind"));
+      const std::uint64_t seed = std::stoull(get("crash_seed"));
+      pm::sim::set_crash_handler(std::stoull(crash_event), [=] {
+        const pm::sim::Snapshot snap = pm::sim::snapshot(false);
+        // Before the pool is mapped (no region) the image is unchanged: a plain copy.
+        write_crash_image(snap, snap.choice(kind, seed), image, crash_out);
+        write_or_die(out, "events " + std::to_string(snap.event()) + "\ncrashed\n");
+        _exit(0);
+      });
+    }
+#endif
+    registry::Instance inst = registry::Instance::open(*entry, get("image"), options);
+#if defined(PMDS_BACKEND_SIMULATED)
+    pm::sim::clear_crash_handler();
+    report += "events " + std::to_string(pm::sim::event_count()) + "\n";
+#endif
+    // Leak check: after recovery every slot of every used chunk is live or free.
+    const pm::ChunkAllocator& alloc = inst.pool()->allocator();
+    std::uint64_t total = 0;
+    alloc.for_each_used_chunk([&](std::size_t, void*, std::size_t slot_size, std::size_t) {
+      total += alloc.slots_per_chunk(slot_size);
+    });
+    const std::uint64_t free_slots = alloc.free_slots();
+    report += "slots " + std::to_string(free_slots > total ? 0 : total - free_slots) + " " +
+              std::to_string(total) + "\n";
+    const auto items = inst.contents();
+    report += "items " + std::to_string(items.size()) + "\n";
+    for (const auto& it : items)
+      report += std::to_string(it.key) + " " + std::to_string(it.value) + "\n";
+    if (get("close") == "1") inst.close();  // a clean shutdown: the process lab goes on with it
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    for (char& c : what)
+      if (c == '\n') c = ' ';
+    report += "error " + what + "\n";
+  }
+  write_or_die(out, report);
+  _exit(0);
+}
+
+// The recovery server ("zygote"): started once (exec'd, so fresh), it forks one child per
+// request read from standard input and answers each with how the child ended. Forking a process
+// that never ran anything but this loop gives a recovery process as fresh as an exec'd one, for
+// a fraction of the cost of loading the program again.
+// Request: "key=value\tkey=value...\n"; answer: "exit CODE\n", "signal N\n" or "timeout\n".
+[[noreturn]] inline void zygote_role() {
+  std::string buffer;
+  char b[4096];
+  for (;;) {
+    std::size_t nl;
+    while ((nl = buffer.find('\n')) == std::string::npos) {
+      const ssize_t n = ::read(0, b, sizeof b);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) _exit(0);  // the lab went away
+      buffer.append(b, static_cast<std::size_t>(n));
+    }
+    std::string line = buffer.substr(0, nl);
+    buffer.erase(0, nl + 1);
+    for (char& c : line)
+      if (c == '\t') c = '\n';
+    const Args args = decode_args(line.c_str());
+    double timeout_s = 60;
+    if (auto it = args.find("timeout"); it != args.end()) timeout_s = std::stod(it->second) + 5;
+    const pid_t pid = ::fork();
+    if (pid == 0) recover_role(args);
+    std::string answer;
+    if (pid < 0) {
+      answer = "exit 126\n";
+    } else {
+      const ExitStatus st = wait_with_timeout(pid, timeout_s);
+      answer = st.timed_out ? "timeout\n"
+               : st.exited  ? "exit " + std::to_string(st.code) + "\n"
+                            : "signal " + std::to_string(st.signal) + "\n";
+    }
+    try {
+      write_all(1, answer);
+    } catch (...) {
+      _exit(0);
+    }
+  }
+}
+
+inline bool dispatch_child_role() {
+  const char* role = std::getenv(role_variable);
+  if (role == nullptr) return false;
+  const Args args = decode_args(std::getenv(args_variable));
+  if (std::string_view(role) == "recover") recover_role(args);
+  if (std::string_view(role) == "zygote") zygote_role();
+  std::fprintf(stderr, "pmds crashlab: unknown role %s\n", role);
+  _exit(5);
+}
+
+}  // namespace detail
+
+// A recovery server (zygote_role) kept by the lab: run(args) recovers in a fresh process.
+class RecoveryServer {
+ public:
+  RecoveryServer() {
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0)
+      throw Error(std::string("pmds crashlab: pipe: ") + std::strerror(errno));
+    pid_ = spawn(self_exe(), {self_exe()}, {std::string(role_variable) + "=zygote"}, in[0], out[1]);
+    ::close(in[0]);
+    ::close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+  }
+  RecoveryServer(const RecoveryServer&) = delete;
+  RecoveryServer& operator=(const RecoveryServer&) = delete;
+  ~RecoveryServer() {
+    ::close(to_);
+    ::close(from_);
+    wait_with_timeout(pid_, 10);
+  }
+
+  // The recovery role with these arguments, in a fresh process; how it ended.
+  ExitStatus run(const Args& a) {
+    std::string line = encode_args(a);
+    for (char& c : line)
+      if (c == '\n') c = '\t';
+    write_all(to_, line + "\n");
+    std::string answer;
+    char c;
+    for (;;) {
+      const ssize_t n = ::read(from_, &c, 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw Error("pmds crashlab: the recovery server stopped");
+      if (c == '\n') break;
+      answer += c;
+    }
+    ExitStatus st;
+    if (answer == "timeout") {
+      st.timed_out = true;
+    } else if (answer.rfind("exit ", 0) == 0) {
+      st.exited = true;
+      st.code = std::stoi(answer.substr(5));
+    } else if (answer.rfind("signal ", 0) == 0) {
+      st.signal = std::stoi(answer.substr(7));
+    } else {
+      throw Error("pmds crashlab: the recovery server said " + answer);
+    }
+    return st;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+};
+
+// Runs before main() in every program that includes the lab (see the header comment).
+inline const bool child_role_dispatched = detail::dispatch_child_role();
+
+}  // namespace pmds::crashlab

@@ -1,0 +1,94 @@
+// pmds crash lab — planted-bug fixtures: structures that are wrong on purpose, registered for the
+// lab only (not in `pmds list`), so that every run can show the lab is able to fail
+// (DESIGN.md §4: "a checker that accepts everything proves nothing").
+//
+// The Izraelevitz list with each planted bug of algo/policy.hpp (PlantedBug):
+//   (a) link_not_flushed      the linking CAS is neither flushed nor fenced
+//   (b) link_not_fenced       the link is flushed, but no fence before the operation returns
+//   (c) contents_not_flushed  a node is linked without its contents ever being flushed
+//   (d) recovery_drops_node   recovery unlinks one valid node
+// and a control: the same list without a bug, under a fixture name. Every bug must be reported
+// as a violation within the default budget, the control never. (A missing fence right before a
+// linking CAS is not a bug on x86 — the locked CAS orders earlier flushes — and is not planted.)
+//
+// A later technique adds its own planted bugs by appending Describe lines to Fixtures.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "pmds/algo/harris_michael_list.hpp"
+#include "pmds/algo/policy.hpp"
+#include "pmds/registry.hpp"
+
+namespace pmds::crashlab {
+
+// Builds an algo/ structure S<P> in root slot 0 of the pool, or opens and recovers it.
+template <class T>
+struct AlgoFactory {
+  using type = T;
+  static std::unique_ptr<T> create(pm::Pool* pool, const registry::CreateOptions&) {
+    return std::make_unique<T>(*pool, 0);
+  }
+  static std::unique_ptr<T> open(pm::Pool& pool, const registry::CreateOptions&) {
+    return std::make_unique<T>(pool, 0, algo::recover);
+  }
+};
+
+template <algo::PlantedBug Bug>
+using BuggyList = algo::HarrisMichaelList<algo::IzraelevitzPolicy<Bug>>;
+
+using Fixtures = registry::TypeList<
+    registry::Describe<"list/izraelevitz-control", registry::Kind::map, Criterion::durable,
+                       AlgoFactory<BuggyList<algo::PlantedBug::none>>,
+                       "fixture: the Izraelevitz list with no planted bug (must pass)">,
+    registry::Describe<"list/izraelevitz-bug-a-link-not-flushed", registry::Kind::map,
+                       Criterion::durable,
+                       AlgoFactory<BuggyList<algo::PlantedBug::link_not_flushed>>,
+                       "fixture (a): the linking CAS is neither flushed nor fenced">,
+    registry::Describe<"list/izraelevitz-bug-b-link-not-fenced", registry::Kind::map,
+                       Criterion::durable,
+                       AlgoFactory<BuggyList<algo::PlantedBug::link_not_fenced>>,
+                       "fixture (b): the link is flushed but not fenced before returning">,
+    registry::Describe<"list/izraelevitz-bug-c-contents-not-flushed", registry::Kind::map,
+                       Criterion::durable,
+                       AlgoFactory<BuggyList<algo::PlantedBug::contents_not_flushed>>,
+                       "fixture (c): a node is linked without its contents being flushed">,
+    registry::Describe<"list/izraelevitz-bug-d-recovery-drops-node", registry::Kind::map,
+                       Criterion::durable,
+                       AlgoFactory<BuggyList<algo::PlantedBug::recovery_drops_node>>,
+                       "fixture (d): recovery unlinks one valid node">>;
+
+// The fixtures as registry entries (their own table: registry::entries() does not list them).
+inline std::span<const registry::Entry> fixture_entries() {
+  static const std::vector<registry::Entry> table = registry::detail::Table<Fixtures>::build();
+  return table;
+}
+
+// Planted-bug fixtures only (the control excluded).
+inline std::vector<const registry::Entry*> planted_bugs() {
+  std::vector<const registry::Entry*> out;
+  for (const auto& e : fixture_entries())
+    if (e.name.find("-bug-") != std::string_view::npos) out.push_back(&e);
+  return out;
+}
+
+// A registered structure or a fixture, by name (nullptr when neither).
+inline const registry::Entry* find_entry(std::string_view name) {
+  if (const registry::Entry* e = registry::find(name)) return e;
+  for (const auto& e : fixture_entries())
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+// Every registered durable structure (the default suite's subjects).
+inline std::vector<const registry::Entry*> durable_entries() {
+  std::vector<const registry::Entry*> out;
+  for (const auto& e : registry::entries())
+    if (e.durable) out.push_back(&e);
+  return out;
+}
+
+}  // namespace pmds::crashlab

@@ -1,0 +1,361 @@
+// pmds crash lab — recording histories (DESIGN.md §4) and writing them for tools/lincheck.
+//
+// A HistoryLog lives in a caller-provided memory block: an anonymous shared mapping in the
+// simulated lab (the lab process reads what its workload child recorded), a file-backed shared
+// mapping for real process crashes (so the history survives `kill -9` of the process that
+// recorded it: every store reaches the page cache even when the process dies).
+//
+// Per thread, an array of records and a count. One global clock (a counter in the block) gives
+// every timestamp: read (fetch_add) just before an operation is invoked and just after it returns.
+// Recording is cheap (two atomic increments of one shared counter and a few plain stores), so
+// it does not serialise the workload more than the operations themselves do.
+//
+// Order of writes, so that a reader after a crash at ANY instruction sees a consistent history:
+//   1. the record's operation and arguments;  2. call = clock++ (release);
+//   3. count = n+1 (release)                  -> the op is "invoked": pending until ret is set
+//   4. the operation runs;                    5. the result fields;
+//   6. ret = clock++ (release)                -> the op "returned".
+// A crash before 6 leaves the op pending (it may or may not have taken effect: both are allowed),
+// never completed with a half-written result.
+#pragma once
+
+#include <atomic>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pmds/error.hpp"
+#include "pmds/interfaces.hpp"
+#include "pmds/registry.hpp"
+
+namespace pmds::crashlab {
+
+using registry::Item;
+using registry::Kind;
+using registry::OpCode;
+using registry::Operation;
+using registry::OpResult;
+
+// One recorded operation, as read back (a plain copy).
+struct Record {
+  std::uint64_t call = 0;  // 0: never invoked
+  std::uint64_t ret = 0;   // 0: pending (no response)
+  std::uint8_t code = 0;   // registry::OpCode
+  std::uint8_t ok = 0;     // OpResult::ok
+  std::uint16_t thread = 0;
+  std::uint64_t key = 0;
+  std::uint64_t value = 0;
+  double factor = 0;
+  std::uint64_t result_value = 0;
+  double result_number = 0;
+};
+
+class HistoryLog {
+ public:
+  static constexpr std::uint64_t magic = 0x706d64732e686973;  // "pmds.his"
+  static constexpr std::size_t max_threads = 64;
+
+  // Bytes a log of `threads` threads with `capacity` records each needs.
+  static std::size_t bytes_for(std::size_t threads, std::size_t capacity) {
+    return sizeof(Header) + threads * capacity * sizeof(LogRecord);
+  }
+
+  // Formats a new, empty log in [memory, memory + bytes). The block must be 64-byte aligned.
+  static HistoryLog create(void* memory, std::size_t bytes, std::size_t threads,
+                           std::size_t capacity) {
+    if (threads == 0 || threads > max_threads)
+      throw Error("pmds crashlab: a history log holds 1.." + std::to_string(max_threads) +
+                  " threads, not " + std::to_string(threads));
+    if (bytes < bytes_for(threads, capacity))
+      throw Error("pmds crashlab: history log block of " + std::to_string(bytes) +
+                  " bytes is too small");
+    std::memset(memory, 0, bytes_for(threads, capacity));
+    auto* h = new (memory) Header;
+    h->threads = static_cast<std::uint32_t>(threads);
+    h->capacity = static_cast<std::uint32_t>(capacity);
+    h->clock.store(1);  // timestamps start at 1; 0 means "not set"
+    std::atomic_thread_fence(std::memory_order_release);
+    h->magic = magic;
+    return HistoryLog(h);
+  }
+
+  // A log another process formatted in this block (after it crashed, or exited).
+  static HistoryLog attach(void* memory, std::size_t bytes) {
+    auto* h = static_cast<Header*>(memory);
+    if (bytes < sizeof(Header) || h->magic != magic || bytes < bytes_for(h->threads, h->capacity))
+      throw Error("pmds crashlab: the block holds no history log (or a truncated one)");
+    return HistoryLog(h);
+  }
+
+  std::size_t threads() const { return h_->threads; }
+  std::size_t capacity() const { return h_->capacity; }
+
+  // The next timestamp (every recorded one is smaller): the crash time of a crash now.
+  std::uint64_t now() const { return h_->clock.load(std::memory_order_acquire); }
+
+  // Records one operation of thread t around perform() (which returns an OpResult). Throws
+  // when thread t's records are full, before invoking anything.
+  template <class Perform>
+  OpResult record(std::size_t t, const Operation& op, Perform&& perform) {
+    const std::uint32_t n = h_->count[t].load(std::memory_order_relaxed);
+    if (n >= h_->capacity)
+      throw Error("pmds crashlab: history of thread " + std::to_string(t) + " is full (" +
+                  std::to_string(h_->capacity) + " records)");
+    LogRecord& r = records(t)[n];
+    r.code = static_cast<std::uint8_t>(op.code);
+    r.thread = static_cast<std::uint16_t>(t);
+    r.key = op.key;
+    r.value = op.value;
+    r.factor = op.factor;
+    r.ret.store(0, std::memory_order_relaxed);
+    r.call.store(h_->clock.fetch_add(1), std::memory_order_release);
+    h_->count[t].store(n + 1, std::memory_order_release);
+    const OpResult res = perform();
+    r.ok = res.ok ? 1 : 0;
+    r.result_value = res.value;
+    r.result_number = res.number;
+    r.ret.store(h_->clock.fetch_add(1), std::memory_order_release);
+    return res;
+  }
+
+  // The records of every thread (a consistent copy: completed ones have their results).
+  std::vector<Record> snapshot() const {
+    std::vector<Record> out;
+    for (std::size_t t = 0; t < h_->threads; ++t) {
+      const std::uint32_t n = h_->count[t].load(std::memory_order_acquire);
+      const LogRecord* rs = records(t);
+      for (std::uint32_t i = 0; i < n && i < h_->capacity; ++i) {
+        Record c;
+        c.call = rs[i].call.load(std::memory_order_acquire);
+        c.ret = rs[i].ret.load(std::memory_order_acquire);
+        c.code = rs[i].code;
+        c.ok = rs[i].ok;
+        c.thread = rs[i].thread;
+        c.key = rs[i].key;
+        c.value = rs[i].value;
+        c.factor = rs[i].factor;
+        c.result_value = rs[i].result_value;
+        c.result_number = rs[i].result_number;
+        out.push_back(c);
+      }
+    }
+    return out;
+  }
+
+  std::size_t recorded() const {
+    std::size_t n = 0;
+    for (std::size_t t = 0; t < h_->threads; ++t) n += h_->count[t].load();
+    return n;
+  }
+
+ private:
+  // A record in the log: 64 bytes, so two threads never write the same cache line.
+  struct alignas(64) LogRecord {
+    std::atomic<std::uint64_t> call{0};
+    std::atomic<std::uint64_t> ret{0};
+    std::uint8_t code = 0;
+    std::uint8_t ok = 0;
+    std::uint16_t thread = 0;
+    std::uint32_t reserved = 0;
+    std::uint64_t key = 0;
+    std::uint64_t value = 0;
+    double factor = 0;
+    std::uint64_t result_value = 0;
+    double result_number = 0;
+  };
+  static_assert(sizeof(LogRecord) == 64);
+
+  struct alignas(64) Header {
+    std::uint64_t magic = 0;
+    std::uint32_t threads = 0;
+    std::uint32_t capacity = 0;
+    alignas(64) std::atomic<std::uint64_t> clock{1};
+    alignas(64) std::atomic<std::uint32_t> count[max_threads] = {};
+  };
+
+  explicit HistoryLog(Header* h) : h_(h) {}
+  LogRecord* records(std::size_t t) const {
+    return reinterpret_cast<LogRecord*>(reinterpret_cast<char*>(h_) + sizeof(Header)) +
+           t * h_->capacity;
+  }
+
+  Header* h_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// JSON lines for tools/lincheck (format: tools/lincheck/checker/history.go).
+
+inline const char* model_name(Kind k) {
+  switch (k) {
+    case Kind::set:
+      return "set";
+    case Kind::map:
+      return "map";
+    case Kind::queue:
+      return "queue";
+    case Kind::stack:
+      return "stack";
+    case Kind::priority_queue:
+      return "pq";
+    case Kind::register_object:
+      return "register";
+  }
+  return "?";
+}
+
+inline std::string json_double(double x) {
+  char b[40];
+  std::snprintf(b, sizeof b, "%.17g", x);
+  return b;
+}
+
+inline std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", c);
+      out += b;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// Whether recovered sets/maps are compared with values (a set read back by contains() probing
+// has no values: then presence only).
+inline bool compares_values(const registry::Entry& e) {
+  return e.kind == Kind::map || (e.kind == Kind::set && e.can_iterate);
+}
+
+// One "op" line.
+inline std::string op_line(const Record& r) {
+  const auto code = static_cast<OpCode>(r.code);
+  std::string name = registry::to_string(code), args, result;
+  const bool done = r.ret != 0;
+  const auto word_or_null = [&] { return r.ok ? std::to_string(r.result_value) : "null"; };
+  const auto boolean = [&] { return std::string(r.ok ? "true" : "false"); };
+  switch (code) {
+    case OpCode::insert:
+    case OpCode::put:
+      args = std::to_string(r.key) + "," + std::to_string(r.value);
+      result = boolean();
+      break;
+    case OpCode::remove:
+    case OpCode::contains:
+      args = std::to_string(r.key);
+      result = boolean();
+      break;
+    case OpCode::get:
+      args = std::to_string(r.key);
+      result = word_or_null();
+      break;
+    case OpCode::enqueue:
+    case OpCode::push:
+      args = std::to_string(r.value);
+      result = "null";
+      break;
+    case OpCode::pq_insert:
+      name = "insert";
+      args = std::to_string(r.key);
+      result = "null";
+      break;
+    case OpCode::dequeue:
+    case OpCode::pop:
+    case OpCode::delete_min:
+    case OpCode::get_min:
+      result = word_or_null();
+      break;
+    case OpCode::read:
+      result = json_double(r.result_number);
+      break;
+    case OpCode::fetch_multiply:
+      args = json_double(r.factor);
+      result = json_double(r.result_number);
+      break;
+    case OpCode::sync:
+      result = "null";
+      break;
+  }
+  std::string line = "{\"type\":\"op\",\"thread\":" + std::to_string(r.thread) + ",\"op\":\"" +
+                     name + "\",\"args\":[" + args + "],\"call\":" + std::to_string(r.call);
+  if (done) line += ",\"ret\":" + std::to_string(r.ret) + ",\"result\":" + result;
+  return line + "}\n";
+}
+
+// The "state" object of contents read back (registry::Entry::contents order: sets/maps by key;
+// queues front to back; stacks top to bottom; priority queues in delete_min order; a register's
+// one item is the bit pattern of its double).
+inline std::string state_json(const registry::Entry& e, const std::vector<Item>& items) {
+  std::string s;
+  switch (e.kind) {
+    case Kind::set:
+    case Kind::map: {
+      const bool values = compares_values(e);
+      s = "{\"keys\":[";
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        if (i) s += ",";
+        s += "[" + std::to_string(items[i].key);
+        if (values) s += "," + std::to_string(items[i].value);
+        s += "]";
+      }
+      return s + "]}";
+    }
+    case Kind::queue:
+    case Kind::stack:
+    case Kind::priority_queue: {
+      s = "{\"items\":[";
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        // A stack's contents come top first; the checker wants bottom first.
+        const Item& it = e.kind == Kind::stack ? items[items.size() - 1 - i] : items[i];
+        if (i) s += ",";
+        s += std::to_string(it.key);
+      }
+      return s + "]}";
+    }
+    case Kind::register_object:
+      return "{\"value\":" +
+             json_double(items.empty() ? 0.0 : std::bit_cast<double>(items.front().key)) + "}";
+  }
+  return "{}";
+}
+
+// What a checked history consists of.
+struct HistoryText {
+  const registry::Entry* entry = nullptr;
+  std::string meta_json = "{}";             // copied into the verdict
+  const std::vector<Item>* init = nullptr;  // contents before the first record (null: empty)
+  std::vector<Record> records;
+  bool crashed = false;
+  std::uint64_t crash_time = 0;
+  const std::vector<Item>* recovered = nullptr;  // null: no observation (no crash)
+};
+
+inline const char* criterion_name(Criterion c) {
+  return c == Criterion::none ? "linearizable" : to_string(c);
+}
+
+// The whole history as JSON lines, header to end.
+inline std::string to_json_lines(const HistoryText& h) {
+  const registry::Entry& e = *h.entry;
+  std::string out = "{\"type\":\"header\",\"model\":\"" + std::string(model_name(e.kind)) +
+                    "\",\"criterion\":\"" + criterion_name(e.criterion) +
+                    "\",\"meta\":" + h.meta_json + "}\n";
+  if (h.init != nullptr) out += "{\"type\":\"init\",\"state\":" + state_json(e, *h.init) + "}\n";
+  for (const Record& r : h.records) out += op_line(r);
+  if (h.crashed) out += "{\"type\":\"crash\",\"time\":" + std::to_string(h.crash_time) + "}\n";
+  if (h.recovered != nullptr)
+    out += "{\"type\":\"recovered\",\"state\":" + state_json(e, *h.recovered) + "}\n";
+  return out + "{\"type\":\"end\"}\n";
+}
+
+}  // namespace pmds::crashlab

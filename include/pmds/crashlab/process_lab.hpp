@@ -1,0 +1,268 @@
+// pmds crash lab — real process crashes (DESIGN.md §3, last paragraph). Hardware (or counting)
+// backend: the workload runs at full speed with real concurrency.
+//
+// run_process_crashes(entry, options): one real pool file (on /dev/shm, or $PMDS_CRASHLAB_DIR)
+// goes through `crashes` rounds. In each round a forked child opens the pool (recovering what
+// the previous round left), runs the workload threads, and is killed with SIGKILL at a moment
+// drawn from the seed; its history is recorded in a file-backed shared mapping, so it survives
+// the kill (the page cache keeps every store of a killed process). Then a fresh process (this
+// program in the "recover" role) reopens the pool, recovers, counts the allocator's slots (leak
+// check: after recovery every slot of every used chunk is live or free, and the live ones are
+// plausibly the structure's), reads the contents back and closes the pool cleanly; lincheck
+// checks the round's history against the entry's criterion, from the contents the previous
+// round's check read. The next round continues on the same pool.
+//
+// A process crash loses no store (the page cache survives it), so this tests recovery logic,
+// leaks and detectability on a real file, not flushes; the kill moments are real time, so a
+// round is not exactly replayable: a violation reports its seed, and the full history is kept.
+#pragma once
+
+#if defined(PMDS_BACKEND_SIMULATED)
+#error "pmds/crashlab/process_lab.hpp runs real processes: use the hardware or counting backend"
+#endif
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pmds/crashlab/child.hpp"
+#include "pmds/crashlab/fixtures.hpp"
+#include "pmds/crashlab/history.hpp"
+#include "pmds/crashlab/process.hpp"
+#include "pmds/crashlab/report.hpp"
+#include "pmds/crashlab/workload.hpp"
+#include "pmds/registry.hpp"
+
+namespace pmds::crashlab {
+
+struct ProcessOptions {
+  WorkloadOptions workload{.threads = 3, .ops = 400};
+  std::uint64_t seed = 1;
+  std::uint64_t crashes = 20;
+  std::uint64_t pool_size = 32ull << 20;
+  double recovery_timeout_s = 30;
+  bool stop_at_first_violation = false;
+  std::size_t keep_details = 3;
+  bool keep_histories = false;
+  std::string command = "pmds crashtest";
+  std::function<void(const LabResult&)> progress;  // after each process crash
+};
+
+namespace detail {
+
+// A file-backed shared mapping for a child's history: it survives the child's SIGKILL.
+class SharedLogFile {
+ public:
+  SharedLogFile(const std::string& path, std::size_t bytes) : file_(path), bytes_(bytes) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) throw Error("pmds crashlab: cannot create " + path);
+    if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      ::close(fd);
+      throw Error("pmds crashlab: cannot size " + path);
+    }
+    memory_ = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (memory_ == MAP_FAILED) throw Error("pmds crashlab: cannot map " + path);
+  }
+  ~SharedLogFile() { ::munmap(memory_, bytes_); }
+  SharedLogFile(const SharedLogFile&) = delete;
+  SharedLogFile& operator=(const SharedLogFile&) = delete;
+  void* memory() const { return memory_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  ScratchFile file_;
+  std::size_t bytes_;
+  void* memory_ = nullptr;
+};
+
+// The child of one round: open (recover), run until killed (or done).
+[[noreturn]] inline void process_round_child(const registry::Entry& e, const ProcessOptions& o,
+                                             const std::string& pool_path, HistoryLog log,
+                                             const Workload& w, bool prefill, int ready_fd) {
+  try {
+    registry::CreateOptions co;
+    co.key_range = o.workload.key_range;
+    auto inst = registry::Instance::open(e, pool_path, co);
+    const std::size_t threads = o.workload.threads;
+    if (prefill)
+      for (const auto& op : w.prefill) log.record(threads, op, [&] { return inst.apply(op); });
+    write_all(ready_fd, "r");  // the parent starts its kill timer now
+    std::vector<std::thread> workers;
+    for (std::size_t t = 0; t < threads; ++t)
+      workers.emplace_back([&, t] {
+        for (const auto& op : w.per_thread[t]) log.record(t, op, [&] { return inst.apply(op); });
+      });
+    for (auto& th : workers) th.join();
+  } catch (const std::exception& ex) {
+    std::string m = ex.what();
+    write_all(ready_fd, "e" + m);
+    _exit(1);
+  }
+  _exit(0);  // no clean close: it is a crash after the last operation
+}
+
+}  // namespace detail
+
+inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOptions& o) {
+  LabResult r;
+  r.structure = std::string(e.name);
+  r.criterion = criterion_name(e.criterion);
+  const auto start = std::chrono::steady_clock::now();
+  if (!e.durable) {
+    r.errors.push_back(r.structure + " is transient: nothing survives a crash to check");
+    return r;
+  }
+  const std::string tag = work_directory() + "/pmds-crashlab-proc-" + std::to_string(::getpid());
+  ScratchFile pool_file(tag + ".pool"), out_file(tag + ".out");
+  registry::CreateOptions co;
+  co.key_range = o.workload.key_range;
+  co.pool_size = o.pool_size;
+  registry::Instance::create(e, co, pool_file.path()).close();
+
+  const std::size_t threads = o.workload.threads;
+  const std::size_t capacity = o.workload.ops + 64 + o.workload.key_range + 16;
+  detail::SharedLogFile log_file(tag + ".history", HistoryLog::bytes_for(threads + 1, capacity));
+  Lincheck checker(find_lincheck());
+  std::vector<registry::Item> state;  // the contents the last recovery read (empty: new pool)
+  std::mt19937_64 rng(mix_seed(o.seed, 0x9c0ce55));
+  double run_seconds = 0;  // how long a round runs when nothing kills it (measured by round 0)
+  for (std::uint64_t round = 0; round < o.crashes; ++round) {
+    const std::uint64_t wseed = mix_seed(o.seed, 1000 + round);
+    const Workload w = make_workload(e, o.workload, wseed);
+    HistoryLog log = HistoryLog::create(log_file.memory(), log_file.bytes(), threads + 1, capacity);
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw Error("pmds crashlab: pipe failed");
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) throw Error("pmds crashlab: fork failed");
+    if (pid == 0) {
+      ::close(fds[0]);
+      detail::process_round_child(e, o, pool_file.path(), log, w, round == 0, fds[1]);
+    }
+    ::close(fds[1]);
+    // Round 0 runs to its end (it measures how long a round takes); later rounds are killed at
+    // a moment drawn uniformly over that duration (1.2x, so some complete first).
+    char c = 0;
+    std::string child_error;
+    ssize_t n;
+    while ((n = ::read(fds[0], &c, 1)) < 0 && errno == EINTR) {
+    }
+    const auto started = std::chrono::steady_clock::now();
+    if (n == 1 && c == 'e') {
+      char b[4096];
+      ssize_t m;
+      while ((m = ::read(fds[0], b, sizeof b)) > 0)
+        child_error.append(b, static_cast<std::size_t>(m));
+    }
+    ::close(fds[0]);
+    if (round > 0 && child_error.empty()) {
+      const double delay = run_seconds * 1.2 * std::uniform_real_distribution<double>(0, 1)(rng);
+      std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+      ::kill(pid, SIGKILL);
+    }
+    const ExitStatus st = wait_for(pid);
+    if (round == 0)
+      run_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (!child_error.empty() || (st.exited && st.code != 0) ||
+        (!st.exited && st.signal != SIGKILL)) {
+      r.errors.push_back("process round " + std::to_string(round) + ": the workload process " +
+                         (child_error.empty() ? st.describe() : child_error));
+      break;
+    }
+    ++r.process_crashes;
+    const std::uint64_t crash_time = log.now();
+    const std::vector<Record> records = log.snapshot();
+
+    // Recover in a fresh process, on the real pool: the next round goes on from there.
+    ::unlink(out_file.path().c_str());
+    const Args a{{"entry", std::string(e.name)},
+                 {"image", pool_file.path()},
+                 {"out", out_file.path()},
+                 {"keys", std::to_string(o.workload.key_range)},
+                 {"timeout", std::to_string(static_cast<unsigned>(o.recovery_timeout_s))},
+                 {"close", "1"}};
+    const Recovered rec = parse_recovered(read_file(out_file.path()),
+                                          run_role("recover", a, o.recovery_timeout_s + 5));
+    Violation v;
+    v.kind = "process";
+    v.crash_number = r.process_crashes;
+    v.replay = o.command + " --structure " + std::string(e.name) + " --process-crashes " +
+               std::to_string(o.crashes) + " --crashes 0 --threads " + std::to_string(threads) +
+               " --process-ops " + std::to_string(o.workload.ops) + " --keys " +
+               std::to_string(o.workload.key_range) + " --seed " + std::to_string(o.seed) +
+               "   (round " + std::to_string(round) + "; kill times are real time: approximate)";
+    std::vector<Violation> found;
+    if (!rec.ok) {
+      v.criterion = "recovery";
+      v.message = rec.error;
+      found.push_back(v);
+    } else {
+      const std::uint64_t bound = 4 * rec.items.size() + 64 + 4 * threads;
+      if (rec.live_slots > bound) {
+        Violation leak = v;
+        leak.criterion = "leak";
+        leak.message = std::to_string(rec.live_slots) + " of " + std::to_string(rec.total_slots) +
+                       " slots are neither free nor plausibly live after recovery (" +
+                       std::to_string(rec.items.size()) + " elements, bound " +
+                       std::to_string(bound) + ")";
+        found.push_back(leak);
+      }
+      HistoryText h;
+      h.entry = &e;
+      h.meta_json = "{\"structure\":" + json_string(e.name) +
+                    ",\"seed\":" + std::to_string(o.seed) + ",\"round\":" + std::to_string(round) +
+                    "}";
+      h.init = &state;
+      h.records = records;
+      h.crashed = true;
+      h.crash_time = crash_time;
+      h.recovered = &rec.items;
+      const std::string text = to_json_lines(h);
+      const Verdict verdict = checker.check(text);
+      if (verdict.verdict == "unknown") ++r.undecided;
+      if (verdict.verdict == "violation" || verdict.verdict == "error") {
+        v.criterion = verdict.verdict == "error" ? "checker-input" : verdict.criterion;
+        v.object = verdict.object;
+        v.message = verdict.message;
+        v.excerpt = verdict.excerpt;
+        if (o.keep_histories && r.details.size() < o.keep_details) {
+          v.history_file = tag + "-violation-" + std::to_string(round) + ".jsonl";
+          write_file(v.history_file, text);
+        }
+        found.push_back(v);
+      }
+      // The next round starts from what this recovery left: the contents it read (a queue,
+      // stack or priority queue was drained by reading it, and closed so).
+      const bool drained = e.kind == registry::Kind::queue || e.kind == registry::Kind::stack ||
+                           e.kind == registry::Kind::priority_queue;
+      state = drained ? std::vector<registry::Item>{} : rec.items;
+    }
+    if (!found.empty() && r.first_violation_process_crash == 0)
+      r.first_violation_process_crash = r.process_crashes;
+    r.violations += found.size();
+    for (auto& x : found)
+      if (r.details.size() < o.keep_details) r.details.push_back(std::move(x));
+    r.process_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (o.progress) o.progress(r);
+    if (!rec.ok) break;  // the pool is in no state to go on
+    if (!found.empty() && o.stop_at_first_violation) break;
+  }
+  r.process_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace pmds::crashlab

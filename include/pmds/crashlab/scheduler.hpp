@@ -1,0 +1,148 @@
+// pmds crash lab — a deterministic scheduler for simulated runs.
+//
+// The workload threads are real threads (each has its own pmds::thread_id(), simulator pending
+// flushes and epoch slot), but only one runs at a time: the one holding the turn. At every
+// access-layer operation (the simulator's schedule hook) the running thread draws from the
+// scheduler's seeded generator whether to pass the turn, and to whom. Every decision is taken
+// by the thread holding the turn, in program order, so a run — and the crash-point event
+// numbers in it — replays exactly from the seed; the preemption points are exactly where Px86
+// interleavings differ (access-layer operations), so no interleaving is out of reach.
+//
+// A thread that blocks outside the access layer while holding the turn (a std::mutex held
+// across a persistent access, say) would stop every other thread: a waiter that has waited
+// `steal_after` takes the turn instead, the run goes on (no longer replayable exactly) and
+// stolen() counts it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <random>
+#include <vector>
+
+namespace pmds::crashlab {
+
+class Scheduler {
+ public:
+  // p_switch: probability that an access-layer operation passes the turn.
+  Scheduler(std::size_t threads, std::uint64_t seed, double p_switch)
+      : live_(threads, true), rng_(seed), p_switch_(p_switch) {}
+
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // The calling thread becomes workload thread `index` and waits for its first turn.
+  void enter(std::size_t index) {
+    current_index() = static_cast<int>(index);
+    current_scheduler() = this;
+    std::unique_lock g(mutex_);
+    wait_for_turn(g, index);
+  }
+
+  // The calling workload thread is done: the turn goes to another live thread.
+  void leave() {
+    const int me = current_index();
+    current_index() = -1;
+    current_scheduler() = nullptr;
+    std::unique_lock g(mutex_);
+    live_[static_cast<std::size_t>(me)] = false;
+    if (turn_ == me) pass_to(pick_other(me));
+  }
+
+  // The schedule hook: a preemption point of the calling thread (ignored for other threads).
+  static void preemption_point() {
+    Scheduler* s = current_scheduler();
+    if (s != nullptr) s->maybe_switch(static_cast<std::size_t>(current_index()));
+  }
+
+  // While a Freeze lives (the crash lab's handler checking a crash point, which can take
+  // seconds), the turn holder is busy on purpose: nobody steals the turn.
+  class Freeze {
+   public:
+    explicit Freeze(Scheduler* s) : s_(s) {
+      if (s_ != nullptr) {
+        std::lock_guard g(s_->mutex_);
+        ++s_->frozen_;
+      }
+    }
+    ~Freeze() {
+      if (s_ != nullptr) {
+        std::lock_guard g(s_->mutex_);
+        --s_->frozen_;
+      }
+    }
+    Freeze(const Freeze&) = delete;
+    Freeze& operator=(const Freeze&) = delete;
+
+   private:
+    Scheduler* s_;
+  };
+
+  std::uint64_t switches() const { return switches_; }
+  std::uint64_t stolen() const { return stolen_; }
+
+  static constexpr auto steal_after = std::chrono::seconds(2);
+
+ private:
+  static int& current_index() {
+    thread_local int index = -1;
+    return index;
+  }
+  static Scheduler*& current_scheduler() {
+    thread_local Scheduler* s = nullptr;
+    return s;
+  }
+
+  void maybe_switch(std::size_t me) {
+    std::unique_lock g(mutex_);
+    if (turn_ != static_cast<int>(me)) {  // our turn was stolen: wait for it again
+      wait_for_turn(g, me);
+      return;
+    }
+    if (std::uniform_real_distribution<double>(0, 1)(rng_) >= p_switch_) return;
+    const int next = pick_other(static_cast<int>(me));
+    if (next < 0) return;
+    pass_to(next);
+    wait_for_turn(g, me);
+  }
+
+  // A live thread other than `me`, uniformly (-1 when there is none). Lock held.
+  int pick_other(int me) {
+    std::vector<int> candidates;
+    for (std::size_t i = 0; i < live_.size(); ++i)
+      if (live_[i] && static_cast<int>(i) != me) candidates.push_back(static_cast<int>(i));
+    if (candidates.empty()) return -1;
+    return candidates[rng_() % candidates.size()];
+  }
+
+  void pass_to(int next) {
+    turn_ = next;
+    ++switches_;
+    cv_.notify_all();
+  }
+
+  void wait_for_turn(std::unique_lock<std::mutex>& g, std::size_t me) {
+    while (turn_ != static_cast<int>(me)) {
+      if (cv_.wait_for(g, steal_after) == std::cv_status::timeout && frozen_ == 0 &&
+          turn_ != static_cast<int>(me)) {
+        // The holder is blocked outside the access layer: go on without it.
+        turn_ = static_cast<int>(me);
+        ++stolen_;
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<bool> live_;
+  int turn_ = 0;
+  std::mt19937_64 rng_;
+  double p_switch_;
+  std::uint64_t switches_ = 0;
+  std::uint64_t stolen_ = 0;
+  int frozen_ = 0;
+};
+
+}  // namespace pmds::crashlab

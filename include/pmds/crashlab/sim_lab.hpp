@@ -1,0 +1,509 @@
+// pmds crash lab — simulated power failures (DESIGN.md §3–4). Simulated backend only.
+//
+// run_simulated(entry, options) crashes one registered structure `options.crashes` times:
+//
+//   lab process ── fork ──> workload process (one per workload run, seed W = mix(seed, run)):
+//     creates the structure in a fresh pool file (attached to the Px86 simulator), runs the
+//     prefill and then the workload threads under the deterministic scheduler, recording the
+//     history. Crash points: `crashes_per_run` simulator events drawn uniformly over the run
+//     (crash-point events are fences, RMWs and clflushes, DESIGN.md §3). At each one the
+//     simulator calls the lab's handler just before the event takes effect, every other thread
+//     stopped; the handler takes the snapshot, and for each of K crash images (all-minimum,
+//     all-maximum, random choices per line; every image when there are at most K):
+//       writes the image as a pool file,
+//       starts a fresh recovery process (crashlab/child.hpp) that maps it at the pool's base,
+//       recovers (sometimes crashed itself at a drawn event, then recovered again from that
+//       image: recovery must be restartable), counts slots and reads the contents back,
+//       and checks the history + recovered contents with lincheck for the entry's criterion.
+//     The handler then returns and the run goes on to the next crash point (the model's state
+//     does not depend on whether a handler ran, so every crash point replays alone).
+//   The lab process collects the results (JSON lines through a pipe) and starts runs until the
+//   requested number of crash points is reached.
+//
+// Reproducible: a run is a function of its seed (workload, schedule); a crash point is
+// (W, event); an image is (W, event, index); so every violation prints one command,
+// `<command> --structure NAME ... --replay W:E:I[:R]`, that replays exactly that check.
+#pragma once
+
+#if !defined(PMDS_BACKEND_SIMULATED)
+#error "pmds/crashlab/sim_lab.hpp needs the simulated backend (link pmds::pmds_simulated)"
+#endif
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pmds/crashlab/child.hpp"
+#include "pmds/crashlab/fixtures.hpp"
+#include "pmds/crashlab/history.hpp"
+#include "pmds/crashlab/image_file.hpp"
+#include "pmds/crashlab/process.hpp"
+#include "pmds/crashlab/report.hpp"
+#include "pmds/crashlab/scheduler.hpp"
+#include "pmds/crashlab/workload.hpp"
+#include "pmds/pm/simulator.hpp"
+#include "pmds/registry.hpp"
+
+namespace pmds::crashlab {
+
+// One crash check to replay: workload seed, crash event (from the start of the workload
+// process's recorded part), image index, and the event at which recovery was crashed (if any).
+struct ReplayPoint {
+  std::uint64_t workload_seed = 0;
+  std::uint64_t event = 0;
+  std::size_t image = 0;
+  std::optional<std::uint64_t> recovery_event;
+
+  std::string text() const {
+    std::string s =
+        std::to_string(workload_seed) + ":" + std::to_string(event) + ":" + std::to_string(image);
+    if (recovery_event) s += ":" + std::to_string(*recovery_event);
+    return s;
+  }
+  // Parses "W:E:I[:R]"; nullopt when malformed.
+  static std::optional<ReplayPoint> parse(std::string_view s) {
+    std::vector<std::uint64_t> parts;
+    std::size_t start = 0;
+    while (start <= s.size()) {
+      const auto end = std::min(s.find(':', start), s.size());
+      const std::string piece(s.substr(start, end - start));
+      if (piece.empty() || piece.find_first_not_of("0123456789") != std::string::npos)
+        return std::nullopt;
+      parts.push_back(std::stoull(piece));
+      start = end + 1;
+      if (end == s.size()) break;
+    }
+    if (parts.size() < 3 || parts.size() > 4) return std::nullopt;
+    ReplayPoint p{parts[0], parts[1], static_cast<std::size_t>(parts[2]), std::nullopt};
+    if (parts.size() == 4) p.recovery_event = parts[3];
+    return p;
+  }
+};
+
+struct SimOptions {
+  WorkloadOptions workload;
+  std::uint64_t seed = 1;
+  std::uint64_t crashes = 500;           // crash points to reach
+  std::size_t images = 3;                // crash images per crash point
+  std::size_t crashes_per_run = 25;      // crash points per workload run
+  unsigned recovery_crash_percent = 20;  // images whose recovery is itself crashed
+  double switch_probability = 0.05;      // scheduler: chance to switch thread at each access
+  std::uint64_t pool_size = 16ull << 20;
+  double recovery_timeout_s = 30;
+  bool stop_at_first_violation = false;
+  std::size_t keep_details = 3;                    // violations kept in LabResult::details
+  bool keep_histories = false;                     // keep each reported violation's history file
+  std::string command = "pmds crashtest";          // how replay commands start
+  std::optional<ReplayPoint> replay;               // check only this point (printing its history)
+  std::function<void(const LabResult&)> progress;  // called after each crash point
+};
+
+// The command line that replays one point with the same options.
+inline std::string replay_command(const registry::Entry& e, const SimOptions& o,
+                                  const ReplayPoint& p) {
+  char sw[32];
+  std::snprintf(sw, sizeof sw, "%g", o.switch_probability);
+  std::string s = o.command + " --structure " + std::string(e.name) + " --threads " +
+                  std::to_string(o.workload.threads) + " --ops " + std::to_string(o.workload.ops) +
+                  " --keys " + std::to_string(o.workload.key_range) + " --reads " +
+                  std::to_string(o.workload.read_percent) + " --switch " + sw + " --images " +
+                  std::to_string(o.images);
+  if (o.workload.prefill != 0) s += " --prefill " + std::to_string(o.workload.prefill);
+  if (o.pool_size != SimOptions{}.pool_size)
+    s += " --pool-mib " + std::to_string(o.pool_size >> 20);
+  return s + " --replay " + p.text();
+}
+
+namespace detail {
+
+// The crash images to check at one crash point: every distinct choice when there are at most
+// `k`, else all-minimum, all-maximum and k-2 random ones.
+inline std::vector<pm::sim::Choice> choose_images(const pm::sim::Snapshot& snap, std::size_t k,
+                                                  std::uint64_t seed) {
+  std::vector<pm::sim::Choice> out;
+  if (snap.for_each_choice(static_cast<double>(k),
+                           [&](const pm::sim::Choice& c) { out.push_back(c); }))
+    return out;
+  out.push_back(snap.choice(pm::sim::ImageKind::minimum));
+  out.push_back(snap.choice(pm::sim::ImageKind::maximum));
+  for (std::size_t i = 2; i < k; ++i)
+    out.push_back(snap.choice(pm::sim::ImageKind::random, mix_seed(seed, i)));
+  out.resize(std::min(out.size(), std::max<std::size_t>(k, 1)));
+  return out;
+}
+
+// The scratch files of the workload process `pid`: pool, image, recovery-crash image, recovery
+// report. The lab process removes them too when the workload process ends (it may _exit or die
+// without cleaning up).
+inline std::array<std::string, 4> scratch_paths(pid_t pid) {
+  const std::string tag = work_directory() + "/pmds-crashlab-" + std::to_string(pid);
+  return {tag + ".pool", tag + "-image.pool", tag + "-image2.pool", tag + ".out"};
+}
+
+// The workload process: everything below runs in the forked child.
+class WorkloadProcess {
+ public:
+  WorkloadProcess(const registry::Entry& e, const SimOptions& o, std::uint64_t wseed,
+                  std::vector<std::uint64_t> events, std::uint64_t first_crash_number,
+                  std::size_t keep_budget, std::uint64_t recovery_estimate, int result_fd)
+      : e_(e),
+        o_(o),
+        wseed_(wseed),
+        events_(std::move(events)),
+        crash_number_(first_crash_number),
+        keep_budget_(keep_budget),
+        recovery_estimate_(recovery_estimate),
+        out_(result_fd) {}
+
+  [[noreturn]] void run() {
+    ::signal(SIGPIPE, SIG_IGN);
+    try {
+      execute();
+    } catch (const std::exception& ex) {
+      send("{\"type\":\"error\",\"message\":" + json_string(ex.what()) + "}");
+      _exit(1);
+    }
+    _exit(0);
+  }
+
+ private:
+  void execute() {
+    const auto paths = scratch_paths(::getpid());
+    pool_file_ = ScratchFile(paths[0]);
+    image_file_ = ScratchFile(paths[1]);
+    image2_file_ = ScratchFile(paths[2]);
+    out_file_ = ScratchFile(paths[3]);
+    lincheck_ = std::make_unique<Lincheck>(find_lincheck());
+    recovery_ = std::make_unique<RecoveryServer>();
+
+    registry::CreateOptions co;
+    co.key_range = o_.workload.key_range;
+    co.pool_size = o_.pool_size;
+    auto inst = registry::Instance::create(e_, co, pool_file_.path());
+    if (e_.kind == registry::Kind::register_object) init_ = inst.contents();
+    // Creation is not under test: what it wrote counts as durable.
+    pm::sim::mark_all_durable();
+    base_ = pm::sim::event_count();
+
+    const std::size_t threads = o_.workload.threads;
+    const std::size_t capacity = o_.workload.ops + 64 + o_.workload.key_range +
+                                 (o_.workload.prefill ? o_.workload.prefill : 8);
+    log_memory_.reset(static_cast<unsigned char*>(
+        std::aligned_alloc(64, (HistoryLog::bytes_for(threads + 1, capacity) + 63) / 64 * 64)));
+    log_.emplace(HistoryLog::create(log_memory_.get(), HistoryLog::bytes_for(threads + 1, capacity),
+                                    threads + 1, capacity));
+    const Workload w = make_workload(e_, o_.workload, wseed_);
+    scheduler_.emplace(threads, mix_seed(wseed_, 0x5c4ed), o_.switch_probability);
+    arm_next();
+
+    for (const auto& op : w.prefill) log_->record(threads, op, [&] { return inst.apply(op); });
+
+    pm::sim::set_schedule_hook(&Scheduler::preemption_point);
+    std::vector<std::thread> workers;
+    std::mutex error_mutex;
+    std::string error;
+    for (std::size_t t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        scheduler_->enter(t);
+        try {
+          for (const auto& op : w.per_thread[t])
+            log_->record(t, op, [&] { return inst.apply(op); });
+        } catch (const std::exception& ex) {
+          std::lock_guard g(error_mutex);
+          if (error.empty()) error = "workload thread " + std::to_string(t) + ": " + ex.what();
+        }
+        scheduler_->leave();
+      });
+    }
+    for (auto& th : workers) th.join();
+    pm::sim::set_schedule_hook(nullptr);
+    pm::sim::clear_crash_handler();
+    if (!error.empty()) throw Error(error);
+    send("{\"type\":\"done\",\"events\":" + std::to_string(pm::sim::event_count() - base_) +
+         ",\"recovery_events\":" + std::to_string(recovery_estimate_) +
+         ",\"switches\":" + std::to_string(scheduler_->switches()) +
+         ",\"stolen\":" + std::to_string(scheduler_->stolen()) + "}");
+  }
+
+  void arm_next() {
+    while (next_ < events_.size() && base_ + events_[next_] < pm::sim::event_count()) ++next_;
+    if (next_ < events_.size())
+      pm::sim::set_crash_handler(base_ + events_[next_], [this] { on_crash(); });
+  }
+
+  void send(const std::string& line) { write_all(out_, line + "\n"); }
+
+  // The crash handler: the simulator lock is held, every other thread is stopped.
+  void on_crash() {
+    Scheduler::Freeze freeze(scheduler_ ? &*scheduler_ : nullptr);
+    const std::uint64_t event = pm::sim::event_count() - base_;
+    ++next_;
+    const std::uint64_t crash_number = crash_number_++;
+    std::string violations;
+    std::size_t images = 0, recovery_crashes = 0, undecided = 0, found = 0;
+    try {
+      const std::uint64_t crash_time = log_->now();
+      const std::vector<Record> records = log_->snapshot();
+      const pm::sim::Snapshot snap = pm::sim::snapshot(false);
+      const auto choices = choose_images(snap, o_.images, mix_seed(wseed_, event));
+      for (std::size_t i = 0; i < choices.size(); ++i) {
+        if (o_.replay && o_.replay->image != i) continue;
+        ++images;
+        write_crash_image(snap, choices[i], pool_file_.path(), image_file_.path());
+        ReplayPoint point{wseed_, event, i, std::nullopt};
+        const Recovered rec = recover(point, recovery_crashes);
+        std::vector<Violation> vs = check(point, crash_number, crash_time, records, rec, undecided);
+        for (auto& v : vs) {
+          ++found;
+          violations += (violations.empty() ? "" : ",") + violation_json(v);
+        }
+      }
+    } catch (const std::exception& ex) {
+      send("{\"type\":\"error\",\"message\":" + json_string(ex.what()) + "}");
+      _exit(1);
+    }
+    send("{\"type\":\"crash\",\"event\":" + std::to_string(event) + ",\"images\":" +
+         std::to_string(images) + ",\"recovery_crashes\":" + std::to_string(recovery_crashes) +
+         ",\"undecided\":" + std::to_string(undecided) +
+         ",\"violation_count\":" + std::to_string(found) + ",\"violations\":[" + violations + "]}");
+    if (found > 0 && o_.stop_at_first_violation) _exit(0);
+    arm_next();
+  }
+
+  // Recovers the image in a fresh process, crashing that recovery at a drawn event when the
+  // dice say so (or when replaying such a point), then recovering the crash image.
+  Recovered recover(ReplayPoint& point, std::size_t& recovery_crashes) {
+    Args a{{"entry", std::string(e_.name)},
+           {"image", image_file_.path()},
+           {"out", out_file_.path()},
+           {"keys", std::to_string(o_.workload.key_range)},
+           {"timeout", std::to_string(static_cast<unsigned>(o_.recovery_timeout_s))}};
+    std::mt19937_64 dice(mix_seed(mix_seed(wseed_, point.event), point.image + 1000));
+    std::optional<std::uint64_t> crash_at;
+    if (o_.replay) {
+      crash_at = o_.replay->recovery_event;
+    } else if (recovery_estimate_ > 0 && dice() % 100 < o_.recovery_crash_percent) {
+      crash_at = dice() % recovery_estimate_;
+    }
+    if (crash_at) {
+      static constexpr const char* kinds[] = {"min", "max", "random"};
+      a["crash_event"] = std::to_string(*crash_at);
+      a["crash_kind"] = kinds[mix_seed(point.event, point.image) % 3];
+      a["crash_seed"] = std::to_string(mix_seed(wseed_, *crash_at));
+      a["crash_out"] = image2_file_.path();
+    }
+    ::unlink(out_file_.path().c_str());
+    Recovered rec = parse_recovered(read_file(out_file_.path()), recovery_->run(a));
+    if (rec.crashed) {
+      ++recovery_crashes;
+      point.recovery_event = crash_at;
+      a.erase("crash_event");
+      a["image"] = image2_file_.path();
+      ::unlink(out_file_.path().c_str());
+      rec = parse_recovered(read_file(out_file_.path()), recovery_->run(a));
+      if (!rec.error.empty()) rec.error = "after a crash during recovery: " + rec.error;
+    }
+    if (rec.ok) recovery_estimate_ = std::max(recovery_estimate_, rec.events);
+    return rec;
+  }
+
+  std::vector<Violation> check(const ReplayPoint& point, std::uint64_t crash_number,
+                               std::uint64_t crash_time, const std::vector<Record>& records,
+                               const Recovered& rec, std::size_t& undecided) {
+    std::vector<Violation> out;
+    Violation v;
+    v.kind = "simulated";
+    v.crash_number = crash_number;
+    v.replay = replay_command(e_, o_, point);
+    if (!rec.ok) {
+      v.criterion = "recovery";
+      v.message = rec.error.empty() ? "recovery failed" : rec.error;
+      out.push_back(v);
+      return out;
+    }
+    // Leak check: generous (nodes per element, anchors, nodes of pending operations), so only
+    // a recovery that keeps unreachable slots, or never rebuilds the free lists, trips it.
+    const std::uint64_t bound = 4 * rec.items.size() + 64 + 4 * o_.workload.threads;
+    if (rec.live_slots > bound) {
+      Violation leak = v;
+      leak.criterion = "leak";
+      leak.message = std::to_string(rec.live_slots) + " of " + std::to_string(rec.total_slots) +
+                     " slots are neither free nor plausibly live after recovery (" +
+                     std::to_string(rec.items.size()) + " elements, bound " +
+                     std::to_string(bound) + ")";
+      out.push_back(leak);
+    }
+    HistoryText h;
+    h.entry = &e_;
+    h.meta_json =
+        "{\"structure\":" + json_string(e_.name) + ",\"replay\":" + json_string(point.text()) + "}";
+    h.init = e_.kind == registry::Kind::register_object ? &init_ : nullptr;
+    h.records = records;
+    h.crashed = true;
+    h.crash_time = crash_time;
+    h.recovered = &rec.items;
+    const std::string text = to_json_lines(h);
+    const Verdict verdict = lincheck_->check(text);
+    if (o_.replay) {
+      std::fprintf(stderr, "%s", text.c_str());
+      std::fprintf(stderr, "verdict: %s %s %s\n", verdict.verdict.c_str(),
+                   verdict.criterion.c_str(), verdict.message.c_str());
+    }
+    if (verdict.verdict == "unknown") ++undecided;
+    if (verdict.verdict == "violation" || verdict.verdict == "error") {
+      v.criterion = verdict.verdict == "error" ? "checker-input" : verdict.criterion;
+      v.object = verdict.object;
+      v.message = verdict.message;
+      v.excerpt = verdict.excerpt;
+      if (o_.keep_histories && keep_budget_ > 0) {
+        --keep_budget_;
+        v.history_file = work_directory() + "/pmds-crashlab-violation-" +
+                         std::to_string(::getpid()) + "-" + point.text() + ".jsonl";
+        for (char& c : v.history_file)
+          if (c == ':') c = '-';
+        write_file(v.history_file, text);
+      }
+      out.push_back(v);
+    }
+    return out;
+  }
+
+  const registry::Entry& e_;
+  const SimOptions& o_;
+  std::uint64_t wseed_;
+  std::vector<std::uint64_t> events_;
+  std::size_t next_ = 0;
+  std::uint64_t crash_number_;
+  std::size_t keep_budget_;
+  std::uint64_t recovery_estimate_;
+  int out_;
+  std::uint64_t base_ = 0;
+  ScratchFile pool_file_, image_file_, image2_file_, out_file_;
+  std::unique_ptr<Lincheck> lincheck_;
+  std::unique_ptr<RecoveryServer> recovery_;
+  struct FreeDeleter {
+    void operator()(unsigned char* p) const { std::free(p); }
+  };
+  std::unique_ptr<unsigned char, FreeDeleter> log_memory_;
+  std::optional<HistoryLog> log_;
+  std::optional<Scheduler> scheduler_;
+  std::vector<registry::Item> init_;
+};
+
+}  // namespace detail
+
+// Crashes one structure `o.crashes` times (or replays o.replay) and checks every image.
+inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
+  LabResult r;
+  r.structure = std::string(e.name);
+  r.criterion = criterion_name(e.criterion);
+  const auto start = std::chrono::steady_clock::now();
+  const std::size_t ops_total = o.workload.threads * o.workload.ops;
+  std::uint64_t estimate = 0;  // events of one run, from the previous run
+  std::uint64_t recovery_estimate = 0;
+  for (std::uint64_t run = 0; r.simulated_crashes < o.crashes || (o.replay && run == 0); ++run) {
+    if (o.replay && run > 0) break;
+    const std::uint64_t wseed = o.replay ? o.replay->workload_seed : mix_seed(o.seed, run);
+    std::vector<std::uint64_t> events;
+    if (o.replay) {
+      events.push_back(o.replay->event);
+    } else {
+      const std::uint64_t range = estimate ? estimate : 60 * (ops_total + 8);
+      const std::uint64_t want =
+          std::min<std::uint64_t>(o.crashes_per_run, o.crashes - r.simulated_crashes);
+      std::mt19937_64 rng(mix_seed(wseed, 0xc4a54));
+      for (std::uint64_t i = 0; i < want; ++i) events.push_back(rng() % range);
+      std::sort(events.begin(), events.end());
+      events.erase(std::unique(events.begin(), events.end()), events.end());
+    }
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw Error("pmds crashlab: pipe failed");
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) throw Error("pmds crashlab: fork failed");
+    if (pid == 0) {
+      ::close(fds[0]);
+      const std::size_t keep =
+          o.keep_details > r.details.size() ? o.keep_details - r.details.size() : 0;
+      detail::WorkloadProcess(e, o, wseed, std::move(events), r.simulated_crashes + 1, keep,
+                              recovery_estimate, fds[1])
+          .run();
+    }
+    ::close(fds[1]);
+    ++r.workload_runs;
+    std::string buffer;
+    bool done = false;
+    char b[65536];
+    for (;;) {
+      const ssize_t n = ::read(fds[0], b, sizeof b);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      buffer.append(b, static_cast<std::size_t>(n));
+      std::size_t nl;
+      while ((nl = buffer.find('\n')) != std::string::npos) {
+        const json::Value j = json::parse(std::string_view(buffer).substr(0, nl));
+        buffer.erase(0, nl + 1);
+        const std::string type = j["type"].str();
+        if (type == "crash") {
+          ++r.simulated_crashes;
+          r.images_checked += j["images"].u64();
+          r.recovery_crashes += j["recovery_crashes"].u64();
+          r.undecided += j["undecided"].u64();
+          const std::uint64_t found = j["violation_count"].u64();
+          if (found > 0 && r.first_violation_crash == 0)
+            r.first_violation_crash = r.simulated_crashes;
+          r.violations += found;
+          for (const auto& v : j["violations"].items)
+            if (r.details.size() < o.keep_details) r.details.push_back(violation_from_json(v));
+          r.sim_seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          if (o.progress) o.progress(r);
+        } else if (type == "done") {
+          done = true;
+          estimate = std::max<std::uint64_t>(j["events"].u64(), 1);
+          r.events += j["events"].u64();
+          recovery_estimate = std::max(recovery_estimate, j["recovery_events"].u64());
+          if (j["stolen"].u64() > 0)
+            r.errors.push_back("scheduler: a thread blocked outside the access layer; run " +
+                               std::to_string(wseed) + " may not replay exactly");
+        } else if (type == "error") {
+          r.errors.push_back("workload run " + std::to_string(wseed) + ": " + j["message"].str());
+        }
+      }
+    }
+    ::close(fds[0]);
+    const ExitStatus st = wait_for(pid);
+    for (const auto& path : detail::scratch_paths(pid)) ::unlink(path.c_str());
+    if (!st.exited || st.code != 0) {
+      if (!(st.exited && st.code == 0) && r.errors.empty() &&
+          !(o.stop_at_first_violation && r.violations > 0))
+        r.errors.push_back("workload run " + std::to_string(wseed) + ": the process " +
+                           st.describe());
+    } else if (!done && !(o.stop_at_first_violation && r.violations > 0)) {
+      r.errors.push_back("workload run " + std::to_string(wseed) + " ended without reporting");
+    }
+    if (!r.errors.empty()) break;
+    if (o.stop_at_first_violation && r.violations > 0) break;
+    if (o.replay) break;
+    // A run whose crash points all fell after its end: its events tell the next one the range.
+  }
+  r.sim_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace pmds::crashlab

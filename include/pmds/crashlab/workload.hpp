@@ -1,0 +1,136 @@
+// pmds crash lab — the workloads: per-thread operation lists drawn from a seed, for any
+// registered structure kind.
+//
+// Small and contentious on purpose: few keys (so threads meet on the same nodes and a crash
+// often cuts an operation on a key others use), mostly updates (reads cannot lose anything), and
+// unique values (so the checker can tell every inserted/enqueued value apart and the search for
+// a linearization stays narrow).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pmds/registry.hpp"
+
+namespace pmds::crashlab {
+
+struct WorkloadOptions {
+  std::size_t threads = 3;       // workload threads (plus the prefill, recorded as thread T)
+  std::size_t ops = 30;          // operations per thread
+  std::uint64_t key_range = 16;  // sets/maps: keys in [1, key_range]
+  unsigned read_percent = 20;    // contains/get (sets, maps), get_min (pq), read (register)
+  unsigned sync_percent = 5;     // sync(), for structures that have it
+  std::size_t prefill = 0;       // 0: key_range/2 for sets and maps, 4 items otherwise
+};
+
+// splitmix64: derives independent seeds from one (crash index, thread, ...).
+inline std::uint64_t mix_seed(std::uint64_t a, std::uint64_t b = 0) {
+  std::uint64_t z = a + 0x9e3779b97f4a7c15ull * (b + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+struct Workload {
+  std::vector<registry::Operation> prefill;  // run by one thread before the others start
+  std::vector<std::vector<registry::Operation>> per_thread;
+};
+
+// The factors fetch_multiply uses: powers of two and 1.5, so products stay exact and bounded.
+inline constexpr double register_factors[] = {2.0, 0.5, 4.0, 0.25, 1.5};
+
+inline Workload make_workload(const registry::Entry& e, const WorkloadOptions& o,
+                              std::uint64_t seed) {
+  using registry::OpCode;
+  using registry::Operation;
+  Workload w;
+  std::mt19937_64 rng(mix_seed(seed, 0xabcdef));
+  const auto percent = [&] { return static_cast<unsigned>(rng() % 100); };
+  const std::uint64_t range = std::max<std::uint64_t>(1, o.key_range);
+  const auto key = [&] { return 1 + rng() % range; };
+  // Unique values: (thread + 1) << 32 | sequence number (never 0).
+  const auto value = [](std::size_t thread, std::size_t i) {
+    return (static_cast<std::uint64_t>(thread + 1) << 32) | (i + 1);
+  };
+  const bool sync = e.can_sync;
+  const std::size_t prefill_thread = o.threads;
+
+  // Prefill.
+  switch (e.kind) {
+    case registry::Kind::set:
+    case registry::Kind::map: {
+      std::vector<std::uint64_t> keys(range);
+      for (std::uint64_t k = 0; k < range; ++k) keys[k] = k + 1;
+      std::shuffle(keys.begin(), keys.end(), rng);
+      const std::size_t n = std::min<std::size_t>(o.prefill ? o.prefill : range / 2, range);
+      for (std::size_t i = 0; i < n; ++i)
+        w.prefill.push_back({OpCode::insert, keys[i], value(prefill_thread, i), 1.0});
+      break;
+    }
+    case registry::Kind::queue:
+    case registry::Kind::stack:
+    case registry::Kind::priority_queue: {
+      const std::size_t n = o.prefill ? o.prefill : 4;
+      const OpCode c = e.kind == registry::Kind::queue   ? OpCode::enqueue
+                       : e.kind == registry::Kind::stack ? OpCode::push
+                                                         : OpCode::pq_insert;
+      for (std::size_t i = 0; i < n; ++i)
+        w.prefill.push_back({c, value(prefill_thread, i), value(prefill_thread, i), 1.0});
+      break;
+    }
+    case registry::Kind::register_object:
+      w.prefill.push_back({OpCode::read, 1, 0, 1.0});  // records the initial value
+      break;
+  }
+
+  w.per_thread.resize(o.threads);
+  for (std::size_t t = 0; t < o.threads; ++t) {
+    rng.seed(mix_seed(seed, t + 1));  // each thread's list is independent of the others'
+    auto& ops = w.per_thread[t];
+    for (std::size_t i = 0; i < o.ops; ++i) {
+      Operation op{OpCode::contains, 1, value(t, i), 1.0};
+      const unsigned p = percent();
+      if (sync && p < o.sync_percent) {
+        op.code = OpCode::sync;
+        ops.push_back(op);
+        continue;
+      }
+      const bool read = percent() < o.read_percent;
+      const bool first_half = percent() < 50;
+      switch (e.kind) {
+        case registry::Kind::set:
+        case registry::Kind::map:
+          op.key = key();
+          if (read)
+            op.code = e.kind == registry::Kind::map && first_half ? OpCode::get : OpCode::contains;
+          else if (e.can_update && percent() < 25)
+            op.code = OpCode::put;
+          else
+            op.code = first_half ? OpCode::insert : OpCode::remove;
+          break;
+        case registry::Kind::queue:
+          op.code = first_half ? OpCode::enqueue : OpCode::dequeue;
+          break;
+        case registry::Kind::stack:
+          op.code = first_half ? OpCode::push : OpCode::pop;
+          break;
+        case registry::Kind::priority_queue:
+          op.key = op.value;  // unique keys
+          op.code = read ? OpCode::get_min : first_half ? OpCode::pq_insert : OpCode::delete_min;
+          break;
+        case registry::Kind::register_object:
+          op.code = read ? OpCode::read : OpCode::fetch_multiply;
+          op.factor = register_factors[rng() % std::size(register_factors)];
+          break;
+      }
+      ops.push_back(op);
+    }
+  }
+  return w;
+}
+
+}  // namespace pmds::crashlab

@@ -1,0 +1,19 @@
+# The crash lab's programs (included by tools/CMakeLists.txt; they land in <build>/bin beside
+# `pmds`, which execs pmds-crashlab for `pmds crashtest`):
+#   pmds-crashlab          simulated backend: the simulated power failures, and the driver
+#   pmds-crashlab-process  hardware backend: the real process crashes (kill -9 of a process
+#                          using a real pool file), started by pmds-crashlab
+# Both find the history checker through PMDS_LINCHECK_PROGRAM (tools/lincheck).
+add_executable(pmds-crashlab ${CMAKE_CURRENT_LIST_DIR}/crashtest.cpp)
+target_link_libraries(pmds-crashlab PRIVATE pmds::pmds_simulated pmds_project_options)
+add_executable(pmds-crashlab-process ${CMAKE_CURRENT_LIST_DIR}/crashtest_process.cpp)
+target_link_libraries(pmds-crashlab-process PRIVATE pmds::pmds pmds_project_options)
+foreach(program pmds-crashlab pmds-crashlab-process)
+  target_include_directories(${program} PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+  if(PMDS_LINCHECK_PROGRAM)
+    target_compile_definitions(${program} PRIVATE PMDS_LINCHECK_PROGRAM="${PMDS_LINCHECK_PROGRAM}")
+    add_dependencies(${program} lincheck)
+  endif()
+endforeach()
+add_dependencies(pmds-crashlab pmds-crashlab-process)
+install(TARGETS pmds-crashlab pmds-crashlab-process RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -1,0 +1,190 @@
+// pmds-crashlab — the crash lab program `pmds crashtest` execs (simulated backend).
+//
+// For each selected structure: the simulated power failures here (pmds/crashlab/sim_lab.hpp),
+// then the real process crashes in pmds-crashlab-process (hardware backend, next to this
+// program; one backend per program), whose JSON result line is merged in. Prints a progress
+// line, every violation with its excerpt and replay command, the summary table; writes the JSON
+// records; exits 1 on any violation or lab error.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "crashtest_options.hpp"
+#include "crashtest_select.hpp"
+#include "pmds/crashlab/process.hpp"
+#include "pmds/crashlab/report.hpp"
+#include "pmds/crashlab/sim_lab.hpp"
+
+namespace {
+
+using namespace pmds;
+using namespace pmds::crashlab;
+
+// Runs pmds-crashlab-process for one structure and merges its result into r.
+void run_process_part(const registry::Entry& e, const crashtest::Options& o, LabResult& r) {
+  const auto program = std::filesystem::path(self_exe()).parent_path() / "pmds-crashlab-process";
+  if (::access(program.c_str(), X_OK) != 0) {
+    r.errors.push_back("process crashes: " + program.string() +
+                       " is not built (build target pmds-crashlab-process)");
+    return;
+  }
+  std::vector<std::string> argv{program.string(),
+                                "--structure",
+                                std::string(e.name),
+                                "--process-crashes",
+                                std::to_string(o.process_crashes),
+                                "--threads",
+                                std::to_string(o.threads),
+                                "--process-ops",
+                                std::to_string(o.process_ops),
+                                "--keys",
+                                std::to_string(o.keys),
+                                "--reads",
+                                std::to_string(o.reads),
+                                "--seed",
+                                std::to_string(o.seed),
+                                "--json-line",
+                                "--quiet"};
+  if (o.prefill) argv.insert(argv.end(), {"--prefill", std::to_string(o.prefill)});
+  if (o.stop_at_first) argv.push_back("--stop-at-first");
+  if (o.keep_histories) argv.push_back("--keep-histories");
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw Error("pipe failed");
+  const pid_t pid = spawn(program.string(), argv, {}, -1, fds[1]);
+  ::close(fds[1]);
+  std::string out;
+  char b[65536];
+  ssize_t n;
+  while ((n = ::read(fds[0], b, sizeof b)) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    out.append(b, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  const ExitStatus st = wait_for(pid);
+  const auto nl = out.find('\n');
+  if (out.empty() || nl == std::string::npos) {
+    r.errors.push_back("process crashes: pmds-crashlab-process " + st.describe() +
+                       " without a result");
+    return;
+  }
+  const LabResult p = result_from_json(json::parse(std::string_view(out).substr(0, nl)));
+  r.process_crashes += p.process_crashes;
+  r.violations += p.violations;
+  r.undecided += p.undecided;
+  r.process_seconds += p.process_seconds;
+  if (r.first_violation_process_crash == 0)
+    r.first_violation_process_crash = p.first_violation_process_crash;
+  for (const auto& v : p.details) r.details.push_back(v);
+  for (const auto& x : p.errors) r.errors.push_back(x);
+}
+
+int run(const std::vector<std::string_view>& args) {
+  bool help = false;
+  const auto parsed = crashtest::parse(args, help);
+  if (!parsed) return help ? 0 : 2;
+  const crashtest::Options& o = *parsed;
+  const auto entries = crashtest::select(o);
+  if (!entries) return 2;
+  std::optional<ReplayPoint> replay;
+  if (!o.replay.empty()) {
+    replay = ReplayPoint::parse(o.replay);
+    if (!replay || entries->size() != 1) {
+      std::cerr << "pmds crashtest: --replay needs W:E:I[:R] and exactly one --structure\n";
+      return 2;
+    }
+  }
+  std::vector<LabResult> results;
+  const bool show_progress = !o.quiet && ::isatty(2);
+  for (const registry::Entry* e : *entries) {
+    SimOptions so;
+    so.workload = {.threads = o.threads,
+                   .ops = o.ops,
+                   .key_range = o.keys,
+                   .read_percent = o.reads,
+                   .sync_percent = 5,
+                   .prefill = o.prefill};
+    so.seed = o.seed;
+    so.crashes = o.crashes;
+    so.images = o.images;
+    so.crashes_per_run = o.crashes_per_run;
+    so.recovery_crash_percent = o.recovery_crashes;
+    so.switch_probability = o.switch_probability;
+    so.pool_size = o.pool_mib << 20;
+    so.stop_at_first_violation = o.stop_at_first;
+    so.keep_histories = o.keep_histories || replay.has_value();
+    so.keep_details = 5;
+    so.replay = replay;
+    if (!o.quiet)
+      so.progress = [&](const LabResult& r) {
+        const double rate =
+            r.sim_seconds > 0 ? static_cast<double>(r.simulated_crashes) / r.sim_seconds : 0;
+        std::fprintf(
+            stderr, "%s%-44s simulated %llu/%llu  images %llu  violations %llu  %.1f crashes/s%s",
+            show_progress ? "\r" : "", e->name.data(),
+            static_cast<unsigned long long>(r.simulated_crashes),
+            static_cast<unsigned long long>(o.crashes),
+            static_cast<unsigned long long>(r.images_checked),
+            static_cast<unsigned long long>(r.violations), rate, show_progress ? "" : "\n");
+      };
+    LabResult r;
+    r.structure = std::string(e->name);
+    r.criterion = criterion_name(e->criterion);
+    if (o.crashes > 0 || replay) {
+      if (!o.quiet && !show_progress) so.progress = nullptr;  // only the final line when piped
+      r = run_simulated(*e, so);
+      if (!o.quiet)
+        std::fprintf(stderr, "%s%-44s simulated %llu  images %llu  violations %llu  %.1f s\n",
+                     show_progress ? "\r" : "", e->name.data(),
+                     static_cast<unsigned long long>(r.simulated_crashes),
+                     static_cast<unsigned long long>(r.images_checked),
+                     static_cast<unsigned long long>(r.violations), r.sim_seconds);
+    }
+    if (o.process_crashes > 0 && !replay && !(o.stop_at_first && r.violations > 0)) {
+      run_process_part(*e, o, r);
+      if (!o.quiet)
+        std::fprintf(stderr, "%-44s process crashes %llu  violations so far %llu  %.1f s\n",
+                     e->name.data(), static_cast<unsigned long long>(r.process_crashes),
+                     static_cast<unsigned long long>(r.violations), r.process_seconds);
+    }
+    for (const auto& v : r.details) std::cout << describe(r.structure, v);
+    for (const auto& x : r.errors) std::cout << "LAB ERROR " << r.structure << ": " << x << "\n";
+    if (r.violations > r.details.size())
+      std::cout << "(" << r.violations - r.details.size() << " more violations of " << r.structure
+                << " not shown)\n";
+    results.push_back(std::move(r));
+  }
+  std::cout << "\n" << summary_table(results);
+  if (!o.json_file.empty()) {
+    std::ofstream f(o.json_file);
+    f << "[\n";
+    for (std::size_t i = 0; i < results.size(); ++i)
+      f << "  " << result_json(results[i]) << (i + 1 < results.size() ? ",\n" : "\n");
+    f << "]\n";
+    if (!f) {
+      std::cerr << "pmds crashtest: cannot write " << o.json_file << "\n";
+      return 1;
+    }
+  }
+  for (const auto& r : results)
+    if (!r.passed()) return 1;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  try {
+    return run(args);
+  } catch (const std::exception& e) {
+    std::cerr << "pmds crashtest: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,60 @@
+// pmds-crashlab-process — the real process crashes of the crash lab (hardware backend), run by
+// pmds-crashlab for each structure (pmds/crashlab/process_lab.hpp). With --json-line it prints
+// one JSON result line on standard output for its caller.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string_view>
+#include <vector>
+
+#include "crashtest_options.hpp"
+#include "crashtest_select.hpp"
+#include "pmds/crashlab/process_lab.hpp"
+#include "pmds/crashlab/report.hpp"
+
+int main(int argc, char** argv) {
+  using namespace pmds::crashlab;
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  try {
+    bool help = false;
+    const auto o = pmds::crashtest::parse(args, help);
+    if (!o) return help ? 0 : 2;
+    const auto entries = pmds::crashtest::select(*o);
+    if (!entries) return 2;
+    std::vector<LabResult> results;
+    for (const auto* e : *entries) {
+      ProcessOptions po;
+      po.workload = {.threads = o->threads,
+                     .ops = o->process_ops,
+                     .key_range = o->keys,
+                     .read_percent = o->reads,
+                     .sync_percent = 5,
+                     .prefill = o->prefill};
+      po.seed = o->seed;
+      po.crashes = o->process_crashes;
+      po.stop_at_first_violation = o->stop_at_first;
+      po.keep_histories = o->keep_histories;
+      if (!o->quiet)
+        po.progress = [&](const LabResult& r) {
+          std::fprintf(stderr, "%-44s process crashes %llu  violations %llu\n", e->name.data(),
+                       static_cast<unsigned long long>(r.process_crashes),
+                       static_cast<unsigned long long>(r.violations));
+        };
+      results.push_back(run_process_crashes(*e, po));
+    }
+    if (o->json_line) {
+      for (const auto& r : results) std::cout << result_json(r) << "\n";
+    } else {
+      for (const auto& r : results)
+        for (const auto& v : r.details) std::cout << describe(r.structure, v);
+      std::cout << summary_table(results);
+    }
+    for (const auto& r : results)
+      if (!r.passed()) return 1;
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "pmds-crashlab-process: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,64 @@
+// pmds crashtest — which structures a command line selects (registered ones and fixtures).
+#pragma once
+
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "crashtest_options.hpp"
+#include "pmds/crashlab/fixtures.hpp"
+#include "pmds/registry.hpp"
+
+namespace pmds::crashtest {
+
+// The durable entries the options name, in order, without repeats; nullopt (after printing
+// why) when a name is unknown or transient.
+inline std::optional<std::vector<const registry::Entry*>> select(const Options& o) {
+  std::vector<const registry::Entry*> out;
+  const auto add = [&](const registry::Entry* e) {
+    for (const auto* x : out)
+      if (x == e) return;
+    out.push_back(e);
+  };
+  if (o.all)
+    for (const auto* e : crashlab::durable_entries()) add(e);
+  if (o.fixtures)
+    for (const auto& e : crashlab::fixture_entries()) add(&e);
+  std::size_t start = 0;
+  const std::string& s = o.structures;
+  while (start < s.size()) {
+    const std::size_t end = std::min(s.find(',', start), s.size());
+    const std::string item = s.substr(start, end - start);
+    start = end + 1;
+    if (const registry::Entry* f = crashlab::find_entry(item);
+        f != nullptr && registry::find(item) == nullptr) {
+      add(f);  // a fixture, by its exact name
+      continue;
+    }
+    try {
+      for (const auto* e : registry::select(item)) {
+        if (!e->durable) {
+          if (item.find('*') == std::string::npos && item != "all") {
+            std::cerr << "pmds crashtest: " << e->name
+                      << " is transient: nothing survives a crash to check\n";
+            return std::nullopt;
+          }
+          continue;  // patterns skip transient entries
+        }
+        add(e);
+      }
+    } catch (const std::exception& ex) {
+      std::cerr << ex.what() << "\n";
+      return std::nullopt;
+    }
+  }
+  if (out.empty()) {
+    std::cerr << "pmds crashtest: no durable structure selected (registered: "
+              << registry::known_names() << ")\n";
+    return std::nullopt;
+  }
+  return out;
+}
+
+}  // namespace pmds::crashtest
