@@ -13,8 +13,13 @@
 #include <memory>
 
 #include "pmds/algo/harris_michael_list.hpp"
+#include "pmds/algo/locked_heap.hpp"
 #include "pmds/algo/michael_hash.hpp"
+#include "pmds/algo/ms_queue.hpp"
+#include "pmds/algo/natarajan_mittal_bst.hpp"
 #include "pmds/algo/policy.hpp"
+#include "pmds/algo/skip_list.hpp"
+#include "pmds/algo/treiber_stack.hpp"
 #include "pmds/registry.hpp"
 #include "pmds/sets/hash_set.hpp"
 #include "pmds/sets/linkfree_list.hpp"
@@ -57,6 +62,15 @@ struct AlgoHash {
   static std::unique_ptr<T> open(pm::Pool& pool,
                                  const CreateOptions&) requires(T::Policy::durable) {
     return std::make_unique<T>(pool, 0, algo::recover);
+  }
+};
+
+// algo/ lock-protected heap (transient only), its vector reserved for the key range.
+template <class T>
+struct AlgoHeap {
+  using type = T;
+  static std::unique_ptr<T> create(pm::Pool*, const CreateOptions& o) {
+    return std::make_unique<T>(static_cast<std::size_t>(o.key_range));
   }
 };
 
@@ -114,11 +128,40 @@ using Registered = TypeList<
              factories::DurableHashSet<sets::SoftHashSet<>>,
              "SOFT durable hash table (seed 000 §4), buckets in DRAM">,
     // Skip lists
+    Describe<"skiplist/transient", Kind::map, Criterion::none,
+             factories::Algo<algo::SkipList<algo::transient>>,
+             "lock-free skip list (Herlihy-Shavit) in DRAM (the transient baseline)">,
+    Describe<"skiplist/izraelevitz", Kind::map, Criterion::durable,
+             factories::Algo<algo::SkipList<algo::izraelevitz>>,
+             "lock-free skip list, Izraelevitz transform">,
     Describe<"skiplist/linkfree", Kind::map, Criterion::durable,
              factories::DurableSet<sets::LinkFreeSkipList<>>,
              "link-free durable skip list (seed 000 §3 by extension): towers rebuilt on recovery">,
     Describe<"skiplist/soft", Kind::map, Criterion::durable,
              factories::DurableSet<sets::SoftSkipList<>>,
-             "SOFT durable skip list (seed 000 by extension): volatile towers, scan">>;
+             "SOFT durable skip list (seed 000 by extension): volatile towers, scan">,
+    // Natarajan-Mittal external binary search tree (algo/natarajan_mittal_bst.hpp)
+    Describe<"bst/transient", Kind::map, Criterion::none,
+             factories::Algo<algo::NatarajanMittalTree<algo::transient>>,
+             "Natarajan-Mittal lock-free BST in DRAM (the transient baseline)">,
+    Describe<"bst/izraelevitz", Kind::map, Criterion::durable,
+             factories::Algo<algo::NatarajanMittalTree<algo::izraelevitz>>,
+             "Natarajan-Mittal BST, Izraelevitz transform">,
+    // Michael-Scott queue, Treiber stack, lock-protected heap
+    Describe<"queue/transient", Kind::queue, Criterion::none,
+             factories::Algo<algo::MichaelScottQueue<algo::transient>>,
+             "Michael-Scott lock-free queue in DRAM (the transient baseline)">,
+    Describe<"queue/izraelevitz", Kind::queue, Criterion::durable,
+             factories::Algo<algo::MichaelScottQueue<algo::izraelevitz>>,
+             "Michael-Scott queue, Izraelevitz transform">,
+    Describe<"stack/transient", Kind::stack, Criterion::none,
+             factories::Algo<algo::TreiberStack<algo::transient>>,
+             "Treiber lock-free stack in DRAM (the transient baseline)">,
+    Describe<"stack/izraelevitz", Kind::stack, Criterion::durable,
+             factories::Algo<algo::TreiberStack<algo::izraelevitz>>,
+             "Treiber stack, Izraelevitz transform">,
+    Describe<"heap/transient", Kind::priority_queue, Criterion::none,
+             factories::AlgoHeap<algo::LockedBinaryHeap<algo::transient>>,
+             "sequential binary min-heap behind one lock (seed 004's heap baseline)">>;
 
 }  // namespace pmds::registry

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Runs the short default benchmark suite over every registered structure (`pmds list`), each with
+# the workload of its kind, at 1 and 2 threads, about a second per measurement, and writes into
+# one results folder:
+#   table.txt       the terminal tables of every run
+#   results.json    every record (one per structure x thread count; the per-group files too)
+#   results.csv     the same, as CSV
+#   plots/*.png     throughput vs threads (with the ratio to each transient twin), and
+#                   flushes/op + fences/op of the durable structures (scripts/plot.py)
+#   environment.txt machine, commit and settings
+# It builds nothing: the README's setup script builds first. The folder is printed at the end.
+#
+# usage: scripts/run-default-suite.sh [RESULTS_DIR]
+# environment: PMDS_BIN (the pmds program; default build/release/bin/pmds),
+#              PMDS_SUITE_DURATION (seconds per measurement, default 1),
+#              PMDS_SUITE_REPS (repetitions, default 1).
+#
+# Workloads and sizes (DESIGN.md §5, the seeds' defaults):
+#   lists             set mix, 90% reads, key range 256 (seed 000 §6)
+#   other sets/maps   set mix, 90% reads, key range 2^20, hash tables with 2^20 buckets (seed 000)
+#   queues, stacks    enqueue/dequeue (push/pop) pairs from empty, local work <= 512 (seed 004)
+#   priority queues   half-full heap of 1024 keys, insert + delete-min (seed 004)
+#   registers         AtomicFloat (seed 004)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+pmds=${PMDS_BIN:-$root/build/release/bin/pmds}
+if [[ ! -x $pmds ]]; then
+  echo "run-default-suite.sh: $pmds is not built (run scripts/setup-and-run.sh, or set PMDS_BIN)" >&2
+  exit 1
+fi
+out=${1:-$root/results/default-suite-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$out" || exit 1
+out=$(cd "$out" && pwd)
+duration=${PMDS_SUITE_DURATION:-1}
+reps=${PMDS_SUITE_REPS:-1}
+common=(--threads 1,2 --duration "$duration" --warmup 0.2 --reps "$reps")
+
+{
+  echo "date:      $(date -Is)"
+  echo "commit:    $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "machine:   $(uname -srm), $(nproc) cores"
+  echo "cpu:       $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+  echo "pmds:      $pmds"
+  echo "settings:  ${common[*]}"
+} >"$out/environment.txt"
+
+failures=0
+groups=()
+
+# run GROUP WORKLOAD KEY_RANGE NAME... : one `pmds bench` over the named structures.
+run() {
+  local group=$1 workload=$2 range=$3
+  shift 3
+  (($# > 0)) || return 0
+  local names
+  names=$(IFS=,; echo "$*")
+  echo "== $group: $workload over $names" >&2
+  if "$pmds" bench --structure "$names" --workload "$workload" --key-range "$range" "${common[@]}" \
+      --json "$out/$group.json" --csv "$out/$group.csv" | tee -a "$out/table.txt"; then
+    groups+=("$group")
+  else
+    echo "run-default-suite.sh: the $group run failed" >&2
+    failures=$((failures + 1))
+  fi
+  echo >>"$out/table.txt"
+}
+
+mapfile -t keyed < <("$pmds" list --names --kind map; "$pmds" list --names --kind set)
+lists=() others=()
+for name in "${keyed[@]}"; do
+  if [[ $name == list/* ]]; then lists+=("$name"); else others+=("$name"); fi
+done
+mapfile -t pairs < <("$pmds" list --names --kind queue; "$pmds" list --names --kind stack)
+mapfile -t heaps < <("$pmds" list --names --kind priority-queue)
+mapfile -t registers < <("$pmds" list --names --kind register)
+
+run lists set 256 "${lists[@]}"
+run sets set 1048576 "${others[@]}"
+run pairs pairs 1024 "${pairs[@]}"
+run heaps heap 1024 "${heaps[@]}"
+run registers atomicfloat 1024 "${registers[@]}"
+
+if ((${#groups[@]} > 0)); then
+  # One JSON and one CSV with every record.
+  /usr/bin/python3 - "$out" "${groups[@]}" <<'EOF'
+import json, sys
+out, groups = sys.argv[1], sys.argv[2:]
+merged = {"pmds_bench": 1, "command": "scripts/run-default-suite.sh", "results": []}
+for g in groups:
+    with open(f"{out}/{g}.json") as f:
+        merged["results"] += json.load(f)["results"]
+with open(f"{out}/results.json", "w") as f:
+    json.dump(merged, f, indent=1)
+with open(f"{out}/results.csv", "w") as f:
+    for i, g in enumerate(groups):
+        with open(f"{out}/{g}.csv") as part:
+            lines = part.readlines()
+        f.writelines(lines if i == 0 else lines[1:])
+EOF
+  "$pmds" plot --out "$out/plots" "$out/results.json" >/dev/null || failures=$((failures + 1))
+fi
+
+echo
+echo "results: $out"
+echo "  table.txt, results.json, results.csv, plots/ ($(ls "$out/plots" 2>/dev/null | wc -l) figures)"
+((failures == 0)) || { echo "run-default-suite.sh: $failures step(s) failed" >&2; exit 1; }
