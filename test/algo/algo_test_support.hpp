@@ -9,10 +9,13 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -168,11 +171,13 @@ inline Key shared_key(const SetStressConfig& c, Key j) {
 // With `check`, every result is compared with the thread's sequential model.
 template <class S>
 std::set<Key> run_partition(S& s, const SetStressConfig& c, int t, bool check,
-                            std::vector<std::int64_t>* shared_net = nullptr) {
+                            std::vector<std::int64_t>* shared_net = nullptr,
+                            std::atomic<std::uint64_t>* progress = nullptr) {
   std::mt19937_64 rng(c.seed * 1000003 + static_cast<std::uint64_t>(t));
   std::set<Key> model;
   int mismatches = 0;
   for (int i = 0; i < c.ops_per_thread; ++i) {
+    if (progress != nullptr) progress->store(static_cast<std::uint64_t>(i));  // i completed
     const int op = static_cast<int>(rng() % 4);
     const bool shared = shared_net != nullptr && static_cast<int>(rng() % 100) < c.shared_percent;
     if (shared) {
@@ -367,6 +372,87 @@ void set_recovery_in_new_process(Make make, LiveSlots live_slots, bool clean_clo
   EXPECT_EQ(contents_of(s), expected);
   expect_slot_accounting(pool, s.memory().recovery_stats(), live_slots(s, expected.size()));
   use_after_recovery(s, expected, std::min<Key>(own_keys, 64));
+}
+
+// Recovery after a real process crash in the middle of operations: a child runs 2 threads of
+// partition operations forever, publishing how many each completed (in shared memory); once
+// every thread did `min_ops`, this process kills it (SIGKILL), recovers, and checks each
+// thread's partition: it must equal the model after the completed operations, or after one
+// more (the pending one took effect). The page cache keeps every store, so this tests the
+// recovery logic (pending marks, flags, half-linked nodes), not flushes.
+template <class S, class Make>
+void set_recovery_after_kill(Make make, Key own_keys, std::uint64_t min_ops = 3000) {
+  TempPath path(std::string(S::name) + "-kill");
+  SetStressConfig c;
+  c.threads = 2;
+  c.own_keys = own_keys;
+  c.ops_per_thread = 1 << 30;  // until killed
+  void* shared = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  auto* progress = new (shared) std::atomic<std::uint64_t>[2] {};
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    try {
+      auto pool = pm::Pool::create(path.path(), pool_size, Instance<S>::layout());
+      auto s = make(pool);
+      std::vector<std::thread> workers;
+      for (int t = 0; t < c.threads; ++t)
+        workers.emplace_back([&, t] { run_partition(*s, c, t, false, nullptr, &progress[t]); });
+      for (auto& w : workers) w.join();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
+    }
+    ::_exit(2);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool child_exited = false;
+  while (progress[0].load() < min_ops || progress[1].load() < min_ops) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      child_exited = true;
+      break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ::kill(pid, SIGKILL);
+  if (!child_exited) ::waitpid(pid, nullptr, 0);
+  ASSERT_FALSE(child_exited) << "the child stopped by itself";
+  const std::uint64_t done[2] = {progress[0].load(), progress[1].load()};
+  ::munmap(shared, 4096);
+  ASSERT_GE(done[0], min_ops) << "timed out";
+  ASSERT_GE(done[1], min_ops) << "timed out";
+
+  auto pool = pm::Pool::open(path.path(), Instance<S>::layout());
+  EXPECT_FALSE(pool.was_clean_shutdown());
+  S s(pool, 0, recover);
+  const auto contents = contents_of(s);
+  std::map<Key, Value> recovered_keys;
+  for (int t = 0; t < c.threads; ++t) {
+    std::set<Key> found;
+    for (const auto& [k, v] : contents)
+      if ((k - 1) % static_cast<Key>(c.threads) == static_cast<Key>(t)) {
+        found.insert(k);
+        EXPECT_EQ(v, value_of(k));
+      }
+    SetStressConfig upto = c;
+    upto.ops_per_thread = static_cast<int>(done[t]);
+    ModelSet before_pending, after_pending;
+    const std::set<Key> without = run_partition(before_pending, upto, t, false);
+    upto.ops_per_thread += 1;
+    const std::set<Key> with = run_partition(after_pending, upto, t, false);
+    EXPECT_TRUE(found == without || found == with)
+        << "thread " << t << " after " << done[t] << " operations: recovered " << found.size()
+        << " keys, the model has " << without.size() << " (or " << with.size()
+        << " with the pending operation)";
+  }
+  std::size_t total = 0;
+  pool.allocator().for_each_slot([&](void*, std::size_t) { ++total; });
+  const pm::RecoveryStats& stats = s.memory().recovery_stats();
+  EXPECT_EQ(pool.allocator().free_slots() + stats.live_slots, total);
+  use_after_recovery(s, contents, std::min<Key>(own_keys, 64));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -81,5 +81,9 @@ TEST(BstRecovery, PlantedRecoveryBugDropsAKey) {
   }
 }
 
+TEST(BstRecovery, NewProcessAfterKillMidOperation) {
+  set_recovery_after_kill<DurableBst>(make_bst, 200);
+}
+
 }  // namespace
 }  // namespace pmds::algo

@@ -71,5 +71,9 @@ TEST(HashRecovery, NewProcessAfterCleanClose) {
   set_recovery_in_new_process<DurableHash>(make_hash, hash_live, true);
 }
 
+TEST(HashRecovery, NewProcessAfterKillMidOperation) {
+  set_recovery_after_kill<DurableHash>(make_hash, 200);
+}
+
 }  // namespace
 }  // namespace pmds::algo

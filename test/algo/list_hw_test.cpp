@@ -80,5 +80,9 @@ TEST(ListRecovery, PlantedRecoveryBugDropsAKey) {
   }
 }
 
+TEST(ListRecovery, NewProcessAfterKillMidOperation) {
+  set_recovery_after_kill<DurableList>(make_list, 40);
+}
+
 }  // namespace
 }  // namespace pmds::algo

@@ -81,5 +81,9 @@ TEST(SkipListRecovery, PlantedRecoveryBugDropsAKey) {
   }
 }
 
+TEST(SkipListRecovery, NewProcessAfterKillMidOperation) {
+  set_recovery_after_kill<DurableSkipList>(make_skiplist, 200);
+}
+
 }  // namespace
 }  // namespace pmds::algo
