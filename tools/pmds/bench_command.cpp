@@ -1,5 +1,6 @@
 // pmds bench — runs the benchmark harness (pmds/bench/runner.hpp) on registered structures and
 // writes the table (stdout), JSON and CSV. Options: pmds/bench/options.hpp (--help).
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -18,6 +19,13 @@
 namespace pmds::cli {
 
 namespace {
+
+// Ctrl-C or kill: remove the temporary pool file of the run in progress, then die of the signal.
+extern "C" void on_interrupt(int sig) {
+  bench::remove_temporary_pool_now();
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
 
 // Opens an output file before the run starts, so a bad path fails in a second, not after it.
 std::optional<std::ofstream> open_output(const std::string& path, const char* option) {
@@ -70,6 +78,8 @@ int bench_command(std::span<const std::string_view> args, std::string_view comma
     auto json = open_output(cfg.json_path, "--json");
     auto csv = open_output(cfg.csv_path, "--csv");
     pm::set_fence_latency_ns(cfg.fence_latency_ns);
+    std::signal(SIGINT, on_interrupt);
+    std::signal(SIGTERM, on_interrupt);
 
     bench::Progress progress(cfg.progress);
     std::vector<bench::Record> records;

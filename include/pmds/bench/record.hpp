@@ -30,6 +30,7 @@ struct Record {
   std::string note;
   unsigned threads = 0;
   std::uint64_t key_range = 0, prefill = 0, seed = 0;
+  std::uint64_t buckets = 0;  // the bucket count hash tables are given (others ignore it)
   unsigned reads_pct = 0, reps = 0, local_work = 0;
   double duration_s = 0, warmup_s = 0, zipf_theta = 0;
   std::uint32_t fence_latency_ns = 0;
@@ -164,6 +165,7 @@ inline std::vector<Field> scalar_fields(const Record& r) {
   num("zipf_theta", json_number(r.zipf_theta));
   u64("key_range", r.key_range);
   u64("prefill", r.prefill);
+  u64("buckets", r.buckets);
   u64("reads_pct", r.reads_pct);
   num("duration_s", json_number(r.duration_s));
   num("warmup_s", json_number(r.warmup_s));
@@ -281,9 +283,12 @@ inline void write_table(std::ostream& out, const std::vector<Record>& records) {
                     100.0 * static_cast<double>(r.ops.calls[k]) / total);
       mix += part;
     }
-    std::snprintf(line, sizeof line, "%-*s %-11s %3u %9.3f %19s %8.2f %8.2f %12s %11s  %s\n",
+    // Three decimals down to 0.01 Mops/s, three significant digits below (slow durable ones).
+    char mops[24];
+    std::snprintf(mops, sizeof mops, r.mops >= 0.01 ? "%.3f" : "%.3g", r.mops);
+    std::snprintf(line, sizeof line, "%-*s %-11s %3u %9s %19s %8.2f %8.2f %12s %11s  %s\n",
                   static_cast<int>(name_width), r.structure.c_str(), r.workload.c_str(), r.threads,
-                  r.mops, range, r.flushes_per_op, r.fences_per_op, bytes, recovery, mix.c_str());
+                  mops, range, r.flushes_per_op, r.fences_per_op, bytes, recovery, mix.c_str());
     out << line;
   }
 }

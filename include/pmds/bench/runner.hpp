@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -521,13 +522,33 @@ inline std::filesystem::path temporary_pool_dir() {
   return std::filesystem::temp_directory_path();
 }
 
+namespace detail {
+// The temporary pool file in use, so that an interrupted run can remove it from a signal
+// handler (remove_temporary_pool_now: unlink is async-signal-safe). One at a time: the runner
+// uses one pool at a time.
+inline char temporary_pool_in_use[4096] = {};
+inline std::atomic<bool> temporary_pool_noted{false};
+}  // namespace detail
+
 inline std::string temporary_pool_path(std::string_view name) {
   static std::atomic<unsigned> counter{0};
   std::string safe(name);
   std::replace(safe.begin(), safe.end(), '/', '-');
-  return (temporary_pool_dir() / ("pmds-bench-" + std::to_string(::getpid()) + "-" +
-                                  std::to_string(counter.fetch_add(1)) + "-" + safe + ".pool"))
-      .string();
+  std::string path =
+      (temporary_pool_dir() / ("pmds-bench-" + std::to_string(::getpid()) + "-" +
+                               std::to_string(counter.fetch_add(1)) + "-" + safe + ".pool"))
+          .string();
+  detail::temporary_pool_noted.store(false);
+  if (path.size() < sizeof detail::temporary_pool_in_use) {
+    std::memcpy(detail::temporary_pool_in_use, path.c_str(), path.size() + 1);
+    detail::temporary_pool_noted.store(true);
+  }
+  return path;
+}
+
+// For a SIGINT/SIGTERM handler: removes the temporary pool file of the run in progress.
+inline void remove_temporary_pool_now() noexcept {
+  if (detail::temporary_pool_noted.load()) ::unlink(detail::temporary_pool_in_use);
 }
 
 struct RecoveryMeasurement {
@@ -602,6 +623,12 @@ inline std::vector<Record> run_target(const Target& t, const Config& cfg, Progre
     r.zipf_theta = cfg.zipf_theta;
     r.backend = pm::to_string(pm::backend);
     r.flush_instruction = pm::to_string(pm::flush_instruction());
+    if (is_keyed(cfg.workload)) {
+      registry::CreateOptions o;
+      o.key_range = cfg.key_range;
+      o.buckets = cfg.buckets;
+      r.buckets = registry::bucket_count_for(o);
+    }
     return r;
   };
   if (const auto why = unsupported_reason(e, cfg.workload)) {
