@@ -1,4 +1,6 @@
 // pmds — an epoch domain over xenium's generic_epoch_based reclaimer (Debian libxenium-dev).
+// Not the default (reclaim/epoch.hpp has the measurement): kept, with the same interface and
+// tests, as the library alternative the project rule prefers when it is fast enough.
 //
 // xenium's reclaimers are global (static per instantiation) and reclaim nodes that derive from
 // enable_concurrent_ptr: a vtable pointer and an intrusive link inside the node. Our persistent
