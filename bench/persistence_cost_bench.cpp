@@ -15,7 +15,9 @@
 //   store+INSN+sfence/same store, flush that line with INSN, sfence — always the same line
 //   store+INSN+sfence/ring ... a new line each time, cycling through 16 KiB (cache-resident)
 //   store+INSN+sfence/sweep ... a new line each time, sweeping 64 MiB (a cache miss each time)
-//   store+clflush/...      clflush is ordered with stores by itself: no sfence
+//   store+clflush/...      clflush is ordered with stores by itself (seed 000 §6 uses it with
+//                          no fence): this prices issuing it; the same line again waits for
+//                          the previous write-back. store+clflush+sfence/... waits for it.
 //   write+persist/N        write N bytes (one line per store) then pm::persist(N) (flush every
 //                          line, then one fence), N = 64, 256, 4096
 //   write/N                the same writes alone, to subtract
@@ -122,6 +124,7 @@ void register_all(const Region& r) {
   if (cpu_has(24)) insns.push_back({FlushInstruction::clwb, "clwb", true});
   if (cpu_has(23)) insns.push_back({FlushInstruction::clflushopt, "clflushopt", true});
   insns.push_back({FlushInstruction::clflush, "clflush", false});
+  insns.push_back({FlushInstruction::clflush, "clflush", true});
 
   const std::pair<Pattern, const char*> patterns[] = {
       {Pattern::same, "same"}, {Pattern::ring, "ring"}, {Pattern::sweep, "sweep"}};

@@ -5,7 +5,8 @@
 // lambda capturing a pointer or two (the pool allocator, the structure), so such deleters are
 // stored inline in 16 bytes and a Retired is trivially copyable: retire lists are plain vectors
 // that grow without running constructors. A larger or non-trivially-copyable deleter is moved
-// into one heap box, freed when it has run.
+// into one heap box, freed when it has run. (Hand-written rather than std::function or
+// std::move_only_function: those are not trivially copyable and may allocate per retire.)
 #pragma once
 
 #include <concepts>
