@@ -202,7 +202,8 @@ inline bool crash_run(const std::string& initial, const std::string& prefix, con
   const std::vector<char> req = pool_test::read_file(required_path);
   ::unlink(required_path.c_str());
   out.required.resize(req.size() / sizeof(std::uint64_t));
-  std::memcpy(out.required.data(), req.data(), out.required.size() * sizeof(std::uint64_t));
+  if (!out.required.empty())
+    std::memcpy(out.required.data(), req.data(), out.required.size() * sizeof(std::uint64_t));
   return true;
 }
 

@@ -112,6 +112,21 @@ TEST(PoolBadInput, AnotherLayout) {
   expect_open_fails(path, PoolErrc::layout_mismatch, "test/ba");  // a prefix is not a match
 }
 
+TEST(PoolBadInput, OpenWithAnEmptyOrTooLongLayoutName) {
+  TempPath path("layout_arg");
+  make_pool(path);
+  for (const std::string& layout : {std::string(), std::string(64, 'a')}) {
+    const pool_test::FileState before = pool_test::file_state(path);
+    try {
+      pm::Pool::open(path, layout);
+      ADD_FAILURE() << "opened with layout '" << layout << "'";
+    } catch (const pmds::PoolError& e) {
+      EXPECT_EQ(e.code(), PoolErrc::bad_argument) << e.what();
+    }
+    EXPECT_TRUE(pool_test::file_state(path) == before);
+  }
+}
+
 TEST(PoolBadInput, NewerFormatVersion) {
   TempPath path("version");
   make_pool(path);

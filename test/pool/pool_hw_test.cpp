@@ -164,7 +164,7 @@ TEST(Pool, TwoPoolsOpenAtOnceGetDifferentBases) {
 TEST(Pool, ExplicitBaseAndReopenManyTimes) {
   TempPath path("explicit");
   pm::PoolOptions o;
-  o.base = std::uintptr_t{0x300000000000};
+  o.base = pm::detail::base_range_begin + (std::uintptr_t{7} << 30);
   {
     pm::Pool pool = pm::Pool::create(path, kSize, "test/explicit", o);
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(pool.base()), o.base);

@@ -2,6 +2,7 @@
 // that a failed open leaves a file untouched), forked children that report through exit codes.
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -61,6 +62,25 @@ struct FileState {
   }
 };
 
+inline std::vector<char> read_file(const std::string& path) {
+  std::vector<char> bytes;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return bytes;
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    bytes.resize(static_cast<std::size_t>(st.st_size));
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t r = ::read(fd, bytes.data() + done, bytes.size() - done);
+      if (r <= 0) break;
+      done += static_cast<std::size_t>(r);
+    }
+    bytes.resize(done);
+  }
+  ::close(fd);
+  return bytes;
+}
+
 inline FileState file_state(const std::string& path) {
   FileState s;
   struct stat st;
@@ -68,21 +88,20 @@ inline FileState file_state(const std::string& path) {
   s.size = st.st_size;
   s.mtime = st.st_mtim;
   s.ctime = st.st_ctim;
-  if (S_ISREG(st.st_mode)) {
-    std::ifstream in(path, std::ios::binary);
-    s.bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
+  if (S_ISREG(st.st_mode)) s.bytes = read_file(path);
   return s;
 }
 
-inline std::vector<char> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 inline void write_file(const std::string& path, const std::vector<char>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t r = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (r <= 0) break;
+    done += static_cast<std::size_t>(r);
+  }
+  ::close(fd);
 }
 
 // Overwrites n bytes at offset of an existing file.

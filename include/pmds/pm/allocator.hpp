@@ -76,20 +76,24 @@ class ChunkAllocator {
   ChunkAllocator(const ChunkAllocator&) = delete;
   ChunkAllocator& operator=(const ChunkAllocator&) = delete;
 
-  // A slot of slot_size_for(n) bytes, from this thread's free list, else the shared list, else
-  // this thread's current chunk of that size, else a newly claimed chunk (one CAS + persist on
-  // the directory). Throws PoolFull when no chunk is free (the pool is unchanged), PoolError
-  // bad_argument when n exceeds the chunk size or the pool already has 32 other slot sizes.
+  // A slot of slot_size_for(n) bytes, from this thread's free list, else the rest of this
+  // thread's current chunk of that size, else a batch from the shared list, else a newly claimed
+  // chunk (one CAS + persist on the directory). Throws PoolFull when no chunk is free (the pool is
+  // unchanged), PoolError bad_argument when n exceeds the chunk size or the pool already has 32
+  // other slot sizes.
   void* allocate(std::size_t n) {
     const std::size_t size = slot_size_for(n);
     const std::size_t cls = class_of(size);
     ClassState& c = threads_[pmds::thread_id()].classes[cls];
-    if (c.free.empty() && !take_shared(c, cls, size)) {
-      if (c.bump.remaining == 0) c.bump = Run{claim_chunk(cls, size), slots_per_chunk(size)};
-      void* p = c.bump.next;
-      c.bump.next += size;
-      --c.bump.remaining;
-      return p;
+    if (c.free.empty()) {
+      if (c.bump.remaining == 0 && !take_shared(c, cls, size))
+        c.bump = Run{claim_chunk(cls, size), slots_per_chunk(size)};
+      if (c.free.empty()) {  // consecutive slots of this thread's chunk (seed 004's principle 3)
+        void* p = c.bump.next;
+        c.bump.next += size;
+        --c.bump.remaining;
+        return p;
+      }
     }
     Run& r = c.free.back();
     void* p = r.next;
@@ -141,6 +145,7 @@ class ChunkAllocator {
       const std::size_t cls = class_of(size);
       chunk_class_[i].store(static_cast<std::uint8_t>(cls), std::memory_order_relaxed);
       SharedList& s = shared_[cls];
+      std::lock_guard g(s.mutex);
       char* chunk = chunk_begin(i);
       const std::size_t n = slots_per_chunk(size);
       for (std::size_t k = 0; k < n; ++k) {
@@ -150,7 +155,7 @@ class ChunkAllocator {
           continue;
         }
         ++stats.free_slots;
-        ++s.count;
+        s.count.store(s.count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         if (!s.runs.empty() && s.runs.back().next + s.runs.back().remaining * size == slot)
           ++s.runs.back().remaining;
         else
@@ -201,7 +206,7 @@ class ChunkAllocator {
       for (const ClassState& c : threads_[t].classes) n += c.free_count + c.bump.remaining;
     for (std::size_t k = 0; k < max_slot_sizes; ++k) {
       std::lock_guard g(shared_[k].mutex);
-      n += shared_[k].count;
+      n += shared_[k].count.load(std::memory_order_relaxed);
     }
     return n;
   }
@@ -242,7 +247,7 @@ class ChunkAllocator {
   struct SharedList {
     std::mutex mutex;
     std::vector<Run> runs;
-    std::size_t count = 0;
+    std::atomic<std::size_t> count{0};  // slots in runs; written under the mutex
   };
 
   // Pool calls this after it mapped and validated the pool.
@@ -342,43 +347,57 @@ class ChunkAllocator {
                    std::to_string(chunk_size_) + " bytes are used) [full]");
   }
 
-  // Moves all but one batch of this thread's free slots to the shared list.
+  // Moves all but one batch of this thread's free slots to the shared list (splitting a run
+  // when needed: consecutive frees merge into long runs).
   void donate(ClassState& c, std::size_t cls, std::size_t size) {
-    const std::size_t keep = batch_slots(size);
+    std::size_t excess = c.free_count - batch_slots(size);
     SharedList& s = shared_[cls];
     std::lock_guard g(s.mutex);
-    std::size_t i = 0;
-    for (; i < c.free.size() && c.free_count - c.free[i].remaining >= keep; ++i) {
-      c.free_count -= c.free[i].remaining;
-      s.count += c.free[i].remaining;
-      s.runs.push_back(c.free[i]);
+    std::size_t moved_runs = 0;
+    for (; excess > 0 && moved_runs < c.free.size(); ++moved_runs) {
+      Run& r = c.free[moved_runs];
+      if (r.remaining > excess) {  // split: the front goes, the rest stays
+        s.runs.push_back(Run{r.next, excess});
+        r.next += excess * size;
+        r.remaining -= excess;
+        c.free_count -= excess;
+        s.count.store(s.count.load(std::memory_order_relaxed) + excess, std::memory_order_relaxed);
+        break;
+      }
+      s.runs.push_back(r);
+      excess -= r.remaining;
+      c.free_count -= r.remaining;
+      s.count.store(s.count.load(std::memory_order_relaxed) + r.remaining,
+                    std::memory_order_relaxed);
     }
-    c.free.erase(c.free.begin(), c.free.begin() + static_cast<std::ptrdiff_t>(i));
+    c.free.erase(c.free.begin(), c.free.begin() + static_cast<std::ptrdiff_t>(moved_runs));
   }
 
   // Takes about one batch of slots from the shared list; false when it is empty.
   bool take_shared(ClassState& c, std::size_t cls, std::size_t size) {
     SharedList& s = shared_[cls];
+    if (s.count.load(std::memory_order_relaxed) == 0) return false;  // no lock when empty
     std::lock_guard g(s.mutex);
     std::size_t want = batch_slots(size);
+    std::size_t taken = 0;
     while (want > 0 && !s.runs.empty()) {
       Run& r = s.runs.back();
       if (r.remaining <= want) {
         c.free.push_back(r);
-        c.free_count += r.remaining;
-        s.count -= r.remaining;
+        taken += r.remaining;
         want -= r.remaining;
         s.runs.pop_back();
       } else {
         c.free.push_back(Run{r.next, want});
-        c.free_count += want;
-        s.count -= want;
+        taken += want;
         r.next += want * size;
         r.remaining -= want;
         want = 0;
       }
     }
-    return !c.free.empty();
+    c.free_count += taken;
+    s.count.store(s.count.load(std::memory_order_relaxed) - taken, std::memory_order_relaxed);
+    return taken > 0;
   }
 
   void reset_volatile_state() {
@@ -387,7 +406,7 @@ class ChunkAllocator {
     for (std::size_t k = 0; k < max_slot_sizes; ++k) {
       std::lock_guard g(shared_[k].mutex);
       shared_[k].runs.clear();
-      shared_[k].count = 0;
+      shared_[k].count.store(0, std::memory_order_relaxed);
     }
   }
 

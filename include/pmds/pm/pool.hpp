@@ -16,15 +16,18 @@
 // libpmem2 VM reservation at that address); open() fails with base_unavailable when that range
 // is taken in this process. So a structure stores plain pointers and follows them with one load,
 // as its transient twin does. The alternative, offsets from the base (base + offset), costs an
-// add per hop and keeps the base in a register or memory; bench/pointer_cost_bench.cpp measures
-// it on a linked-list traversal: on this machine (2 cores, DRAM) the offset traversal took 1.00x
-// to 1.08x the time of the raw-pointer one (ratio per list size printed by the bench), i.e. a
-// small cost, but on every pointer of every structure, and offsets would also make 16-byte
-// pointer+counter words and every algorithm's code differ from the transient twin DESIGN.md
-// compares against. The price of absolute pointers is that a process cannot open two pools
-// recorded at overlapping bases; create() draws the base at random in [16 TiB, 64 TiB) (1 GiB
-// aligned) so two pools created independently collide with probability about
-// (size in GiB) / 49152; PoolOptions::base picks one explicitly.
+// add (or an indexed addressing mode) on every hop. bench/pointer_cost_bench.cpp measures it on
+// a linked-list traversal of 64-byte nodes, offset time / raw-pointer time (this machine: AMD
+// EPYC, 2 shared cores, 3 runs): 1.16-1.21x when the list is cache resident and walked in order
+// (a dependent L1 load chain: the indexed address adds about a cycle per hop), 1.07x for 1 Ki
+// shuffled nodes, and 0.98-1.04x once every hop misses to L3 or DRAM. So a small but real cost
+// on the hot searches of small structures (the 256- and 1024-key lists of seed 000), paid on
+// every pointer of every structure, and offsets would also make 16-byte pointer+counter words
+// and every algorithm's code differ from the transient twin DESIGN.md compares against.
+// The price of absolute pointers is that a process cannot open two pools recorded at
+// overlapping bases; create() draws the base at random in [17 TiB, 64 TiB) (1 GiB aligned;
+// [64 GiB, 512 GiB) under ThreadSanitizer) so two pools created independently collide with
+// probability about (size in GiB + 1) / 48000; PoolOptions::base picks one explicitly.
 //
 // Crash safety of the header:
 //   - create() writes the whole header, the root table, the clean flag and the (zero)
@@ -257,8 +260,17 @@ struct Mapping {
   static constexpr std::size_t page_size_bytes = format::page_size;
 };
 
-inline constexpr std::uintptr_t base_range_begin = std::uintptr_t{16} << 40;
+// Where create() puts pools: [17 TiB, 64 TiB), far from the kernel's mmap area (top-down from
+// 128 TiB), the PIE binaries and their heap (~85 TiB), and above AddressSanitizer's shadow
+// (which ends just past 16 TiB). ThreadSanitizer allows application mappings only below 512 GiB
+// in that range, so a TSan build uses [64 GiB, 512 GiB) (its pools open in normal builds too).
+#if defined(__SANITIZE_THREAD__)
+inline constexpr std::uintptr_t base_range_begin = std::uintptr_t{64} << 30;
+inline constexpr std::uintptr_t base_range_end = std::uintptr_t{512} << 30;
+#else
+inline constexpr std::uintptr_t base_range_begin = std::uintptr_t{17} << 40;
 inline constexpr std::uintptr_t base_range_end = std::uintptr_t{64} << 40;
+#endif
 inline constexpr std::uintptr_t base_alignment = std::uintptr_t{1} << 30;
 
 // Reserves [base, base+size) into m.reservation. Returns a libpmem2 error code: 0, or
@@ -418,8 +430,13 @@ class Pool {
   // Opens an existing pool holding `layout`. Validates everything through a read-only
   // descriptor before it maps the file read-write: a failed open leaves the file untouched.
   // Throws PoolError: not_found, not_regular_file, bad_magic, version_too_new, corrupted,
-  // layout_mismatch, truncated, size_mismatch, base_unavailable, in_use, io.
+  // layout_mismatch, truncated, size_mismatch, base_unavailable, in_use, io; bad_argument for an
+  // empty or too long layout name.
   static Pool open(const std::string& path, std::string_view layout) {
+    if (layout.empty() || layout.size() > format::max_layout_length)
+      format::fail(PoolErrc::bad_argument, path,
+                   "open() needs the layout name the pool was created with (1 to " +
+                       std::to_string(format::max_layout_length) + " bytes)");
     detail::ValidatedFile f = detail::read_and_validate(path, layout);
     auto st = std::make_unique<State>();
     st->path = path;
@@ -608,7 +625,7 @@ class Pool {
       format::fail(PoolErrc::bad_argument, path, "unusable base address");
   }
 
-  // A random start in [16 TiB, 64 TiB), then steps of the pool's size (with libpmem2's tail,
+  // A random start in the base range, then steps of the pool's size (with libpmem2's tail,
   // rounded to 1 GiB): pools created in one process never overlap, and pools created in
   // different processes rarely do.
   static void reserve_free_range(const std::string& path, std::size_t size, detail::Mapping& m) {
