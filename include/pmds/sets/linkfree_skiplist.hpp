@@ -26,6 +26,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <random>
 #include <vector>
@@ -73,13 +74,11 @@ class LinkFreeSkipList {
   LinkFreeSkipList(const LinkFreeSkipList&) = delete;
   LinkFreeSkipList& operator=(const LinkFreeSkipList&) = delete;
 
-  // Quiescent. Frees the DRAM towers: of the nodes still linked here, of the retired ones (their
-  // deleters), and of the sentinels. The pool keeps the nodes.
+  // Quiescent. Frees the DRAM towers of the nodes still linked here and of the retired ones
+  // (their deleters); the sentinels' towers are members. The pool keeps the nodes.
   ~LinkFreeSkipList() {
     epochs_.drain();
     for (Node* n = next_node(&head_, 0); n != &tail_; n = next_node(n, 0)) free_tower(n);
-    free_tower(&head_);
-    free_tower(&tail_);
   }
 
   bool contains(Key key) {
@@ -212,9 +211,16 @@ class LinkFreeSkipList {
     }
   }
 
+  // The sentinels' upper levels beyond the inline ones live in sentinel_towers_ (owned, so a
+  // constructor that throws frees them).
   void init_sentinels() {
-    set_tower(&head_, max_levels);
-    set_tower(&tail_, max_levels);
+    constexpr int extra = max_levels - 1 - detail::linkfree::inline_upper_levels;
+    sentinel_towers_ = std::make_unique<Word[]>(2 * extra);
+    for (Node* s : {&head_, &tail_}) {
+      s->height.store(max_levels, std::memory_order_relaxed);
+      Word* tower = sentinel_towers_.get() + (s == &head_ ? 0 : extra);
+      s->overflow.store(reinterpret_cast<std::uint64_t>(tower), std::memory_order_relaxed);
+    }
     for (int level = 0; level < max_levels; ++level) {
       next_word(&head_, level).store(detail::linkfree::word_of(&tail_), std::memory_order_relaxed);
       next_word(&tail_, level).store(0, std::memory_order_relaxed);
@@ -409,6 +415,7 @@ class LinkFreeSkipList {
   pm::ChunkAllocator& allocator_;
   Node head_;  // DRAM sentinels with full towers
   Node tail_;
+  std::unique_ptr<Word[]> sentinel_towers_;
   alignas(pm::cache_line_size) std::atomic<int> levels_in_use_{1};
   SetRecoveryStats recovery_;
   reclaim::EpochDomain epochs_;  // last member: destroyed first, after ~LinkFreeSkipList drained it

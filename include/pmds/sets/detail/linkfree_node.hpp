@@ -127,13 +127,13 @@ inline constexpr bool validity_is_valid(std::uint8_t v) {
 // node: valid and marked; a never-used slot counts as valid with both bits 0) or already invalid
 // (a node whose insert never linked it, or a slot recovery found invalid). Flip v1 only when
 // valid, so an invalid slot stays invalid rather than flipping back to valid. Called before the
-// node is published; the release fence after it orders it before the initialising stores (all
-// in this line, so also in the NVRAM: seed 000 §3.3 "the subsequent memory fence").
+// node is published, and before the initialising stores (init_node), which are release stores
+// so that neither the compiler nor the CPU moves one of them above it: all are in this line, so
+// the NVRAM sees them in this order too (seed 000 §3.3 "the subsequent memory fence").
 inline void make_invalid(Node* n) {
   std::uint8_t v = n->validity.load(std::memory_order_relaxed);
   if ((v & tag_mask) != validity_tag) v = validity_tag;  // never used: v1 == v2 == 0
   if (validity_is_valid(v)) n->validity.store(v ^ v1_bit, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
 }
 
 // makeValid of §3.1: v2 := v1. Idempotent, so helpers may race on it (v1 does not change while
@@ -175,14 +175,15 @@ bool is_live_image(const Node* n) {
 }
 
 // Prepares a slot from the allocator for a new key (§3.3 lines 11-16, before the linking CAS).
-// Not yet published: plain relaxed stores, in this order, all in the node's line.
+// Not yet published. Release stores (plain movs on x86): each stays after the invalidation, in
+// program order, all in the node's line; the linking CAS publishes them.
 inline void init_node(Node* n, Key k, Value v, std::uint64_t next) {
   make_invalid(n);
-  n->key.store(k, std::memory_order_relaxed);
-  n->value.store(v, std::memory_order_relaxed);
-  n->insert_flushed.store(0, std::memory_order_relaxed);
-  n->delete_flushed.store(0, std::memory_order_relaxed);
-  n->next.store(next, std::memory_order_relaxed);
+  n->key.store(k, std::memory_order_release);
+  n->value.store(v, std::memory_order_release);
+  n->insert_flushed.store(0, std::memory_order_release);
+  n->delete_flushed.store(0, std::memory_order_release);
+  n->next.store(next, std::memory_order_release);
 }
 
 // After recovery linked a live node: its content is durable (recovery reads only durable data),
