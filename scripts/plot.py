@@ -109,6 +109,10 @@ def plot_sweep(ctx, points, variable, out_dir):
     mops = {(s, x): r["mops"] for (s, x), r in points.items()}
     has_ratio = any(twin_of(s) in by_structure for s in structures)
 
+    # One colour per structure in both panels (the ratio line takes the durable structure's).
+    palette = plt.get_cmap("tab20" if len(structures) > 10 else "tab10")
+    color = {st: palette(i % palette.N) for i, st in enumerate(structures)}
+
     fig, axes = plt.subplots(1, 2 if has_ratio else 1, figsize=(11 if has_ratio else 6.4, 4.4),
                              squeeze=False)
     ax = axes[0][0]
@@ -119,7 +123,8 @@ def plot_sweep(ctx, points, variable, out_dir):
         lo = [max(0.0, p[1]["mops"] - (p[1].get("mops_min") or p[1]["mops"])) for p in pts]
         hi = [max(0.0, (p[1].get("mops_max") or p[1]["mops"]) - p[1]["mops"]) for p in pts]
         style = "--" if s.endswith("/transient") else "-"
-        ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", linestyle=style, capsize=3, label=s)
+        ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", linestyle=style, capsize=3, label=s,
+                    color=color[s])
     ax.set_xlabel(xlabel)
     ax.set_ylabel("throughput (Mops/s)")
     ax.set_title(f"{title}\n{context_label(ctx)}", fontsize=10)
@@ -128,7 +133,7 @@ def plot_sweep(ctx, points, variable, out_dir):
     if variable == "threads":
         ax.set_xticks(sorted({x for (_, x) in points}))
     positive = [m for m in mops.values() if m > 0]
-    if positive and max(positive) / min(positive) > 100:
+    if positive and max(positive) / min(positive) > 20:
         ax.set_yscale("log")  # structures orders of magnitude apart: keep all of them visible
     else:
         ax.set_ylim(bottom=0)
@@ -144,7 +149,8 @@ def plot_sweep(ctx, points, variable, out_dir):
             pts = sorted((x, mops[(s, x)] / mops[(twin, x)]) for (x, _) in by_structure[s]
                          if (twin, x) in mops and mops[(twin, x)] > 0)
             if pts:
-                rx.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{s} / {twin}")
+                rx.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{s} / {twin}",
+                        color=color[s])
         rx.axhline(1.0, color="grey", linewidth=0.8)
         rx.set_xlabel(xlabel)
         rx.set_ylabel("throughput / transient twin")
