@@ -154,7 +154,7 @@ def plot_sweep(ctx, points, variable, out_dir):
         rx.axhline(1.0, color="grey", linewidth=0.8)
         rx.set_xlabel(xlabel)
         rx.set_ylabel("throughput / transient twin")
-        rx.set_title("ratio to the transient twin (same run)", fontsize=10)
+        rx.set_title("ratio to the transient twin", fontsize=10)
         if logx:
             rx.set_xscale("log", base=2)
         if variable == "threads":
