@@ -152,7 +152,7 @@ inline void expect_slot_accounting(pm::Pool& pool, const pm::RecoveryStats& stat
 
 struct SetStressConfig {
   int threads = 2;
-  int ops_per_thread = 20000 / work_scale;
+  int ops_per_thread = 50000 / work_scale;
   Key own_keys = 64;     // keys per thread partition
   Key shared_keys = 16;  // keys every thread hits
   int shared_percent = 30;

@@ -39,7 +39,7 @@ TYPED_TEST(HashTest, ConcurrentStress) {
       SetStressConfig c;
       c.threads = threads;
       c.seed = buckets + static_cast<std::uint64_t>(threads);
-      if (TypeParam::durable) c.ops_per_thread /= 4;  // a flush + fence per shared access
+      if (TypeParam::durable) c.ops_per_thread /= 10;  // a flush + fence per shared access
       set_stress(*table, c);
     }
   }

@@ -36,7 +36,7 @@ TYPED_TEST(SkipListTest, ConcurrentStress) {
     c.threads = threads;
     c.seed = static_cast<std::uint64_t>(threads);
     if (TypeParam::durable) {  // a flush + fence per shared access, O(keys) accesses per op
-      c.ops_per_thread /= 4;
+      c.ops_per_thread /= 10;
       c.own_keys = 48;
     }
     set_stress(*list, c);
