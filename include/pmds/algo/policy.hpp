@@ -3,7 +3,7 @@
 // Every lock-free algorithm in include/pmds/algo/ is written once, as a class template over a
 // memory policy P (DESIGN.md §1: "the same lock-free algorithm is not copied per technique
 // where a policy can carry the difference" — Mirror's own claim, seed 001 §3.2: replace
-// std::atomic with patomic and the allocator). A policy supplies five things:
+// std::atomic with patomic and the allocator). A policy supplies three things:
 //
 //   1. P::shared<T>   the type of every word other threads can read (a node's key, value and
 //                     links; a structure's head, tail, top). T is trivially copyable, <= 8 bytes.
@@ -33,7 +33,9 @@
 //   creation: build the anchor, publish it, mem.set_root(anchor);
 //   recovery: auto r = mem.begin_recovery(); for every node reachable from mem.root():
 //             r.visit(node) BEFORE reading its fields (returns false if already visited);
-//             r.finish().
+//             r.finish(). Recovery rebuilds nothing volatile; it writes (through store(),
+//             persisted) only to finish what a crash interrupted where the algorithm needs it
+//             (the skip list unlinks nodes a crashed remover had marked).
 //
 // Why this shape fits Mirror (seed 001 §3–§4) without copying the algorithms:
 //   - shared<T> = patomic<T>: value + sequence number, 16 bytes, updated by a double-word CAS
