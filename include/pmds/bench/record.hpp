@@ -47,7 +47,9 @@ struct Record {
   std::uint64_t elements_after_prefill = 0;  // counted successful prefill operations
   std::uint64_t elements = 0;                // then, after the run (prefill + net inserts)
   double pool_bytes = 0;  // bytes in the pool's used chunks (1 MiB grain per size class/thread)
-  double dram_bytes = 0;  // malloc'd bytes (all arenas) the structure added
+  // malloc'd bytes (all arenas) the structure held; unset where malloc statistics are not
+  // available (sanitizer builds replace malloc), and then bytes_per_element is unset too.
+  std::optional<double> dram_bytes;
   std::optional<double> bytes_per_element, pool_bytes_per_element, dram_bytes_per_element;
   // Recovery after a process crash (durable structures).
   std::optional<double> recovery_ms;
@@ -69,8 +71,9 @@ struct Record {
     if (elements == 0) return;
     const double n = static_cast<double>(elements);
     pool_bytes_per_element = pool_bytes / n;
-    dram_bytes_per_element = dram_bytes / n;
-    bytes_per_element = (pool_bytes + dram_bytes) / n;
+    if (!dram_bytes) return;
+    dram_bytes_per_element = *dram_bytes / n;
+    bytes_per_element = (pool_bytes + *dram_bytes) / n;
   }
 };
 

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -506,10 +507,23 @@ inline Workload default_workload(registry::Kind k) {
 }
 
 // Bytes the process's allocator has handed out (all arenas, plus mmapped blocks): the DRAM a
-// structure uses is the difference around its creation and prefill.
-inline std::uint64_t dram_in_use() {
-  const struct mallinfo2 m = mallinfo2();
-  return static_cast<std::uint64_t>(m.uordblks) + static_cast<std::uint64_t>(m.hblkhd);
+// structure uses is a difference of two readings. nullopt when the statistics do not follow
+// allocations (a sanitizer's allocator replaces malloc): checked once with a 4 MiB block.
+inline std::optional<std::uint64_t> dram_in_use() {
+  const auto reading = [] {
+    const struct mallinfo2 m = mallinfo2();
+    return static_cast<std::uint64_t>(m.uordblks) + static_cast<std::uint64_t>(m.hblkhd);
+  };
+  static const bool statistics_work = [&] {
+    constexpr std::size_t probe = 4u << 20;
+    const std::uint64_t before = reading();
+    void* volatile block = std::malloc(probe);
+    const std::uint64_t during = reading();
+    std::free(block);
+    return during >= before + probe;
+  }();
+  if (!statistics_work) return std::nullopt;
+  return reading();
 }
 
 // Where temporary pool files go: $PMDS_POOL_DIR, else /dev/shm (memory, like the page cache a
@@ -711,10 +725,12 @@ inline std::vector<Record> run_target(const Target& t, const Config& cfg, Progre
         if (inst.pool() != nullptr)
           r.pool_bytes = static_cast<double>(inst.pool()->allocator().used_chunks() *
                                              inst.pool()->allocator().chunk_size());
-        const std::uint64_t dram_live = dram_in_use();
+        const auto dram_live = dram_in_use();
         inst.destroy();  // the structure only: the pool's own DRAM is not the structure's
-        const std::uint64_t dram_freed = dram_in_use();
-        r.dram_bytes = static_cast<double>(dram_live > dram_freed ? dram_live - dram_freed : 0);
+        const auto dram_freed = dram_in_use();
+        if (dram_live && dram_freed)
+          r.dram_bytes =
+              static_cast<double>(*dram_live > *dram_freed ? *dram_live - *dram_freed : 0);
       }
       inst.close();
       if (!path.empty() && !keep_pool) remove_file(path);
