@@ -57,8 +57,10 @@ namespace pmds::sets {
 namespace detail {
 
 // The volatile node (Listing 8), 32 bytes: key, value and pnode are written before the node is
-// published and never change; next holds the successor and this node's state.
-struct alignas(32) SoftListNode {
+// published and never change; next holds the successor and this node's state. No alignas: the
+// state needs two low bits, which malloc's 16-byte alignment gives, while an over-aligned new
+// would go through memalign (slower, and it wastes DRAM per node).
+struct SoftListNode {
   Key key;
   Value value;
   std::uintptr_t pnode;  // pack_pnode(PNode*, pValidity)
