@@ -198,6 +198,45 @@ TYPED_TEST(LinkFreeSetTest, ConcurrentStressFourThreads) {
   concurrent_stress<TypeParam>(4, 20000);
 }
 
+// Four threads on four keys: every insert races with removes of the same key (the skip list's
+// tower linking against its unlinking and retirement; the sanitizer builds watch the memory).
+// Per key, successful inserts minus successful removes must be 0 or 1 and match presence.
+TYPED_TEST(LinkFreeSetTest, HotKeysStress) {
+  TempPoolPath path("lf_hot");
+  auto pool = pm::Pool::create(path.str(), std::size_t{32} << 20, "test");
+  auto set = TypeParam::create(pool);
+  constexpr Key kKeys = 4;
+  std::vector<std::atomic<long>> balance(kKeys + 1);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 4; ++t) {
+    workers.emplace_back([&, t] {
+      std::mt19937_64 rng(77 + static_cast<unsigned>(t));
+      for (int i = 0; i < 30000; ++i) {
+        const Key k = 1 + rng() % kKeys;
+        switch (rng() % 3) {
+          case 0:
+            if (set->insert(k, k)) ++balance[k];
+            break;
+          case 1:
+            if (set->remove(k)) --balance[k];
+            break;
+          default:
+            if (const auto v = set->get(k)) {
+              EXPECT_EQ(*v, k);
+            }
+        }
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  const auto found = contents_of(*set);
+  EXPECT_EQ(set->size(), found.size());
+  for (Key k = 1; k <= kKeys; ++k) {
+    ASSERT_TRUE(balance[k] == 0 || balance[k] == 1) << "key " << k << ": " << balance[k];
+    EXPECT_EQ(found.contains(k), balance[k] == 1) << "key " << k;
+  }
+}
+
 TYPED_TEST(LinkFreeSetTest, ReopenRecoversContentsAndFreesTheRest) {
   TempPoolPath path("lf_reopen");
   std::map<Key, Value> model;

@@ -96,6 +96,51 @@ bool explainable(const State& initial, const std::vector<Op>& a, const std::vect
   return false;
 }
 
+// The per-key checker on hand-made histories (it must be able to say no).
+Op make_op(OpType type, std::uint64_t start, std::uint64_t end, bool result, Value value = 0) {
+  Op op;
+  op.type = type;
+  op.key = 1;
+  op.value = value;
+  op.result = result;
+  op.start = start;
+  op.end = end;
+  op.pending = end == 0;
+  return op;
+}
+
+TEST(DurableLinearizabilityCheck, CompletedOperationsMustSurvivePendingOnesMay) {
+  const std::vector<Op> none;
+  const std::vector<Op> inserted{make_op(OpType::insert, 1, 2, true, 7)};
+  EXPECT_TRUE(explainable(State(), inserted, none, State(7)));
+  EXPECT_FALSE(explainable(State(), inserted, none, State()));
+  EXPECT_FALSE(explainable(State(), inserted, none, State(8)));
+  const std::vector<Op> pending{make_op(OpType::insert, 1, 0, false, 7)};
+  EXPECT_TRUE(explainable(State(), pending, none, State(7)));
+  EXPECT_TRUE(explainable(State(), pending, none, State()));
+  EXPECT_FALSE(explainable(State(), pending, none, State(8)));
+  // Results must fit the state: a remove of an absent key cannot return true.
+  const std::vector<Op> bad_remove{make_op(OpType::remove, 1, 2, true)};
+  EXPECT_FALSE(explainable(State(), bad_remove, none, State()));
+}
+
+TEST(DurableLinearizabilityCheck, TwoThreadsRespectRealTimeAndResults) {
+  // Overlapping inserts: the one that returned true won, so its value is the one recovered.
+  const std::vector<Op> a{make_op(OpType::insert, 1, 4, true, 10)};
+  const std::vector<Op> b{make_op(OpType::insert, 2, 3, false, 20)};
+  EXPECT_TRUE(explainable(State(), a, b, State(10)));
+  EXPECT_FALSE(explainable(State(), a, b, State(20)));
+  EXPECT_FALSE(explainable(State(), a, b, State()));
+  // A remove that started after an insert returned must follow it.
+  const std::vector<Op> ins{make_op(OpType::insert, 1, 2, true, 5)};
+  const std::vector<Op> rem{make_op(OpType::remove, 3, 4, true)};
+  EXPECT_TRUE(explainable(State(), ins, rem, State()));
+  EXPECT_FALSE(explainable(State(), ins, rem, State(5)));
+  // contains(false) that started after the insert returned cannot be explained.
+  const std::vector<Op> miss{make_op(OpType::contains, 3, 4, false)};
+  EXPECT_FALSE(explainable(State(), ins, miss, State(5)));
+}
+
 struct Workload {
   int threads = 1;
   int ops_per_thread = 60;
