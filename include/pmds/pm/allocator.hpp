@@ -13,11 +13,14 @@
 // asks the structure, and puts every non-live slot in the free lists.
 //
 // What is volatile: the free lists. Each thread (pmds::thread_id()) has, per slot size, a list of
-// free runs (consecutive slots) and a bump run carved from a chunk it claimed; free() pushes to
-// the calling thread's list. A thread whose list grows past a small bound (a few dozen slots)
-// hands the excess to a per-slot-size shared list (under a mutex: the slow path), from which
-// threads with an empty list take a batch before they claim a new chunk. So slots freed by one
-// thread (a queue's consumer) are reused by another (its producer) instead of leaking chunks.
+// free runs (consecutive slots) and the rest of the chunk it claimed last; free() pushes to the
+// calling thread's list. allocate() takes from that list, else from the rest of its chunk
+// (consecutive addresses, seed 004's principle 3), else a batch from a per-slot-size shared
+// list, else it claims a new chunk. A thread whose list grows past a small bound (64 slots or
+// 64 KiB) hands the excess to the shared list (under a mutex: the slow path). So slots freed by
+// one thread (a queue's consumer) are reused by another (its producer) instead of leaking
+// chunks; at most one partly used chunk per thread and slot size is not shared. Recovery puts
+// every free slot on the shared lists.
 // The free lists hold pointers in DRAM; the allocator never writes a slot's bytes, so a freed
 // slot keeps whatever validity bits the structure left in it.
 //
@@ -28,6 +31,9 @@
 // never sit at a slot boundary where is_live() would mistake it for a live one. Never-allocated
 // slots read as zero bytes (the pool file is zero-filled at create), so is_live() must return
 // false for an all-zero slot.
+//
+// Threads: allocate() and free() from any number of threads at once; recover(), free_slots()
+// only when no other thread uses the allocator (quiescent).
 //
 // Planted bug for the crash tests (test/pool/allocator_planted_bug_sim_test.cpp): defining
 // PMDS_PLANTED_BUG_ALLOCATOR_DIRECTORY_NOT_PERSISTED drops the persist of a claimed chunk's

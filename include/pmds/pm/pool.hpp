@@ -397,9 +397,9 @@ class Pool {
       std::memcpy(id.layout, layout.data(), layout.size());
       id.checksum = format::identity_checksum(id);
 
-      // Everything but the magic, persisted. The file is zero-filled, but the header and the
-      // directory are written anyway: posix_fallocate keeps old bytes of a reused file range
-      // on no filesystem, yet nothing here should depend on that.
+      // Everything but the magic, persisted. A new file reads as zeros already; the header's
+      // zero bytes and the directory are written anyway, so that everything the magic vouches
+      // for went through the access layer (and the simulator's record of it).
       char* base = st->base;
       pm::write(base, &id, sizeof id);
       static constexpr std::array<unsigned char, format::header_size> zeros{};
@@ -418,10 +418,12 @@ class Pool {
       pool.attach_and_start();
       return pool;
     } catch (...) {
-      // No clean flag, no detach: this never became a pool. Release and remove the file.
-      if (pool.state_) st = std::move(pool.state_);
-      st->allocator.reset();
-      st->mapping.release();
+      // No clean flag: this never became a pool. Release and remove the file.
+      if (pool.state_) {
+        pool.abandon();
+      } else {
+        st->mapping.release();
+      }
       ::unlink(path.c_str());
       throw;
     }
@@ -470,7 +472,12 @@ class Pool {
     }
     Pool pool;
     pool.state_ = std::move(st);
-    pool.attach_and_start();
+    try {
+      pool.attach_and_start();
+    } catch (...) {
+      pool.abandon();  // not close(): that would mark the pool clean
+      throw;
+    }
     // Open: the shutdown is no longer clean until close() says so.
     pool.clean_flag().store(0);
     persist(&pool.clean_flag(), sizeof(std::uint64_t));
@@ -579,6 +586,22 @@ class Pool {
         mapping.persist_fn(base + offset, n);
     }
   };
+
+  // Unmaps without writing anything (an open that failed after mapping).
+  void abandon() noexcept {
+    if (!state_) return;
+#if defined(PMDS_BACKEND_SIMULATED)
+    if (sim::attached(state_->base)) {
+      try {
+        sim::detach(state_->base);
+      } catch (...) {
+      }
+    }
+#endif
+    state_->allocator.reset();
+    state_->mapping.release();
+    state_.reset();
+  }
 
   atomic<std::uint64_t>& clean_flag() {
     return *reinterpret_cast<atomic<std::uint64_t>*>(state_->base + format::clean_flag_offset);
