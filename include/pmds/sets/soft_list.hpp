@@ -26,8 +26,9 @@
 //   - pValidity = !deleted rather than !validStart (detail/soft_pnode.hpp: a crash can leave a
 //     half-created slot that recovery frees, and the paper's rule mis-creates from it);
 //   - find continues from the predecessor's current successor after a failed trim CAS, and
-//     restarts from the head only when the predecessor itself is deleted (the paper continues
-//     with a window that may be stale; both are correct, this one fails fewer CASes later);
+//     restarts from the head only when the predecessor itself is deleted (the paper goes on
+//     with an expected value that may never have been in the link, which only makes the
+//     caller's CAS fail and retry; both are correct);
 //   - remove skips destroy when it finds the node already "deleted": that state is set only
 //     after the PNode is durably deleted, so the destroy would only repeat a durable store;
 //   - an insert that retries reuses the PNode and volatile node it allocated (never published,

@@ -181,7 +181,9 @@ struct RecoveredPNodes {
 // key on the bucket array) and sorted by key within each group. Two live PNodes with one key
 // cannot arise from SOFT (a key's new PNode is created only after its old one is durably
 // deleted); if the pool holds them anyway, the first in slot order is kept and the others are
-// freed (counted in duplicate_keys). Quiescent and single-threaded; writes nothing persistent,
+// freed (counted in duplicate_keys). A freed duplicate still looks live in the pool until its
+// slot is reused (recovery writes nothing; prepare() invalidates it first), so a later recovery
+// counts it again. Quiescent and single-threaded; writes nothing persistent,
 // so no flush, and restartable after a crash during it.
 template <SoftBug Bug, class GroupOf>
 RecoveredPNodes recover_soft_pnodes(pm::ChunkAllocator& allocator, SetRecoveryStats& stats,
