@@ -41,11 +41,11 @@ options:
   --soak              10000 simulated and 200 process crashes (also PMDS_SOAK=1)
   --threads T         workload threads (default 3)
   --ops N             operations per thread, simulated workload (default 30)
-  --process-ops N     operations per thread, process workload (default 400)
+  --process-ops N     operations per thread, process workload (default 100)
   --keys R            key range of sets and maps (default 16)
   --reads P           percent of read operations (default 20)
   --prefill N         elements inserted before the workload (default R/2; 4 for queues)
-  --switch P          simulated scheduler: chance to switch thread per access (0.05)
+  --switch P          simulated scheduler: chance to switch thread per access (0.01)
   --recovery-crashes P  percent of recoveries crashed and redone (default 20)
   --crashes-per-run N crash points per simulated workload run (default 25)
   --pool-mib N        pool size of a simulated run, MiB (default 16)
@@ -62,11 +62,11 @@ struct Options {
   std::string structures;
   bool all = false, fixtures = false;
   std::uint64_t crashes = 500, process_crashes = 20;
-  std::size_t images = 3, threads = 3, ops = 30, process_ops = 400, prefill = 0;
+  std::size_t images = 3, threads = 3, ops = 30, process_ops = 100, prefill = 0;
   std::uint64_t keys = 16, seed = 1, pool_mib = 16;
   unsigned reads = 20, recovery_crashes = 20;
   std::size_t crashes_per_run = 25;
-  double switch_probability = 0.05;
+  double switch_probability = 0.01;
   bool stop_at_first = false, keep_histories = false, quiet = false, json_line = false;
   std::string json_file, replay;
 };

@@ -7,6 +7,9 @@
 //   (b) link_not_fenced       the link is flushed, but no fence before the operation returns
 //   (c) contents_not_flushed  a node is linked without its contents ever being flushed
 //   (d) recovery_drops_node   recovery unlinks one valid node
+//   (leak) recovery_keeps_every_slot  after the list's recovery, every slot of every used chunk
+//                             is declared live (as a recovery that never rebuilds the free
+//                             lists, or that marks garbage live, would): the leak check's fixture
 // and a control: the same list without a bug, under a fixture name. Every bug must be reported
 // as a violation within the default budget, the control never. (A missing fence right before a
 // linking CAS is not a bug on x86 — the locked CAS orders earlier flushes — and is not planted.)
@@ -40,6 +43,19 @@ struct AlgoFactory {
 template <algo::PlantedBug Bug>
 using BuggyList = algo::HarrisMichaelList<algo::IzraelevitzPolicy<Bug>>;
 
+// The leak fixture: the correct list, then every slot declared live again after its recovery.
+struct LeakyRecoveryFactory {
+  using type = BuggyList<algo::PlantedBug::none>;
+  static std::unique_ptr<type> create(pm::Pool* pool, const registry::CreateOptions& o) {
+    return AlgoFactory<type>::create(pool, o);
+  }
+  static std::unique_ptr<type> open(pm::Pool& pool, const registry::CreateOptions& o) {
+    auto list = AlgoFactory<type>::open(pool, o);
+    pool.allocator().recover([](void*, std::size_t) { return true; });  // planted leak
+    return list;
+  }
+};
+
 using Fixtures = registry::TypeList<
     registry::Describe<"list/izraelevitz-control", registry::Kind::map, Criterion::durable,
                        AlgoFactory<BuggyList<algo::PlantedBug::none>>,
@@ -59,7 +75,10 @@ using Fixtures = registry::TypeList<
     registry::Describe<"list/izraelevitz-bug-d-recovery-drops-node", registry::Kind::map,
                        Criterion::durable,
                        AlgoFactory<BuggyList<algo::PlantedBug::recovery_drops_node>>,
-                       "fixture (d): recovery unlinks one valid node">>;
+                       "fixture (d): recovery unlinks one valid node">,
+    registry::Describe<"list/izraelevitz-bug-leak-recovery-keeps-every-slot", registry::Kind::map,
+                       Criterion::durable, LeakyRecoveryFactory,
+                       "fixture (leak): every slot stays allocated after recovery">>;
 
 // The fixtures as registry entries (their own table: registry::entries() does not list them).
 inline std::span<const registry::Entry> fixture_entries() {

@@ -15,6 +15,7 @@
 // A process crash loses no store (the page cache survives it), so this tests recovery logic,
 // leaks and detectability on a real file, not flushes; the kill moments are real time, so a
 // round is not exactly replayable: a violation reports its seed, and the full history is kept.
+// PMDS_CRASHLAB_DUMP=DIR writes every checked history to DIR.
 #pragma once
 
 #if defined(PMDS_BACKEND_SIMULATED)
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -46,11 +48,15 @@
 namespace pmds::crashlab {
 
 struct ProcessOptions {
-  WorkloadOptions workload{.threads = 3, .ops = 400};
+  // 100 operations per thread: a thread the OS deschedules just before the kill leaves an
+  // operation pending across the whole history, and the linearizability search grows with the
+  // history's length times that overlap.
+  WorkloadOptions workload{.threads = 3, .ops = 100};
   std::uint64_t seed = 1;
   std::uint64_t crashes = 20;
   std::uint64_t pool_size = 32ull << 20;
   double recovery_timeout_s = 30;
+  double check_timeout_s = 20;  // lincheck's limit per history (then "undecided")
   bool stop_at_first_violation = false;
   std::size_t keep_details = 3;
   bool keep_histories = false;
@@ -97,13 +103,25 @@ class SharedLogFile {
     const std::size_t threads = o.workload.threads;
     if (prefill)
       for (const auto& op : w.prefill) log.record(threads, op, [&] { return inst.apply(op); });
-    write_all(ready_fd, "r");  // the parent starts its kill timer now
+    // All threads start together (so they overlap), and the parent's kill timer with them.
+    std::atomic<std::size_t> arrived{0};
+    std::atomic<bool> go{false};
     std::vector<std::thread> workers;
     for (std::size_t t = 0; t < threads; ++t)
       workers.emplace_back([&, t] {
+        arrived.fetch_add(1);
+        while (!go.load()) std::this_thread::yield();
         for (const auto& op : w.per_thread[t]) log.record(t, op, [&] { return inst.apply(op); });
       });
+    while (arrived.load() < threads) std::this_thread::yield();
+    write_all(ready_fd, "r");
+    const auto started = std::chrono::steady_clock::now();
+    go.store(true);
     for (auto& th : workers) th.join();
+    // The workload is over: how long it took, in microseconds (round 0 measures it).
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::steady_clock::now() - started);
+    write_all(ready_fd, "d" + std::to_string(us.count()) + "\n");
   } catch (const std::exception& ex) {
     std::string m = ex.what();
     write_all(ready_fd, "e" + m);
@@ -133,10 +151,10 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
   const std::size_t threads = o.workload.threads;
   const std::size_t capacity = o.workload.ops + 64 + o.workload.key_range + 16;
   detail::SharedLogFile log_file(tag + ".history", HistoryLog::bytes_for(threads + 1, capacity));
-  Lincheck checker(find_lincheck());
+  Lincheck checker(find_lincheck(), o.check_timeout_s);
   std::vector<registry::Item> state;  // the contents the last recovery read (empty: new pool)
   std::mt19937_64 rng(mix_seed(o.seed, 0x9c0ce55));
-  double run_seconds = 0;  // how long a round runs when nothing kills it (measured by round 0)
+  double workload_seconds = 0;  // a round's workload when nothing kills it (round 0 measures)
   for (std::uint64_t round = 0; round < o.crashes; ++round) {
     const std::uint64_t wseed = mix_seed(o.seed, 1000 + round);
     const Workload w = make_workload(e, o.workload, wseed);
@@ -151,30 +169,37 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
       detail::process_round_child(e, o, pool_file.path(), log, w, round == 0, fds[1]);
     }
     ::close(fds[1]);
-    // Round 0 runs to its end (it measures how long a round takes); later rounds are killed at
-    // a moment drawn uniformly over that duration (1.2x, so some complete first).
-    char c = 0;
+    // Round 0 runs to its end; later rounds are killed at a moment drawn uniformly over the
+    // duration of the last workload that ran to its end (1.1x, so that a few complete). The
+    // child reports that duration itself ("d<microseconds>"), the parent may be descheduled.
     std::string child_error;
-    ssize_t n;
-    while ((n = ::read(fds[0], &c, 1)) < 0 && errno == EINTR) {
-    }
-    const auto started = std::chrono::steady_clock::now();
-    if (n == 1 && c == 'e') {
+    const auto read_byte = [&]() -> char {
+      char c = 0;
+      ssize_t n;
+      while ((n = ::read(fds[0], &c, 1)) < 0 && errno == EINTR) {
+      }
+      return n == 1 ? c : '\0';
+    };
+    char c = read_byte();
+    if (c == 'e') {
       char b[4096];
       ssize_t m;
       while ((m = ::read(fds[0], b, sizeof b)) > 0)
         child_error.append(b, static_cast<std::size_t>(m));
-    }
-    ::close(fds[0]);
-    if (round > 0 && child_error.empty()) {
-      const double delay = run_seconds * 1.2 * std::uniform_real_distribution<double>(0, 1)(rng);
-      std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    } else if (c == 'r' && round > 0) {
+      const auto started = std::chrono::steady_clock::now();
+      const double delay =
+          workload_seconds * 1.1 * std::uniform_real_distribution<double>(0, 1)(rng);
+      std::this_thread::sleep_until(started + std::chrono::duration<double>(delay));
       ::kill(pid, SIGKILL);
     }
     const ExitStatus st = wait_for(pid);
-    if (round == 0)
-      run_seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (c == 'r' && read_byte() == 'd') {  // it ran to its end
+      std::string us;
+      while ((c = read_byte()) >= '0' && c <= '9') us += c;
+      if (!us.empty()) workload_seconds = std::stod(us) * 1e-6;
+    }
+    ::close(fds[0]);
     if (!child_error.empty() || (st.exited && st.code != 0) ||
         (!st.exited && st.signal != SIGKILL)) {
       r.errors.push_back("process round " + std::to_string(round) + ": the workload process " +
@@ -230,6 +255,10 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
       h.crash_time = crash_time;
       h.recovered = &rec.items;
       const std::string text = to_json_lines(h);
+      if (const char* dir = std::getenv("PMDS_CRASHLAB_DUMP"); dir != nullptr && *dir)
+        write_file(std::string(dir) + "/process-history-" + tag.substr(tag.rfind('-') + 1) + "-" +
+                       std::to_string(round) + ".jsonl",
+                   text);
       const Verdict verdict = checker.check(text);
       if (verdict.verdict == "unknown") ++r.undecided;
       if (verdict.verdict == "violation" || verdict.verdict == "error") {

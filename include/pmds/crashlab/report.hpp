@@ -130,21 +130,24 @@ inline std::string describe(const std::string& structure, const Violation& v) {
   return s;
 }
 
-// The summary table: structure, criterion, crashes, images checked, violations, time.
+// The summary table: structure, criterion, simulated crashes, images checked, process crashes,
+// recoveries crashed on purpose, violations, histories the checker left undecided, time.
 inline std::string summary_table(const std::vector<LabResult>& results) {
   std::string s;
   char line[512];
-  std::snprintf(line, sizeof line, "%-44s %-11s %9s %8s %8s %7s %10s %8s\n", "structure",
-                "criterion", "simulated", "images", "process", "rec.crs", "violations", "time s");
+  std::snprintf(line, sizeof line, "%-44s %-11s %9s %8s %8s %7s %10s %6s %8s\n", "structure",
+                "criterion", "simulated", "images", "process", "rec.crs", "violations", "undec.",
+                "time s");
   s += line;
   for (const auto& r : results) {
-    std::snprintf(line, sizeof line, "%-44s %-11s %9llu %8llu %8llu %7llu %10llu %8.1f%s\n",
+    std::snprintf(line, sizeof line, "%-44s %-11s %9llu %8llu %8llu %7llu %10llu %6llu %8.1f%s\n",
                   r.structure.c_str(), r.criterion.c_str(),
                   static_cast<unsigned long long>(r.simulated_crashes),
                   static_cast<unsigned long long>(r.images_checked),
                   static_cast<unsigned long long>(r.process_crashes),
                   static_cast<unsigned long long>(r.recovery_crashes),
-                  static_cast<unsigned long long>(r.violations), r.seconds(),
+                  static_cast<unsigned long long>(r.violations),
+                  static_cast<unsigned long long>(r.undecided), r.seconds(),
                   r.errors.empty() ? "" : "  LAB ERROR");
     s += line;
   }

@@ -84,25 +84,45 @@ func check(h *History, timeout time.Duration) Verdict {
 			return *bad
 		}
 	}
-	parts := partitions(h, ops)
 	deadline := time.Now().Add(timeout)
+	alternatives := resolvePending(h, ops)
 	var failing []*partition
+	var parts []*partition
 	unknown := false
-	for _, p := range parts {
-		left := time.Until(deadline)
-		if timeout > 0 && left <= 0 {
-			unknown = true
-			break
+	for ai, alt := range alternatives {
+		altParts := partitions(h, alt)
+		var altFailing []*partition
+		altUnknown := false
+		for _, p := range altParts {
+			left := time.Until(deadline)
+			if timeout > 0 && left <= 0 {
+				altUnknown = true
+				break
+			}
+			if timeout <= 0 {
+				left = 0
+			}
+			switch res, _ := run(h, p, p.init, p.ops, p.hasObs, left, false); res {
+			case porcupine.Illegal:
+				altFailing = append(altFailing, p)
+			case porcupine.Unknown:
+				altUnknown = true
+			}
+			if len(altFailing) > 0 && len(alternatives) > 1 {
+				break // this resolution of the pending ops fails: try the next one
+			}
 		}
-		if timeout <= 0 {
-			left = 0
+		if len(altFailing) == 0 && !altUnknown {
+			return Verdict{Verdict: "ok", Criterion: string(h.Criterion), Partitions: len(altParts)}
 		}
-		switch res, _ := run(h, p, p.init, p.ops, p.hasObs, left, false); res {
-		case porcupine.Illegal:
-			failing = append(failing, p)
-		case porcupine.Unknown:
-			unknown = true
+		unknown = unknown || altUnknown
+		if ai == 0 {
+			failing, parts = altFailing, altParts
 		}
+	}
+	if unknown {
+		return Verdict{Verdict: "unknown", Criterion: string(h.Criterion), Partitions: len(parts),
+			Message: fmt.Sprintf("porcupine did not decide within %v", timeout)}
 	}
 	if len(failing) > 0 {
 		sort.SliceStable(failing, func(i, j int) bool { return len(failing[i].ops) < len(failing[j].ops) })
@@ -117,11 +137,10 @@ func check(h *History, timeout time.Duration) Verdict {
 		if len(failing) > 1 {
 			v.Message += fmt.Sprintf(" (%d objects violate it; the smallest is shown)", len(failing))
 		}
+		if len(alternatives) > 1 {
+			v.Message += fmt.Sprintf(" (for each of the %d ways the pending ops could have ended)", len(alternatives))
+		}
 		return v
-	}
-	if unknown {
-		return Verdict{Verdict: "unknown", Criterion: string(h.Criterion), Partitions: len(parts),
-			Message: fmt.Sprintf("porcupine did not decide within %v", timeout)}
 	}
 	return Verdict{Verdict: "ok", Criterion: string(h.Criterion), Partitions: len(parts)}
 }
@@ -255,9 +274,12 @@ func encode(h *History, ops []*Op, observe []uint64, withObs bool) []porcupine.O
 	out := make([]porcupine.Operation, 0, len(ops)+1)
 	for _, op := range ops {
 		o := porcupine.Operation{ClientId: op.Thread, Input: &input{op: op}, Call: 2 * op.Call}
-		if op.Done {
+		switch {
+		case op.Done:
 			o.Return, o.Output = 2*op.Ret, op.Result
-		} else {
+		case op.Forced:
+			o.Return, o.Output = crash, op.Result // took effect before the crash
+		default:
 			o.Return, o.Output = infinity, Result{}
 		}
 		out = append(out, o)

@@ -497,3 +497,60 @@ func TestRandomCorrectHistoriesAreAccepted(t *testing.T) {
 		}
 	}
 }
+
+// ---- pending operations resolved before the search (resolve.go) -------------------------------
+
+func TestPendingRemoveResolvedToAMissingValue(t *testing.T) {
+	// A dequeue pending since the start while 100 other ops ran: it took value 1 (missing from
+	// both the recovered queue and every completed dequeue), or nothing.
+	body := []string{pending(0, "dequeue", "", 1)}
+	var ts int64 = 2
+	body = append(body, op(1, "enqueue", "1", ts, ts+1, "null"))
+	ts += 2
+	for i := 2; i < 52; i++ {
+		body = append(body, op(1, "enqueue", fmt.Sprint(i), ts, ts+1, "null"))
+		body = append(body, op(2, "dequeue", "", ts+2, ts+3, fmt.Sprint(i)))
+		ts += 4
+	}
+	// The pending dequeue took 1 before thread 2's first dequeue: recovered empty.
+	expectOK(t, history("queue", "durable", append(body, crash(ts), items(""))...))
+	// Without the pending dequeue, thread 2's first dequeue skips value 1: not linearizable.
+	expectViolation(t, history("queue", "durable", append(body[1:], crash(ts), items(""))...), "linearizability", "queue")
+	// Value 1 cannot be both taken by the pending dequeue and still present.
+	expectViolation(t, history("queue", "durable", append(body, crash(ts), items("1,7"))...), "durable", "queue")
+}
+
+func TestPendingAddAndRemoveTogether(t *testing.T) {
+	body := []string{
+		op(0, "push", "1", 1, 2, "null"),
+		pending(1, "push", "2", 3),
+		pending(0, "pop", "", 4),
+		crash(10),
+	}
+	// [1]: nothing pending took effect (or push 2 and pop of 2); [1 2]: push 2 only; []: pop of
+	// 1; [2]: pop of 1, then push 2.
+	for _, rec := range []string{"1", "1,2", "", "2"} {
+		expectOK(t, history("stack", "durable", append(body, items(rec))...))
+	}
+	expectViolation(t, history("stack", "durable", append(body, items("2,1"))...), "durable", "stack")
+	expectViolation(t, history("stack", "durable", append(body, items("3"))...), "durable", "stack")
+}
+
+func TestDuplicateValuesAreCheckedWithoutTheReduction(t *testing.T) {
+	body := []string{
+		op(0, "enqueue", "5", 1, 2, "null"),
+		op(0, "enqueue", "5", 3, 4, "null"),
+		pending(1, "dequeue", "", 5),
+		crash(6),
+	}
+	expectOK(t, history("queue", "durable", append(body, items("5"))...))
+	expectOK(t, history("queue", "durable", append(body, items("5,5"))...))
+	expectViolation(t, history("queue", "durable", append(body, items(""))...), "durable", "queue")
+}
+
+func TestPendingReadsAreDropped(t *testing.T) {
+	body := []string{op(0, "insert", "5,1", 1, 2, "true"), pending(1, "contains", "5", 3), pending(0, "sync", "", 4), crash(5)}
+	expectOK(t, history("set", "buffered", append(body, keys("[5,1]"))...))
+	expectOK(t, history("set", "buffered", append(body, keys(""))...))
+	expectOK(t, history("set", "durable", append(body, keys("[5,1]"))...))
+}

@@ -86,6 +86,9 @@ type Op struct {
 	Done   bool  // false: pending at the crash
 	Result Result
 	Line   int // line number in the input, for reports
+	// Forced: a pending op the checker assumes took effect before the crash, with Result
+	// (resolve.go); it is then linearized before the recovered state is observed.
+	Forced bool
 }
 
 // Report is a thread's post-recovery statement about its last invoked operation.

@@ -247,6 +247,9 @@ func formatOp(kind Kind, op *Op) string {
 		args = append(args, formatWord(kind, a))
 	}
 	call := fmt.Sprintf("%s(%s)", op.Name, strings.Join(args, ","))
+	if op.Forced {
+		return fmt.Sprintf("t%d %-22s -> %-6s [%d, pending: assumed to have taken effect]", op.Thread, call, formatResult(kind, op.Result), op.Call)
+	}
 	if !op.Done {
 		return fmt.Sprintf("t%d %-22s [%d, pending]", op.Thread, call, op.Call)
 	}

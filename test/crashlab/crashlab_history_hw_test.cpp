@@ -1,0 +1,191 @@
+// labels: crashlab
+// The crash lab's parts that need no crash: history recording (what a crash at any instruction
+// leaves readable), the JSON lines lincheck reads (checked end to end through lincheck, good
+// and bad), the workload generator's determinism, the JSON reader.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pmds/crashlab/fixtures.hpp"
+#include "pmds/crashlab/history.hpp"
+#include "pmds/crashlab/json.hpp"
+#include "pmds/crashlab/process.hpp"
+#include "pmds/crashlab/workload.hpp"
+
+namespace {
+
+using namespace pmds;
+using namespace pmds::crashlab;
+using registry::OpCode;
+using registry::Operation;
+using registry::OpResult;
+
+struct LogBlock {
+  explicit LogBlock(std::size_t threads, std::size_t capacity)
+      : bytes(HistoryLog::bytes_for(threads, capacity)),
+        memory(static_cast<unsigned char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64))) {}
+  ~LogBlock() { std::free(memory); }
+  std::size_t bytes;
+  unsigned char* memory;
+};
+
+TEST(HistoryLog, RecordsCompletedAndPendingOperationsWithIncreasingTimestamps) {
+  LogBlock block(2, 4);
+  HistoryLog log = HistoryLog::create(block.memory, block.bytes, 2, 4);
+  log.record(0, {OpCode::insert, 5, 50, 1}, [] { return OpResult{true, 0, 0}; });
+  // A crash inside the operation: the record is invoked, without a response.
+  bool inside_checked = false;
+  try {
+    log.record(1, {OpCode::remove, 5, 0, 1}, [&]() -> OpResult {
+      // What a reader sees while the op runs (a crash here): op 2 pending.
+      const HistoryLog seen = HistoryLog::attach(block.memory, block.bytes);
+      const auto rs = seen.snapshot();
+      EXPECT_EQ(rs.size(), 2u);
+      EXPECT_EQ(rs[1].ret, 0u);
+      EXPECT_GT(rs[1].call, rs[0].ret);
+      inside_checked = true;
+      throw std::runtime_error("crash");
+    });
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_TRUE(inside_checked);
+  const auto rs = log.snapshot();
+  ASSERT_EQ(rs.size(), 2u);
+  EXPECT_EQ(rs[0].thread, 0u);
+  EXPECT_LT(rs[0].call, rs[0].ret);
+  EXPECT_EQ(rs[0].ok, 1u);
+  EXPECT_EQ(rs[1].ret, 0u);  // pending
+  EXPECT_GT(log.now(), rs[1].call);
+}
+
+TEST(HistoryLog, RefusesMoreRecordsThanItsCapacityAndForeignBlocks) {
+  LogBlock block(1, 1);
+  HistoryLog log = HistoryLog::create(block.memory, block.bytes, 1, 1);
+  log.record(0, {OpCode::contains, 1, 0, 1}, [] { return OpResult{}; });
+  EXPECT_THROW(log.record(0, {OpCode::contains, 1, 0, 1}, [] { return OpResult{}; }), Error);
+  std::vector<unsigned char> junk(block.bytes, 0xab);
+  EXPECT_THROW(HistoryLog::attach(junk.data(), junk.size()), Error);
+  EXPECT_THROW(HistoryLog::create(block.memory, 8, 1, 1), Error);
+}
+
+const registry::Entry& list_entry() {
+  const registry::Entry* e = find_entry("list/izraelevitz-control");
+  EXPECT_NE(e, nullptr);
+  return *e;
+}
+
+Record rec(std::uint16_t thread, OpCode code, std::uint64_t key, std::uint64_t value,
+           std::uint64_t call, std::uint64_t ret, bool ok) {
+  Record r;
+  r.thread = thread;
+  r.code = static_cast<std::uint8_t>(code);
+  r.key = key;
+  r.value = value;
+  r.call = call;
+  r.ret = ret;
+  r.ok = ok ? 1 : 0;
+  return r;
+}
+
+TEST(HistoryJson, GoodAndBadHistoriesThroughLincheck) {
+  Lincheck checker(find_lincheck());
+  const registry::Entry& e = list_entry();
+  std::vector<registry::Item> survived{{5, 50}};
+  std::vector<registry::Item> lost;
+  HistoryText h;
+  h.entry = &e;
+  h.records = {rec(0, OpCode::insert, 5, 50, 1, 2, true),
+               rec(1, OpCode::insert, 6, 60, 3, 0, false)};
+  h.crashed = true;
+  h.crash_time = 4;
+  h.recovered = &survived;
+  const std::string good = to_json_lines(h);
+  EXPECT_NE(good.find("\"criterion\":\"durable\""), std::string::npos) << good;
+  EXPECT_EQ(checker.check(good).verdict, "ok") << good;
+
+  h.recovered = &lost;  // the completed insert(5) is gone
+  const Verdict bad = checker.check(to_json_lines(h));
+  EXPECT_EQ(bad.verdict, "violation");
+  EXPECT_EQ(bad.criterion, "durable");
+  EXPECT_EQ(bad.object, "key 5");
+  ASSERT_FALSE(bad.excerpt.empty());
+
+  // The pending insert(6) may have taken effect.
+  std::vector<registry::Item> both{{5, 50}, {6, 60}};
+  h.recovered = &both;
+  EXPECT_EQ(checker.check(to_json_lines(h)).verdict, "ok");
+  // But not with another value.
+  std::vector<registry::Item> wrong{{5, 50}, {6, 61}};
+  h.recovered = &wrong;
+  EXPECT_EQ(checker.check(to_json_lines(h)).verdict, "violation");
+}
+
+TEST(HistoryJson, StatesOfEveryKind) {
+  registry::Entry e = list_entry();
+  e.kind = registry::Kind::stack;
+  // Contents of a stack come top first; the checker's state is bottom first.
+  EXPECT_EQ(state_json(e, {{3, 0}, {2, 0}, {1, 0}}), "{\"items\":[1,2,3]}");
+  e.kind = registry::Kind::queue;
+  EXPECT_EQ(state_json(e, {{3, 0}, {2, 0}}), "{\"items\":[3,2]}");
+  e.kind = registry::Kind::register_object;
+  EXPECT_EQ(state_json(e, {{std::bit_cast<std::uint64_t>(1.5), 0}}), "{\"value\":1.5}");
+  e.kind = registry::Kind::set;
+  e.can_iterate = false;  // read back by probing: no values
+  EXPECT_EQ(state_json(e, {{7, 0}}), "{\"keys\":[[7]]}");
+  e.kind = registry::Kind::map;
+  EXPECT_EQ(state_json(e, {{7, 70}}), "{\"keys\":[[7,70]]}");
+}
+
+TEST(Workload, IsAFunctionOfItsSeed) {
+  const registry::Entry& e = list_entry();
+  WorkloadOptions o;
+  const Workload a = make_workload(e, o, 7), b = make_workload(e, o, 7), c = make_workload(e, o, 8);
+  const auto same = [](const Workload& x, const Workload& y) {
+    if (x.per_thread.size() != y.per_thread.size() || x.prefill.size() != y.prefill.size())
+      return false;
+    for (std::size_t t = 0; t < x.per_thread.size(); ++t)
+      for (std::size_t i = 0; i < x.per_thread[t].size(); ++i)
+        if (x.per_thread[t][i].code != y.per_thread[t][i].code ||
+            x.per_thread[t][i].key != y.per_thread[t][i].key ||
+            x.per_thread[t][i].value != y.per_thread[t][i].value)
+          return false;
+    return true;
+  };
+  EXPECT_TRUE(same(a, b));
+  EXPECT_FALSE(same(a, c));
+  ASSERT_EQ(a.per_thread.size(), o.threads);
+  EXPECT_EQ(a.prefill.size(), o.key_range / 2);
+  for (const auto& ops : a.per_thread) {
+    ASSERT_EQ(ops.size(), o.ops);
+    for (const auto& op : ops) {
+      EXPECT_GE(op.key, 1u);
+      EXPECT_LE(op.key, o.key_range);
+      EXPECT_NE(op.code, OpCode::sync);  // the list has no sync
+    }
+  }
+}
+
+TEST(Json, ReadsWhatTheLabWrites) {
+  const json::Value v = json::parse(
+      R"({"a":[1,"x\"y",true,null,{"b":-2.5e3}],"c":"\u00e9\n","d":18446744073709551615})");
+  EXPECT_EQ(v["a"].items.size(), 5u);
+  EXPECT_EQ(v["a"].items[0].u64(), 1u);
+  EXPECT_EQ(v["a"].items[1].str(), "x\"y");
+  EXPECT_TRUE(v["a"].items[2].boolean);
+  EXPECT_TRUE(v["a"].items[3].is_null());
+  EXPECT_DOUBLE_EQ(v["a"].items[4]["b"].number(), -2500);
+  EXPECT_EQ(v["c"].str(), "\xc3\xa9\n");
+  EXPECT_EQ(v["d"].u64(), 18446744073709551615ull);
+  EXPECT_TRUE(v["missing"].is_null());
+  EXPECT_EQ(json::parse(json_string("a\"b\\c\n")).str(), "a\"b\\c\n");
+  EXPECT_THROW(json::parse("{\"a\":}"), Error);
+  EXPECT_THROW(json::parse("[1,2"), Error);
+  EXPECT_THROW(json::parse("{} x"), Error);
+}
+
+}  // namespace

@@ -1,0 +1,198 @@
+// labels: crashlab no-sanitizer
+// The crash lab's default suite, simulated power failures (DESIGN.md §3–4):
+//   - every registered durable structure survives at least 500 simulated crashes x 3 crash
+//     images with no violation of its criterion (PMDS_SOAK=1: 10,000 crashes);
+//   - every planted-bug fixture IS reported within that budget, and its bug-free control is not
+//     (a lab that reports no violation on a planted bug fails here);
+//   - a crash check replays exactly from its seed, and the scheduler makes runs deterministic.
+// no-sanitizer: the lab forks workload processes that spawn recovery processes and a Go checker,
+// and takes minutes under TSan's fork handling and ASan's slowdown; it tests the structures'
+// crash behaviour, which the sanitizer builds of the structures' own tests do not add to.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "pmds/crashlab/fixtures.hpp"
+#include "pmds/crashlab/sim_lab.hpp"
+
+namespace {
+
+using namespace pmds;
+using namespace pmds::crashlab;
+
+bool soak() {
+  const char* s = std::getenv("PMDS_SOAK");
+  return s != nullptr && std::string(s) == "1";
+}
+
+SimOptions default_options() {
+  SimOptions o;
+  o.crashes = soak() ? 10000 : 500;
+  o.images = 3;
+  o.seed = 1;
+  o.command = "pmds crashtest";
+  return o;
+}
+
+std::string report(const LabResult& r) {
+  std::string s;
+  for (const auto& v : r.details) s += describe(r.structure, v);
+  for (const auto& e : r.errors) s += "LAB ERROR: " + e + "\n";
+  return s;
+}
+
+void print_rate(const LabResult& r) {
+  std::printf(
+      "[ crashlab ] %s: %llu crashes, %llu images, %llu recovery crashes, %.1f s, %.1f crashes/s\n",
+      r.structure.c_str(), static_cast<unsigned long long>(r.simulated_crashes),
+      static_cast<unsigned long long>(r.images_checked),
+      static_cast<unsigned long long>(r.recovery_crashes), r.sim_seconds,
+      r.sim_seconds > 0 ? static_cast<double>(r.simulated_crashes) / r.sim_seconds : 0.0);
+}
+
+// ---- every registered durable structure ------------------------------------------------------
+
+std::vector<std::string> durable_names() {
+  std::vector<std::string> names;
+  for (const auto* e : durable_entries()) names.emplace_back(e->name);
+  return names;
+}
+
+std::string test_name(const testing::TestParamInfo<std::string>& info) {
+  std::string n = info.param;
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+}
+
+class RegisteredStructure : public testing::TestWithParam<std::string> {};
+
+TEST_P(RegisteredStructure, SurvivesSimulatedCrashes) {
+  const registry::Entry* e = registry::find(GetParam());
+  ASSERT_NE(e, nullptr);
+  const LabResult r = run_simulated(*e, default_options());
+  print_rate(r);
+  EXPECT_TRUE(r.errors.empty()) << report(r);
+  EXPECT_GE(r.simulated_crashes, default_options().crashes);
+  EXPECT_GE(r.images_checked, r.simulated_crashes);
+  EXPECT_EQ(r.violations, 0u) << report(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Lab, RegisteredStructure, testing::ValuesIn(durable_names()), test_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RegisteredStructure);
+
+// ---- planted bugs ------------------------------------------------------------------------------
+
+class PlantedBug : public testing::TestWithParam<std::string> {};
+
+TEST_P(PlantedBug, IsReportedWithinTheDefaultBudget) {
+  const registry::Entry* e = find_entry(GetParam());
+  ASSERT_NE(e, nullptr);
+  SimOptions o = default_options();
+  o.crashes = 500;  // the default budget, soak or not
+  o.stop_at_first_violation = true;
+  const LabResult r = run_simulated(*e, o);
+  print_rate(r);
+  EXPECT_TRUE(r.errors.empty()) << report(r);
+  ASSERT_GT(r.violations, 0u) << GetParam() << ": the lab reported no violation in "
+                              << r.simulated_crashes << " crashes";
+  std::printf("[ crashlab ] %s caught at simulated crash #%llu\n%s", r.structure.c_str(),
+              static_cast<unsigned long long>(r.first_violation_crash), report(r).c_str());
+  // The report names a criterion and the object, shows an excerpt and a replay command.
+  ASSERT_FALSE(r.details.empty());
+  const Violation& v = r.details.front();
+  EXPECT_FALSE(v.criterion.empty());
+  EXPECT_NE(v.replay.find("--replay"), std::string::npos);
+  if (v.criterion == "durable") {
+    EXPECT_FALSE(v.object.empty());
+    EXPECT_FALSE(v.excerpt.empty());
+  }
+}
+
+std::vector<std::string> bug_names() {
+  std::vector<std::string> names;
+  for (const auto* e : planted_bugs()) names.emplace_back(e->name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, PlantedBug, testing::ValuesIn(bug_names()), test_name);
+
+TEST(PlantedBugControl, TheBugFreeListIsNotReported) {
+  const registry::Entry* e = find_entry("list/izraelevitz-control");
+  ASSERT_NE(e, nullptr);
+  SimOptions o = default_options();
+  o.crashes = 500;
+  const LabResult r = run_simulated(*e, o);
+  print_rate(r);
+  EXPECT_TRUE(r.errors.empty()) << report(r);
+  EXPECT_GE(r.simulated_crashes, 500u);
+  EXPECT_EQ(r.violations, 0u) << report(r);
+}
+
+// ---- reproducibility ---------------------------------------------------------------------------
+
+TEST(Reproducibility, TheSameSeedRunsTheSameInterleavingsAndFindsTheSameViolation) {
+  const registry::Entry* e = find_entry("list/izraelevitz-bug-b-link-not-fenced");
+  ASSERT_NE(e, nullptr);
+  SimOptions o = default_options();
+  o.crashes = 500;
+  o.stop_at_first_violation = true;
+  const LabResult a = run_simulated(*e, o);
+  const LabResult b = run_simulated(*e, o);
+  ASSERT_GT(a.violations, 0u) << report(a);
+  EXPECT_EQ(a.first_violation_crash, b.first_violation_crash);
+  EXPECT_EQ(a.events, b.events);
+  ASSERT_FALSE(b.details.empty());
+  EXPECT_EQ(a.details.front().replay, b.details.front().replay);
+  EXPECT_EQ(a.details.front().excerpt, b.details.front().excerpt);
+
+  // Its replay point, alone, reproduces the violation.
+  const std::string& cmd = a.details.front().replay;
+  const auto at = cmd.find("--replay ");
+  ASSERT_NE(at, std::string::npos);
+  const auto point = ReplayPoint::parse(cmd.substr(at + 9));
+  ASSERT_TRUE(point.has_value()) << cmd;
+  SimOptions replay = o;
+  replay.replay = point;
+  testing::internal::CaptureStderr();  // a replay prints the whole history
+  const LabResult c = run_simulated(*e, replay);
+  const std::string printed = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(c.simulated_crashes, 1u);
+  EXPECT_GT(c.violations, 0u) << report(c);
+  EXPECT_NE(printed.find("\"type\":\"crash\""), std::string::npos);
+  ASSERT_FALSE(c.details.empty());
+  EXPECT_EQ(c.details.front().excerpt, a.details.front().excerpt);
+
+  // Another seed runs other interleavings.
+  SimOptions other = o;
+  other.seed = 2;
+  other.crashes = 50;
+  other.stop_at_first_violation = false;
+  const LabResult d = run_simulated(*e, other);
+  SimOptions same = other;
+  const LabResult d2 = run_simulated(*e, same);
+  EXPECT_EQ(d.events, d2.events);
+  other.seed = 3;
+  const LabResult f = run_simulated(*e, other);
+  EXPECT_NE(d.events, f.events);
+}
+
+TEST(ReplayPoint, ParsesWhatItPrints) {
+  const ReplayPoint p{12345678901234567890ull, 42, 2, 7};
+  const auto q = ReplayPoint::parse(p.text());
+  ASSERT_TRUE(q.has_value());
+  EXPECT_EQ(q->workload_seed, p.workload_seed);
+  EXPECT_EQ(q->event, 42u);
+  EXPECT_EQ(q->image, 2u);
+  EXPECT_EQ(q->recovery_event, 7u);
+  EXPECT_FALSE(ReplayPoint::parse("1:2").has_value());
+  EXPECT_FALSE(ReplayPoint::parse("1:x:3").has_value());
+  EXPECT_FALSE(ReplayPoint::parse("1:2:3:4:5").has_value());
+  EXPECT_FALSE(ReplayPoint::parse("").has_value());
+}
+
+}  // namespace

@@ -1,0 +1,105 @@
+// labels: crashlab no-sanitizer
+// The crash lab's default suite, real process crashes (hardware backend): every registered
+// durable structure goes through at least 20 SIGKILLs of a process working on a real pool file
+// (PMDS_SOAK=1: 200), each followed by recovery in a fresh process, a leak check of the
+// allocator and a check of the history. The planted bugs a process crash can show — a recovery
+// that drops a node, a recovery that leaks every slot — must be reported; the flush bugs (a)-(c)
+// cannot show here (the page cache keeps every store of a killed process) and are the
+// simulated lab's (crashlab_sim_test).
+// no-sanitizer: forks and SIGKILLs worker processes and a Go checker.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "pmds/crashlab/fixtures.hpp"
+#include "pmds/crashlab/process_lab.hpp"
+
+namespace {
+
+using namespace pmds;
+using namespace pmds::crashlab;
+
+ProcessOptions default_options() {
+  ProcessOptions o;
+  const char* soak = std::getenv("PMDS_SOAK");
+  o.crashes = soak != nullptr && std::string(soak) == "1" ? 200 : 20;
+  return o;
+}
+
+std::string report(const LabResult& r) {
+  std::string s;
+  for (const auto& v : r.details) s += describe(r.structure, v);
+  for (const auto& e : r.errors) s += "LAB ERROR: " + e + "\n";
+  return s;
+}
+
+std::vector<std::string> durable_names() {
+  std::vector<std::string> names;
+  for (const auto* e : durable_entries()) names.emplace_back(e->name);
+  return names;
+}
+
+std::string test_name(const testing::TestParamInfo<std::string>& info) {
+  std::string n = info.param;
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+}
+
+class RegisteredStructure : public testing::TestWithParam<std::string> {};
+
+TEST_P(RegisteredStructure, SurvivesProcessCrashes) {
+  const registry::Entry* e = registry::find(GetParam());
+  ASSERT_NE(e, nullptr);
+  const ProcessOptions o = default_options();
+  const LabResult r = run_process_crashes(*e, o);
+  std::printf("[ crashlab ] %s: %llu process crashes in %.1f s\n", r.structure.c_str(),
+              static_cast<unsigned long long>(r.process_crashes), r.process_seconds);
+  EXPECT_TRUE(r.errors.empty()) << report(r);
+  EXPECT_EQ(r.process_crashes, o.crashes);
+  EXPECT_EQ(r.violations, 0u) << report(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Lab, RegisteredStructure, testing::ValuesIn(durable_names()), test_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RegisteredStructure);
+
+TEST(PlantedBug, ARecoveryThatDropsANodeIsReported) {
+  const registry::Entry* e = find_entry("list/izraelevitz-bug-d-recovery-drops-node");
+  ASSERT_NE(e, nullptr);
+  ProcessOptions o = default_options();
+  o.crashes = 20;
+  o.stop_at_first_violation = true;
+  const LabResult r = run_process_crashes(*e, o);
+  EXPECT_TRUE(r.errors.empty()) << report(r);
+  ASSERT_GT(r.violations, 0u) << "no violation in " << r.process_crashes << " process crashes";
+  EXPECT_EQ(r.details.front().criterion, "durable") << report(r);
+  EXPECT_FALSE(r.details.front().excerpt.empty());
+}
+
+TEST(PlantedBug, ARecoveryThatLeaksEverySlotIsReported) {
+  const registry::Entry* e = find_entry("list/izraelevitz-bug-leak-recovery-keeps-every-slot");
+  ASSERT_NE(e, nullptr);
+  ProcessOptions o = default_options();
+  o.crashes = 20;
+  o.stop_at_first_violation = true;
+  const LabResult r = run_process_crashes(*e, o);
+  EXPECT_TRUE(r.errors.empty()) << report(r);
+  ASSERT_GT(r.violations, 0u) << "no violation in " << r.process_crashes << " process crashes";
+  EXPECT_EQ(r.details.front().criterion, "leak") << report(r);
+}
+
+TEST(PlantedBugControl, TheBugFreeListIsNotReported) {
+  const registry::Entry* e = find_entry("list/izraelevitz-control");
+  ASSERT_NE(e, nullptr);
+  ProcessOptions o = default_options();
+  o.crashes = 20;
+  const LabResult r = run_process_crashes(*e, o);
+  EXPECT_TRUE(r.errors.empty()) << report(r);
+  EXPECT_EQ(r.process_crashes, 20u);
+  EXPECT_EQ(r.violations, 0u) << report(r);
+}
+
+}  // namespace
