@@ -504,6 +504,34 @@ TYPED_TEST(SoftSetTest, RecoveryKeepsOneOfDuplicateKeys) {
   EXPECT_EQ(contents(r), (std::map<Key, Value>{{6, 60}, {7, 70}}));
 }
 
+// The skip list's scan (YCSB E): up to n keys >= from, ascending, only keys in the set.
+TEST(SoftSkipListScan, ScansMatchTheModel) {
+  pool_test::TempPath path("soft_scan");
+  auto pool = pm::Pool::create(path, kPoolSize, "skiplist/soft");
+  sets::SoftSkipList<> s(sets::create_new, pool);
+  std::map<Key, Value> model;
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 3000; ++i) {
+    const Key k = 1 + rng() % 2000;
+    if (rng() % 3 == 0) {
+      s.remove(k);
+      model.erase(k);
+    } else if (s.insert(k, k + 5)) {
+      model.emplace(k, k + 5);
+    }
+  }
+  for (Key from : {Key{0}, Key{1}, Key{500}, Key{1999}, Key{2000}, Key{5000}}) {
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{10}, std::size_t{100000}}) {
+      std::vector<std::pair<Key, Value>> got, want;
+      const std::size_t count = s.scan(from, n, [&](Key k, Value v) { got.emplace_back(k, v); });
+      for (auto it = model.lower_bound(from); it != model.end() && want.size() < n; ++it)
+        want.emplace_back(*it);
+      EXPECT_EQ(count, got.size());
+      EXPECT_EQ(got, want) << "from " << from << ", n " << n;
+    }
+  }
+}
+
 // ---- The PNode validity scheme on every slot state a run or a crash can leave ------------------
 
 struct alignas(64) PNodeBuffer {
