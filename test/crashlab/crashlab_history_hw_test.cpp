@@ -34,7 +34,7 @@ struct LogBlock {
   unsigned char* memory;
 };
 
-TEST(HistoryLog, RecordsCompletedAndPendingOperationsWithIncreasingTimestamps) {
+TEST(CrashlabHistoryLog, RecordsCompletedAndPendingOperationsWithIncreasingTimestamps) {
   LogBlock block(2, 4);
   HistoryLog log = HistoryLog::create(block.memory, block.bytes, 2, 4);
   log.record(0, {OpCode::insert, 5, 50, 1}, [] { return OpResult{true, 0, 0}; });
@@ -63,7 +63,7 @@ TEST(HistoryLog, RecordsCompletedAndPendingOperationsWithIncreasingTimestamps) {
   EXPECT_GT(log.now(), rs[1].call);
 }
 
-TEST(HistoryLog, RefusesMoreRecordsThanItsCapacityAndForeignBlocks) {
+TEST(CrashlabHistoryLog, RefusesMoreRecordsThanItsCapacityAndForeignBlocks) {
   LogBlock block(1, 1);
   HistoryLog log = HistoryLog::create(block.memory, block.bytes, 1, 1);
   log.record(0, {OpCode::contains, 1, 0, 1}, [] { return OpResult{}; });
@@ -92,7 +92,7 @@ Record rec(std::uint16_t thread, OpCode code, std::uint64_t key, std::uint64_t v
   return r;
 }
 
-TEST(HistoryJson, GoodAndBadHistoriesThroughLincheck) {
+TEST(CrashlabHistoryJson, GoodAndBadHistoriesThroughLincheck) {
   Lincheck checker(find_lincheck());
   const registry::Entry& e = list_entry();
   std::vector<registry::Item> survived{{5, 50}};
@@ -125,7 +125,7 @@ TEST(HistoryJson, GoodAndBadHistoriesThroughLincheck) {
   EXPECT_EQ(checker.check(to_json_lines(h)).verdict, "violation");
 }
 
-TEST(HistoryJson, StatesOfEveryKind) {
+TEST(CrashlabHistoryJson, StatesOfEveryKind) {
   registry::Entry e = list_entry();
   e.kind = registry::Kind::stack;
   // Contents of a stack come top first; the checker's state is bottom first.
@@ -141,7 +141,7 @@ TEST(HistoryJson, StatesOfEveryKind) {
   EXPECT_EQ(state_json(e, {{7, 70}}), "{\"keys\":[[7,70]]}");
 }
 
-TEST(Workload, IsAFunctionOfItsSeed) {
+TEST(CrashlabWorkload, IsAFunctionOfItsSeed) {
   const registry::Entry& e = list_entry();
   WorkloadOptions o;
   const Workload a = make_workload(e, o, 7), b = make_workload(e, o, 7), c = make_workload(e, o, 8);
@@ -170,7 +170,7 @@ TEST(Workload, IsAFunctionOfItsSeed) {
   }
 }
 
-TEST(Json, ReadsWhatTheLabWrites) {
+TEST(CrashlabJson, ReadsWhatTheLabWrites) {
   const json::Value v = json::parse(
       R"({"a":[1,"x\"y",true,null,{"b":-2.5e3}],"c":"\u00e9\n","d":18446744073709551615})");
   EXPECT_EQ(v["a"].items.size(), 5u);

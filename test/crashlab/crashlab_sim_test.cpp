@@ -69,9 +69,9 @@ std::string test_name(const testing::TestParamInfo<std::string>& info) {
   return n;
 }
 
-class RegisteredStructure : public testing::TestWithParam<std::string> {};
+class CrashlabSimulated : public testing::TestWithParam<std::string> {};
 
-TEST_P(RegisteredStructure, SurvivesSimulatedCrashes) {
+TEST_P(CrashlabSimulated, SurvivesSimulatedCrashes) {
   const registry::Entry* e = registry::find(GetParam());
   ASSERT_NE(e, nullptr);
   const LabResult r = run_simulated(*e, default_options());
@@ -82,14 +82,14 @@ TEST_P(RegisteredStructure, SurvivesSimulatedCrashes) {
   EXPECT_EQ(r.violations, 0u) << report(r);
 }
 
-INSTANTIATE_TEST_SUITE_P(Lab, RegisteredStructure, testing::ValuesIn(durable_names()), test_name);
-GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RegisteredStructure);
+INSTANTIATE_TEST_SUITE_P(Registered, CrashlabSimulated, testing::ValuesIn(durable_names()), test_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CrashlabSimulated);
 
 // ---- planted bugs ------------------------------------------------------------------------------
 
-class PlantedBug : public testing::TestWithParam<std::string> {};
+class CrashlabSimulatedPlantedBug : public testing::TestWithParam<std::string> {};
 
-TEST_P(PlantedBug, IsReportedWithinTheDefaultBudget) {
+TEST_P(CrashlabSimulatedPlantedBug, IsReportedWithinTheDefaultBudget) {
   const registry::Entry* e = find_entry(GetParam());
   ASSERT_NE(e, nullptr);
   SimOptions o = default_options();
@@ -119,9 +119,9 @@ std::vector<std::string> bug_names() {
   return names;
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, PlantedBug, testing::ValuesIn(bug_names()), test_name);
+INSTANTIATE_TEST_SUITE_P(Fixtures, CrashlabSimulatedPlantedBug, testing::ValuesIn(bug_names()), test_name);
 
-TEST(PlantedBugControl, TheBugFreeListIsNotReported) {
+TEST(CrashlabSimulatedControl, TheBugFreeListIsNotReported) {
   const registry::Entry* e = find_entry("list/izraelevitz-control");
   ASSERT_NE(e, nullptr);
   SimOptions o = default_options();
@@ -135,7 +135,7 @@ TEST(PlantedBugControl, TheBugFreeListIsNotReported) {
 
 // ---- reproducibility ---------------------------------------------------------------------------
 
-TEST(Reproducibility, TheSameSeedRunsTheSameInterleavingsAndFindsTheSameViolation) {
+TEST(CrashlabReproducibility, TheSameSeedRunsTheSameInterleavingsAndFindsTheSameViolation) {
   const registry::Entry* e = find_entry("list/izraelevitz-bug-b-link-not-fenced");
   ASSERT_NE(e, nullptr);
   SimOptions o = default_options();
@@ -181,7 +181,7 @@ TEST(Reproducibility, TheSameSeedRunsTheSameInterleavingsAndFindsTheSameViolatio
   EXPECT_NE(d.events, f.events);
 }
 
-TEST(ReplayPoint, ParsesWhatItPrints) {
+TEST(CrashlabReplayPoint, ParsesWhatItPrints) {
   const ReplayPoint p{12345678901234567890ull, 42, 2, 7};
   const auto q = ReplayPoint::parse(p.text());
   ASSERT_TRUE(q.has_value());

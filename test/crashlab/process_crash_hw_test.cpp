@@ -49,9 +49,9 @@ std::string test_name(const testing::TestParamInfo<std::string>& info) {
   return n;
 }
 
-class RegisteredStructure : public testing::TestWithParam<std::string> {};
+class CrashlabProcess : public testing::TestWithParam<std::string> {};
 
-TEST_P(RegisteredStructure, SurvivesProcessCrashes) {
+TEST_P(CrashlabProcess, SurvivesProcessCrashes) {
   const registry::Entry* e = registry::find(GetParam());
   ASSERT_NE(e, nullptr);
   const ProcessOptions o = default_options();
@@ -63,10 +63,10 @@ TEST_P(RegisteredStructure, SurvivesProcessCrashes) {
   EXPECT_EQ(r.violations, 0u) << report(r);
 }
 
-INSTANTIATE_TEST_SUITE_P(Lab, RegisteredStructure, testing::ValuesIn(durable_names()), test_name);
-GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RegisteredStructure);
+INSTANTIATE_TEST_SUITE_P(Registered, CrashlabProcess, testing::ValuesIn(durable_names()), test_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CrashlabProcess);
 
-TEST(PlantedBug, ARecoveryThatDropsANodeIsReported) {
+TEST(CrashlabProcessPlantedBug, ARecoveryThatDropsANodeIsReported) {
   const registry::Entry* e = find_entry("list/izraelevitz-bug-d-recovery-drops-node");
   ASSERT_NE(e, nullptr);
   ProcessOptions o = default_options();
@@ -79,7 +79,7 @@ TEST(PlantedBug, ARecoveryThatDropsANodeIsReported) {
   EXPECT_FALSE(r.details.front().excerpt.empty());
 }
 
-TEST(PlantedBug, ARecoveryThatLeaksEverySlotIsReported) {
+TEST(CrashlabProcessPlantedBug, ARecoveryThatLeaksEverySlotIsReported) {
   const registry::Entry* e = find_entry("list/izraelevitz-bug-leak-recovery-keeps-every-slot");
   ASSERT_NE(e, nullptr);
   ProcessOptions o = default_options();
@@ -91,7 +91,7 @@ TEST(PlantedBug, ARecoveryThatLeaksEverySlotIsReported) {
   EXPECT_EQ(r.details.front().criterion, "leak") << report(r);
 }
 
-TEST(PlantedBugControl, TheBugFreeListIsNotReported) {
+TEST(CrashlabProcessControl, TheBugFreeListIsNotReported) {
   const registry::Entry* e = find_entry("list/izraelevitz-control");
   ASSERT_NE(e, nullptr);
   ProcessOptions o = default_options();
