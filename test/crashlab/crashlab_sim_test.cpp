@@ -82,7 +82,8 @@ TEST_P(CrashlabSimulated, SurvivesSimulatedCrashes) {
   EXPECT_EQ(r.violations, 0u) << report(r);
 }
 
-INSTANTIATE_TEST_SUITE_P(Registered, CrashlabSimulated, testing::ValuesIn(durable_names()), test_name);
+INSTANTIATE_TEST_SUITE_P(Registered, CrashlabSimulated, testing::ValuesIn(durable_names()),
+                         test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CrashlabSimulated);
 
 // ---- planted bugs ------------------------------------------------------------------------------
@@ -119,7 +120,8 @@ std::vector<std::string> bug_names() {
   return names;
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CrashlabSimulatedPlantedBug, testing::ValuesIn(bug_names()), test_name);
+INSTANTIATE_TEST_SUITE_P(Fixtures, CrashlabSimulatedPlantedBug, testing::ValuesIn(bug_names()),
+                         test_name);
 
 TEST(CrashlabSimulatedControl, TheBugFreeListIsNotReported) {
   const registry::Entry* e = find_entry("list/izraelevitz-control");

@@ -63,7 +63,8 @@ TEST_P(CrashlabProcess, SurvivesProcessCrashes) {
   EXPECT_EQ(r.violations, 0u) << report(r);
 }
 
-INSTANTIATE_TEST_SUITE_P(Registered, CrashlabProcess, testing::ValuesIn(durable_names()), test_name);
+INSTANTIATE_TEST_SUITE_P(Registered, CrashlabProcess, testing::ValuesIn(durable_names()),
+                         test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CrashlabProcess);
 
 TEST(CrashlabProcessPlantedBug, ARecoveryThatDropsANodeIsReported) {

@@ -17,3 +17,18 @@ foreach(program pmds-crashlab pmds-crashlab-process)
 endforeach()
 add_dependencies(pmds-crashlab pmds-crashlab-process)
 install(TARGETS pmds-crashlab pmds-crashlab-process RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+# `pmds crashtest` end to end (the CLI, pmds-crashlab, pmds-crashlab-process, lincheck): a
+# correct structure passes; a planted bug is reported with its replay command.
+if(PMDS_BUILD_TESTS)
+  add_test(NAME crashtest_cli_passes
+           COMMAND pmds_cli crashtest --structure list/izraelevitz --crashes 40
+                   --process-crashes 3 --json ${CMAKE_CURRENT_BINARY_DIR}/crashtest_cli.json)
+  add_test(NAME crashtest_cli_reports_a_planted_bug
+           COMMAND pmds_cli crashtest --structure list/izraelevitz-bug-d-recovery-drops-node
+                   --crashes 40 --process-crashes 3 --stop-at-first)
+  set_tests_properties(crashtest_cli_reports_a_planted_bug PROPERTIES PASS_REGULAR_EXPRESSION
+                       "VIOLATION list/izraelevitz-bug-d-recovery-drops-node.*replay:  pmds crashtest")
+  set_tests_properties(crashtest_cli_passes crashtest_cli_reports_a_planted_bug PROPERTIES
+                       LABELS "crashlab;no-sanitizer" TIMEOUT 300)
+endif()

@@ -135,7 +135,7 @@ int run(const std::vector<std::string_view>& args) {
       };
     LabResult r;
     r.structure = std::string(e->name);
-    r.criterion = criterion_name(e->criterion);
+    r.criterion = criterion_label(e->criterion);
     if (o.crashes > 0 || replay) {
       if (!o.quiet && !show_progress) so.progress = nullptr;  // only the final line when piped
       r = run_simulated(*e, so);

@@ -28,17 +28,9 @@
 
 namespace pmds::crashlab {
 
-// Builds an algo/ structure S<P> in root slot 0 of the pool, or opens and recovers it.
+// The fixtures are built like the registered algo/ structures (root slot 0 of the pool).
 template <class T>
-struct AlgoFactory {
-  using type = T;
-  static std::unique_ptr<T> create(pm::Pool* pool, const registry::CreateOptions&) {
-    return std::make_unique<T>(*pool, 0);
-  }
-  static std::unique_ptr<T> open(pm::Pool& pool, const registry::CreateOptions&) {
-    return std::make_unique<T>(pool, 0, algo::recover);
-  }
-};
+using AlgoFactory = registry::factories::Algo<T>;
 
 template <algo::PlantedBug Bug>
 using BuggyList = algo::HarrisMichaelList<algo::IzraelevitzPolicy<Bug>>;

@@ -135,7 +135,7 @@ class SharedLogFile {
 inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOptions& o) {
   LabResult r;
   r.structure = std::string(e.name);
-  r.criterion = criterion_name(e.criterion);
+  r.criterion = criterion_label(e.criterion);
   const auto start = std::chrono::steady_clock::now();
   if (!e.durable) {
     r.errors.push_back(r.structure + " is transient: nothing survives a crash to check");

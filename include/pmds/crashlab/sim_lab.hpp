@@ -420,7 +420,7 @@ class WorkloadProcess {
 inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
   LabResult r;
   r.structure = std::string(e.name);
-  r.criterion = criterion_name(e.criterion);
+  r.criterion = criterion_label(e.criterion);
   const auto start = std::chrono::steady_clock::now();
   const std::size_t ops_total = o.workload.threads * o.workload.ops;
   std::uint64_t estimate = 0;  // events of one run, from the previous run
