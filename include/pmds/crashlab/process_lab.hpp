@@ -218,8 +218,8 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
                  {"keys", std::to_string(o.workload.key_range)},
                  {"timeout", std::to_string(static_cast<unsigned>(o.recovery_timeout_s))},
                  {"close", "1"}};
-    const Recovered rec = parse_recovered(read_file(out_file.path()),
-                                          run_role("recover", a, o.recovery_timeout_s + 5));
+    const ExitStatus recovery = run_role("recover", a, o.recovery_timeout_s + 5);
+    const Recovered rec = parse_recovered(read_file(out_file.path()), recovery);
     Violation v;
     v.kind = "process";
     v.crash_number = r.process_crashes;

@@ -314,19 +314,24 @@ class WorkloadProcess {
       a["crash_seed"] = std::to_string(mix_seed(wseed_, *crash_at));
       a["crash_out"] = image2_file_.path();
     }
-    ::unlink(out_file_.path().c_str());
-    Recovered rec = parse_recovered(read_file(out_file_.path()), recovery_->run(a));
+    Recovered rec = run_recovery(a);
     if (rec.crashed) {
       ++recovery_crashes;
       point.recovery_event = crash_at;
       a.erase("crash_event");
       a["image"] = image2_file_.path();
-      ::unlink(out_file_.path().c_str());
-      rec = parse_recovered(read_file(out_file_.path()), recovery_->run(a));
+      rec = run_recovery(a);
       if (!rec.error.empty()) rec.error = "after a crash during recovery: " + rec.error;
     }
     if (rec.ok) recovery_estimate_ = std::max(recovery_estimate_, rec.events);
     return rec;
+  }
+
+  // One recovery process; what its report file says.
+  Recovered run_recovery(const Args& a) {
+    ::unlink(out_file_.path().c_str());
+    const ExitStatus status = recovery_->run(a);
+    return parse_recovered(read_file(out_file_.path()), status);
   }
 
   std::vector<Violation> check(const ReplayPoint& point, std::uint64_t crash_number,
