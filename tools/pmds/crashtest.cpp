@@ -28,7 +28,7 @@ using namespace pmds::crashlab;
 
 // Runs pmds-crashlab-process for one structure and merges its result into r.
 void run_process_part(const registry::Entry& e, const crashtest::Options& o, LabResult& r) {
-  const auto program = std::filesystem::path(self_exe()).parent_path() / "pmds-crashlab-process";
+  const auto program = self_directory() / "pmds-crashlab-process";
   if (::access(program.c_str(), X_OK) != 0) {
     r.errors.push_back("process crashes: " + program.string() +
                        " is not built (build target pmds-crashlab-process)");

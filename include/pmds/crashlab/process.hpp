@@ -60,11 +60,18 @@ inline Args decode_args(const char* text) {
   return a;
 }
 
+// This program, to start it again: /proc/self/exe names the running file even after a rebuild
+// replaced it on disk (a long lab run then keeps starting the program it is).
 inline std::string self_exe() {
+  return "/proc/self/exe";
+}
+
+// The directory this program was started from (to find programs installed beside it).
+inline std::filesystem::path self_directory() {
   std::error_code ec;
   auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) throw Error("pmds crashlab: cannot read /proc/self/exe: " + ec.message());
-  return p.string();
+  return p.parent_path();
 }
 
 // Where scratch pools, images and histories go: $PMDS_CRASHLAB_DIR, else /dev/shm (memory, as

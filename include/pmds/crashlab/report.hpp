@@ -36,6 +36,9 @@ struct LabResult {
   std::uint64_t first_violation_process_crash = 0;  // process crash number, 0: none
   std::uint64_t workload_runs = 0;
   std::uint64_t events = 0;  // simulator events executed by the workloads (crash-point range)
+  // The simulator's diagnostic (DESIGN.md §3): times a thread stored after loading a value
+  // another thread had not made durable yet. Informational: not a violation by itself.
+  std::uint64_t not_durable_reads = 0;
   double sim_seconds = 0, process_seconds = 0;
   std::vector<Violation> details;   // the first few violations
   std::vector<std::string> errors;  // the lab could not run (not a verdict on the structure)
@@ -87,6 +90,8 @@ inline std::string result_json(const LabResult& r) {
       ",\"first_violation_crash\":" + std::to_string(r.first_violation_crash) +
       ",\"first_violation_process_crash\":" + std::to_string(r.first_violation_process_crash) +
       ",\"workload_runs\":" + std::to_string(r.workload_runs) +
+      ",\"simulator_events\":" + std::to_string(r.events) +
+      ",\"not_durable_reads\":" + std::to_string(r.not_durable_reads) +
       ",\"simulated_seconds\":" + num(r.sim_seconds) +
       ",\"process_seconds\":" + num(r.process_seconds) + ",\"crashes_per_second\":" +
       num(r.sim_seconds > 0 ? static_cast<double>(r.simulated_crashes) / r.sim_seconds : 0) +
@@ -111,6 +116,8 @@ inline LabResult result_from_json(const json::Value& j) {
   r.first_violation_crash = j["first_violation_crash"].u64();
   r.first_violation_process_crash = j["first_violation_process_crash"].u64();
   r.workload_runs = j["workload_runs"].u64();
+  r.events = j["simulator_events"].u64();
+  r.not_durable_reads = j["not_durable_reads"].u64();
   r.sim_seconds = j["simulated_seconds"].number();
   r.process_seconds = j["process_seconds"].number();
   for (const auto& v : j["details"].items) r.details.push_back(violation_from_json(v));

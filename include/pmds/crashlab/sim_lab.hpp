@@ -183,9 +183,9 @@ class WorkloadProcess {
       execute();
     } catch (const std::exception& ex) {
       send("{\"type\":\"error\",\"message\":" + json_string(ex.what()) + "}");
-      _exit(1);
+      finish(1);
     }
-    _exit(0);
+    finish(0);
   }
 
  private:
@@ -205,6 +205,7 @@ class WorkloadProcess {
     if (e_.kind == registry::Kind::register_object) init_ = inst.contents();
     // Creation is not under test: what it wrote counts as durable.
     pm::sim::mark_all_durable();
+    pm::sim::reset_warning_count();
     base_ = pm::sim::event_count();
 
     const std::size_t threads = o_.workload.threads;
@@ -243,8 +244,18 @@ class WorkloadProcess {
     if (!error.empty()) throw Error(error);
     send("{\"type\":\"done\",\"events\":" + std::to_string(pm::sim::event_count() - base_) +
          ",\"recovery_events\":" + std::to_string(recovery_estimate_) +
+         ",\"warnings\":" + std::to_string(pm::sim::warning_count()) +
          ",\"switches\":" + std::to_string(scheduler_->switches()) +
          ",\"stolen\":" + std::to_string(scheduler_->stolen()) + "}");
+  }
+
+  // Ends the workload process. Its helper processes (lincheck, the recovery server) are ended
+  // and waited for first: orphans would be reparented to PID 1, which in a container may never
+  // reap them.
+  [[noreturn]] void finish(int status) {
+    lincheck_.reset();
+    recovery_.reset();
+    _exit(status);
   }
 
   void arm_next() {
@@ -282,13 +293,13 @@ class WorkloadProcess {
       }
     } catch (const std::exception& ex) {
       send("{\"type\":\"error\",\"message\":" + json_string(ex.what()) + "}");
-      _exit(1);
+      finish(1);
     }
     send("{\"type\":\"crash\",\"event\":" + std::to_string(event) + ",\"images\":" +
          std::to_string(images) + ",\"recovery_crashes\":" + std::to_string(recovery_crashes) +
          ",\"undecided\":" + std::to_string(undecided) +
          ",\"violation_count\":" + std::to_string(found) + ",\"violations\":[" + violations + "]}");
-    if (found > 0 && o_.stop_at_first_violation) _exit(0);
+    if (found > 0 && o_.stop_at_first_violation) finish(0);
     arm_next();
   }
 
@@ -491,6 +502,7 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
           done = true;
           estimate = std::max<std::uint64_t>(j["events"].u64(), 1);
           r.events += j["events"].u64();
+          r.not_durable_reads += j["warnings"].u64();
           recovery_estimate = std::max(recovery_estimate, j["recovery_events"].u64());
           if (j["stolen"].u64() > 0)
             r.errors.push_back("scheduler: a thread blocked outside the access layer; run " +
