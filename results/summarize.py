@@ -1,0 +1,118 @@
+#!/usr/bin/python3
+"""results/summarize.py DIR — the key ratios of results/seed000 as Markdown tables.
+
+Reads DIR/json/*.json (`pmds bench --json`). Every ratio is between records of the SAME file,
+i.e. the same `pmds bench` invocation (same run, same load), never across runs.
+"""
+import glob
+import json
+import os
+import sys
+from collections import defaultdict
+
+
+def load(path):
+    with open(path) as f:
+        return [r for r in json.load(f)["results"] if r.get("status", "ok") == "ok"]
+
+
+def fmt(x, digits=2):
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def ratio(a, b):
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def main(out):
+    files = sorted(glob.glob(os.path.join(out, "json", "*.json")))
+    print("# Key ratios (each row: one `pmds bench` run; ratios within that run)\n")
+    print("Columns: T = transient twin's median Mops/s; X/T = median throughput ratio to the "
+          "transient twin; X/I = ratio to the Izraelevitz twin. I = izraelevitz, LF = linkfree, "
+          "S = soft.\n")
+    print("| run | threads | key range | reads % | T Mops/s | I/T | LF/T | S/T | LF/I | S/I |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    persistence = []
+    space = []
+    recovery = []
+    pairs = []
+    for path in files:
+        name = os.path.basename(path)[:-5]
+        recs = load(path)
+        if name == "pairs":
+            pairs = recs
+            continue
+        groups = defaultdict(dict)
+        for r in recs:
+            groups[(r["threads"], r["key_range"], r.get("reads_pct"))][r["technique"]] = r
+        for (threads, key_range, reads), by in sorted(groups.items()):
+            m = {t: by[t]["mops"] if t in by else None for t in
+                 ("transient", "izraelevitz", "linkfree", "soft")}
+            print(f"| {name} | {threads} | {key_range:,} | {reads} | {fmt(m['transient'])} | "
+                  f"{fmt(ratio(m['izraelevitz'], m['transient']))} | "
+                  f"{fmt(ratio(m['linkfree'], m['transient']))} | "
+                  f"{fmt(ratio(m['soft'], m['transient']))} | "
+                  f"{fmt(ratio(m['linkfree'], m['izraelevitz']))} | "
+                  f"{fmt(ratio(m['soft'], m['izraelevitz']))} |")
+            if name.startswith("threads-") or name.startswith("recovery-"):
+                for t, r in by.items():
+                    if name.startswith("threads-") and threads == 1 and t != "transient":
+                        persistence.append((name, r))
+                    if name.startswith("recovery-"):
+                        space.append(r)
+                        if r.get("recovery_ms") is not None:
+                            recovery.append(r)
+    print("\n# Flushes/op and fences/op (counting backend, 1 thread, 90% reads)\n")
+    print("| run | structure | flushes/op | fences/op |")
+    print("|---|---|---|---|")
+    for name, r in persistence:
+        print(f"| {name} | {r['structure']} | {fmt(r.get('flushes_per_op'), 3)} | "
+              f"{fmt(r.get('fences_per_op'), 3)} |")
+    targets = defaultdict(list)
+    for path in files:
+        if os.path.basename(path).startswith("target-"):
+            by = defaultdict(dict)
+            for r in load(path):
+                by[r["threads"]][r["technique"]] = r["mops"]
+            for threads, m in by.items():
+                for a, b in (("linkfree", "transient"), ("soft", "transient"),
+                             ("linkfree", "izraelevitz"), ("soft", "izraelevitz")):
+                    targets[(threads, a, b)].append(ratio(m.get(a), m.get(b)))
+    if targets:
+        print("\n# Issue 4 targets: hash, 1M keys, 2^20 buckets, 90% reads (target-hash1M-1..3)\n")
+        print("| threads | ratio | per run | median | target |")
+        print("|---|---|---|---|---|")
+        for (threads, a, b), rs in sorted(targets.items()):
+            ok = [x for x in rs if x is not None]
+            med = sorted(ok)[len(ok) // 2] if ok else None
+            goal = ">= 0.85" if b == "transient" else ">= 2"
+            print(f"| {threads} | {a}/{b} | {', '.join(fmt(x) for x in rs)} | {fmt(med)} | "
+                  f"{goal} |")
+    if pairs:
+        print("\n# Queue and stack pairs (enqueue+dequeue / push+pop, from empty, local work "
+              "<= 512)\n")
+        print("| structure | threads | Mops/s (pairs) | ratio to transient | flushes/op | "
+              "fences/op |")
+        print("|---|---|---|---|---|---|")
+        mops = {(r["structure"], r["threads"]): r["mops"] for r in pairs}
+        for r in sorted(pairs, key=lambda r: (r["structure"], r["threads"])):
+            twin = r["structure"].split("/")[0] + "/transient"
+            print(f"| {r['structure']} | {r['threads']} | {fmt(r['mops'], 3)} | "
+                  f"{fmt(ratio(r['mops'], mops.get((twin, r['threads']))))} | "
+                  f"{fmt(r.get('flushes_per_op'), 3)} | {fmt(r.get('fences_per_op'), 3)} |")
+    if space:
+        print("\n# Bytes per key and recovery (hash, 2^20 buckets, key range 2M prefilled with "
+              "1M keys, 1 thread)\n")
+        print("| structure | elements | pool B/key | DRAM B/key | total B/key | recovery ms | "
+              "recovered keys |")
+        print("|---|---|---|---|---|---|---|")
+        for r in sorted(space, key=lambda r: r["structure"]):
+            print(f"| {r['structure']} | {r.get('elements')} | "
+                  f"{fmt(r.get('pool_bytes_per_element'), 1)} | "
+                  f"{fmt(r.get('dram_bytes_per_element'), 1)} | "
+                  f"{fmt(r.get('bytes_per_element'), 1)} | {fmt(r.get('recovery_ms'), 1)} | "
+                  f"{r.get('recovered_elements', '-')} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
