@@ -363,10 +363,14 @@ func simulate(rng *rand.Rand, kind string, criterion string) string {
 				} else if e.name != "sync" {
 					e.args = fmt.Sprint(k)
 				}
-			case "queue":
-				e.name = []string{"enqueue", "dequeue", "sync"}[rng.Intn(3)]
-				if e.name == "enqueue" {
-					e.args = fmt.Sprint(rng.Intn(1000))
+			case "queue", "stack":
+				add, remove := "enqueue", "dequeue"
+				if kind == "stack" {
+					add, remove = "push", "pop"
+				}
+				e.name = []string{add, remove, "sync"}[rng.Intn(3)]
+				if e.name == add {
+					e.args = fmt.Sprint(t*1000 + i) // unique values, as the lab's workloads
 				}
 			}
 			evs = append(evs, e)
@@ -437,6 +441,18 @@ func simulate(rng *rand.Rand, kind string, criterion string) string {
 				e.result = fmt.Sprint(q[0])
 				q = q[1:]
 			}
+		case "push":
+			var v int
+			fmt.Sscan(e.args, &v)
+			q = append(q, v)
+			e.result = "null"
+		case "pop":
+			if len(q) == 0 {
+				e.result = "null"
+			} else {
+				e.result = fmt.Sprint(q[len(q)-1])
+				q = q[:len(q)-1]
+			}
 		case "sync":
 			e.result = "null"
 		}
@@ -466,12 +482,12 @@ func simulate(rng *rand.Rand, kind string, criterion string) string {
 		}
 	}
 	body = append(body, crash(maxTs+1), observed)
-	model := map[string]string{"set": "set", "queue": "queue"}[kind]
+	model := kind
 	return history(model, criterion, body...)
 }
 
 func stateText(kind string, m map[int]int, q []int) string {
-	if kind == "queue" {
+	if kind == "queue" || kind == "stack" {
 		var parts []string
 		for _, v := range q {
 			parts = append(parts, fmt.Sprint(v))
@@ -487,9 +503,9 @@ func stateText(kind string, m map[int]int, q []int) string {
 
 func TestRandomCorrectHistoriesAreAccepted(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
-	for i := 0; i < 400; i++ {
-		kind := []string{"set", "queue"}[i%2]
-		criterion := []string{"durable", "buffered"}[(i/2)%2]
+	for i := 0; i < 600; i++ {
+		kind := []string{"set", "queue", "stack"}[i%3]
+		criterion := []string{"durable", "buffered"}[(i/3)%2]
 		text := simulate(rng, kind, criterion)
 		if v := checkText(t, text); v.Verdict != "ok" {
 			t.Fatalf("history %d (%s, %s): %s %s %s\n%s\n%s", i, kind, criterion, v.Verdict, v.Object, v.Message,
@@ -553,4 +569,21 @@ func TestPendingReadsAreDropped(t *testing.T) {
 	expectOK(t, history("set", "buffered", append(body, keys("[5,1]"))...))
 	expectOK(t, history("set", "buffered", append(body, keys(""))...))
 	expectOK(t, history("set", "durable", append(body, keys("[5,1]"))...))
+}
+
+func TestRandomHistoriesWithAnInventedElementAreRejected(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for i := 0; i < 300; i++ {
+		kind := []string{"set", "queue", "stack"}[i%3]
+		criterion := []string{"durable", "buffered"}[(i/3)%2]
+		text := simulate(rng, kind, criterion)
+		// The recovered state gains an element no operation ever added.
+		bad := strings.Replace(text, `"items":[`, `"items":[999999,`, 1)
+		bad = strings.Replace(bad, `"keys":[`, `"keys":[[99,0],`, 1)
+		bad = strings.Replace(bad, `999999,]`, `999999]`, 1)
+		bad = strings.Replace(bad, `[99,0],]`, `[99,0]]`, 1)
+		if v := checkText(t, bad); v.Verdict != "violation" {
+			t.Fatalf("history %d (%s, %s): %s, want a violation\n%s", i, kind, criterion, v.Verdict, bad)
+		}
+	}
 }
