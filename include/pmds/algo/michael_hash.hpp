@@ -22,6 +22,7 @@
 
 #include "pmds/algo/harris_michael_list.hpp"
 #include "pmds/algo/policy.hpp"
+#include "pmds/bucket_index.hpp"
 #include "pmds/interfaces.hpp"
 
 namespace pmds::algo {
@@ -117,15 +118,9 @@ class MichaelHashTable {
     typename P::template shared<std::uintptr_t> directory;  // -> Link[segment count]
   };
 
-  // Fibonacci-style mixing, then a multiply-shift range reduction (no division): any bucket
-  // count works.
-  std::size_t index_of(Key key) const {
-    std::uint64_t h = key;
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    return static_cast<std::size_t>((static_cast<unsigned __int128>(h) * bucket_count_) >> 64);
-  }
+  // The same key-to-bucket mapping as the seed 000 hash sets (bucket_index.hpp), so that
+  // hash/transient is a fair twin of hash/linkfree and hash/soft.
+  std::size_t index_of(Key key) const { return index_(key); }
   Link& bucket(std::size_t i) const { return segments_[i / segment_buckets][i % segment_buckets]; }
   Link& bucket_of(Key key) const { return bucket(index_of(key)); }
 
@@ -140,6 +135,7 @@ class MichaelHashTable {
       throw Error("pmds: hash table bucket count " + std::to_string(bucket_count) +
                   " is out of range [1, 2^29]");
     bucket_count_ = bucket_count;
+    index_ = BucketIndex(bucket_count);
     const std::size_t segment_count = (bucket_count + segment_buckets - 1) / segment_buckets;
     auto* directory = static_cast<Link*>(mem_.allocate(segment_count * sizeof(Link)));
     for (std::size_t s = 0; s < segment_count; ++s) {
@@ -170,6 +166,7 @@ class MichaelHashTable {
     trace.visit(anchor_);
     check_anchor_kind<P>(mem_, anchor_->kind.peek(), kind, "Michael hash table");
     bucket_count_ = anchor_->bucket_count.peek();
+    index_ = BucketIndex(bucket_count_);
     const std::size_t segment_count = (bucket_count_ + segment_buckets - 1) / segment_buckets;
     auto* directory = pointer_of<Link>(anchor_->directory.peek());
     trace.visit(directory);
@@ -189,6 +186,7 @@ class MichaelHashTable {
   typename P::Memory mem_;
   Anchor* anchor_ = nullptr;
   std::size_t bucket_count_ = 0;
+  BucketIndex index_;
   std::vector<Link*> segments_;  // DRAM copy of the directory (immutable after creation)
 };
 

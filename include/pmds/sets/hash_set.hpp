@@ -47,6 +47,7 @@
 #include <span>
 #include <string>
 
+#include "pmds/bucket_index.hpp"
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/pm/pool.hpp"
@@ -128,17 +129,13 @@ class HashSet {
   pm::Pool& pool() const { return pool_; }
   typename L::Shared& shared() { return shared_; }
 
-  // The bucket of a key: the low bits for a power-of-two table (as the seed's evaluation and
-  // ASCYLIB hash uniformly drawn keys), the remainder otherwise.
-  std::size_t index_of(Key k) const {
-    return mask_ != 0 ? static_cast<std::size_t>(k & mask_)
-                      : static_cast<std::size_t>(k % bucket_count_);
-  }
+  // The bucket of a key (bucket_index.hpp: the same mapping as every pmds hash table).
+  std::size_t index_of(Key k) const { return index_(k); }
 
  private:
   void init_buckets(std::size_t n) {
     bucket_count_ = n;
-    mask_ = (n & (n - 1)) == 0 ? n - 1 : 0;
+    index_ = BucketIndex(n);
     buckets_ = std::make_unique<typename L::Bucket[]>(n);
   }
   typename L::Bucket& bucket(Key k) { return buckets_[index_of(k)]; }
@@ -146,7 +143,7 @@ class HashSet {
   pm::Pool& pool_;
   typename L::Shared shared_;
   std::size_t bucket_count_ = 0;
-  std::uint64_t mask_ = 0;
+  BucketIndex index_;
   std::unique_ptr<typename L::Bucket[]> buckets_;
   SetRecoveryStats recovery_;
 };
