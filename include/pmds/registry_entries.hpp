@@ -12,6 +12,7 @@
 
 #include <memory>
 
+#include "pmds/algo/atomic_float.hpp"
 #include "pmds/algo/harris_michael_list.hpp"
 #include "pmds/algo/locked_heap.hpp"
 #include "pmds/algo/michael_hash.hpp"
@@ -162,6 +163,13 @@ using Registered = TypeList<
              "Treiber stack, Izraelevitz transform">,
     Describe<"heap/transient", Kind::priority_queue, Criterion::none,
              factories::AlgoHeap<algo::LockedBinaryHeap<algo::transient>>,
-             "sequential binary min-heap behind one lock (seed 004's heap baseline)">>;
+             "sequential binary min-heap behind one lock (seed 004's heap baseline)">,
+    // AtomicFloat: one shared word, fetch_multiply by a CAS loop (algo/atomic_float.hpp)
+    Describe<"register/transient", Kind::register_object, Criterion::none,
+             factories::Algo<algo::AtomicFloat<algo::transient>>,
+             "AtomicFloat (seed 004) in DRAM: load + CAS loop (the transient baseline)">,
+    Describe<"register/izraelevitz", Kind::register_object, Criterion::durable,
+             factories::Algo<algo::AtomicFloat<algo::izraelevitz>>,
+             "AtomicFloat, Izraelevitz transform: flush+fence after every load and CAS">>;
 
 }  // namespace pmds::registry

@@ -1,0 +1,104 @@
+// pmds — AtomicFloat (seed 004's register object), written once over a memory policy
+// (algo/policy.hpp).
+//
+// One shared 8-byte word holds the bit pattern of a double. read() is one shared load;
+// fetch_multiply(x) loads the word and CASes in the product until the CAS succeeds (its
+// linearization point) and returns the value it replaced. The word holds a plain value, never
+// a pointer, so the CAS has no ABA problem and nothing is ever retired.
+//
+// Durable policies: the anchor {kind, bits} is the root and the only slot the structure owns;
+// recovery visits it and nothing else. Under the Izraelevitz policy every load and CAS of
+// `bits` is flushed and fenced, so a fetch_multiply that returned is durable and a read never
+// returns a product a crash could still take back: durable linearizability by the transform.
+// No operation pins an epoch: the register never allocates or retires after creation, so there
+// is nothing for reclamation to protect. The CAS is Access::plain (it links no node), so the link
+// planted bugs (a) and (b) do not act here, and (d) has no node to drop.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+#include "pmds/algo/policy.hpp"
+#include "pmds/interfaces.hpp"
+
+namespace pmds::algo {
+
+template <class P>
+requires MemoryPolicy<P>
+class AtomicFloat {
+ public:
+  using Policy = P;
+  static constexpr const char* name = "register";
+  static constexpr std::uint64_t kind = 0x706d64732e666c74;  // "pmds.flt"
+  // The value a new register holds (the crash lab records it with a first read).
+  static constexpr double default_initial = 1.0;
+
+  // Transient.
+  explicit AtomicFloat(double initial = default_initial) requires(!P::durable) { create(initial); }
+  // Durable: creates the register in `pool`, its anchor in root slot `root_slot`.
+  AtomicFloat(pm::Pool& pool, std::size_t root_slot,
+              double initial = default_initial) requires(P::durable)
+      : mem_(pool, root_slot) {
+    check_root_for_create<P>(mem_);
+    create(initial);
+  }
+  // Durable: opens the register in root slot `root_slot` of `pool` and recovers it.
+  AtomicFloat(pm::Pool& pool, std::size_t root_slot, Recover) requires(P::durable)
+      : mem_(pool, root_slot) {
+    open_and_recover();
+  }
+
+  AtomicFloat(const AtomicFloat&) = delete;
+  AtomicFloat& operator=(const AtomicFloat&) = delete;
+
+  ~AtomicFloat() {
+    if constexpr (!P::durable) mem_.deallocate(anchor_);
+  }
+
+  double read() const { return std::bit_cast<double>(anchor_->bits.load()); }
+
+  // Returns the value before. A failed CAS leaves the current bits in `seen`, so each retry
+  // multiplies the value another thread just installed: no update is lost.
+  double fetch_multiply(double factor) {
+    std::uint64_t seen = anchor_->bits.load();
+    while (!anchor_->bits.compare_exchange(
+        seen, std::bit_cast<std::uint64_t>(std::bit_cast<double>(seen) * factor))) {
+    }
+    return std::bit_cast<double>(seen);
+  }
+
+  // Quiescent read (recovery, tests): no flush.
+  double peek() const { return std::bit_cast<double>(anchor_->bits.peek()); }
+  void drain() { mem_.drain(); }
+  typename P::Memory& memory() { return mem_; }
+
+ private:
+  struct Anchor {
+    typename P::template shared<std::uint64_t> kind;
+    typename P::template shared<std::uint64_t> bits;
+  };
+
+  void create(double initial) {
+    anchor_ = new (mem_.allocate(sizeof(Anchor))) Anchor;
+    anchor_->kind.init(kind);
+    anchor_->bits.init(std::bit_cast<std::uint64_t>(initial));
+    mem_.publish(anchor_, sizeof(Anchor));  // the initial value durable before the root
+    mem_.set_root(anchor_);
+  }
+
+  void open_and_recover() requires(P::durable) {
+    check_root_for_open<P>(mem_);
+    anchor_ = static_cast<Anchor*>(mem_.root());
+    auto trace = mem_.begin_recovery();
+    trace.visit(anchor_);  // before reading it (Mirror's visit copies the persistent replica)
+    check_anchor_kind<P>(mem_, anchor_->kind.peek(), kind, "AtomicFloat register");
+    trace.finish();
+  }
+
+  typename P::Memory mem_;
+  Anchor* anchor_ = nullptr;
+};
+
+}  // namespace pmds::algo
