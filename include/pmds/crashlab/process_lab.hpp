@@ -146,13 +146,19 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
   registry::CreateOptions co;
   co.key_range = o.workload.key_range;
   co.pool_size = o.pool_size;
-  registry::Instance::create(e, co, pool_file.path()).close();
+  // A new register holds its initial value, not nothing: record it as the first round's initial
+  // state (as the simulated lab does); every other kind starts empty.
+  std::vector<registry::Item> state;  // the contents the last recovery read (or the new pool's)
+  {
+    auto created = registry::Instance::create(e, co, pool_file.path());
+    if (e.kind == registry::Kind::register_object) state = created.contents();
+    created.close();
+  }
 
   const std::size_t threads = o.workload.threads;
   const std::size_t capacity = o.workload.ops + 64 + o.workload.key_range + 16;
   detail::SharedLogFile log_file(tag + ".history", HistoryLog::bytes_for(threads + 1, capacity));
   Lincheck checker(find_lincheck(), o.check_timeout_s);
-  std::vector<registry::Item> state;  // the contents the last recovery read (empty: new pool)
   std::mt19937_64 rng(mix_seed(o.seed, 0x9c0ce55));
   double workload_seconds = 0;  // a round's workload when nothing kills it (round 0 measures)
   for (std::uint64_t round = 0; round < o.crashes; ++round) {
