@@ -79,7 +79,11 @@ class HistoryLog {
     h->threads = static_cast<std::uint32_t>(threads);
     h->capacity = static_cast<std::uint32_t>(capacity);
     h->clock.store(1);  // timestamps start at 1; 0 means "not set"
-    std::atomic_thread_fence(std::memory_order_release);
+    // The magic goes last, so a reader in another process (after a kill -9, which keeps every
+    // store in the page cache) never sees it on a half-formatted header. Only the compiler could
+    // reorder these stores (x86 keeps store order), so a signal fence suffices; it is also the
+    // one ThreadSanitizer builds accept (-Wtsan rejects atomic_thread_fence).
+    std::atomic_signal_fence(std::memory_order_release);
     h->magic = magic;
     return HistoryLog(h);
   }
