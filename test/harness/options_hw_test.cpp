@@ -47,6 +47,7 @@ TEST(BenchOptions, Defaults) {
   EXPECT_EQ(c.effective_reads(), 90u);
   EXPECT_EQ(c.distribution, Distribution::uniform);
   EXPECT_DOUBLE_EQ(c.zipf_theta, 0.99);
+  EXPECT_TRUE(c.isolate);  // a fresh child process per repetition
 }
 
 TEST(BenchOptions, EveryDocumentedOption) {
@@ -88,6 +89,7 @@ TEST(BenchOptions, EveryDocumentedOption) {
                         "--local-work",
                         "0",
                         "--no-recovery",
+                        "--no-isolate",
                         "--no-table",
                         "--progress"});
   const auto& c = p.config;
@@ -111,6 +113,7 @@ TEST(BenchOptions, EveryDocumentedOption) {
   EXPECT_DOUBLE_EQ(c.zipf_theta, 0.5);
   EXPECT_EQ(c.local_work, 0u);
   EXPECT_FALSE(c.measure_recovery);
+  EXPECT_FALSE(c.isolate);
   EXPECT_FALSE(c.table);
   EXPECT_TRUE(c.progress);
 }

@@ -494,6 +494,87 @@ TEST(RunTarget, KeepsThePoolAtTheGivenPath) {
   std::filesystem::remove(cfg.pool_path);
 }
 
+// The CLI's isolation: each repetition in a forked child, its results sent back whole.
+TEST(RunTarget, IsolatedRepetitionsReportWhatInProcessOnesDo) {
+  const registry::Entry entry = registry::entry_of<RegisterD>();
+  auto cfg = quick_config(bench::Workload::atomicfloat);
+  cfg.pool_size = 8 << 20;
+  cfg.isolate = true;
+  const auto records = bench::run_target(bench::target_of<RegisterD>(entry), cfg, nullptr);
+  ASSERT_EQ(records.size(), 2u);
+  for (const auto& r : records) {
+    ASSERT_EQ(r.status, "ok");
+    EXPECT_EQ(r.mops_reps.size(), 2u);
+    EXPECT_GT(r.ops.calls_of(Op::multiply), 0u);
+    // The children's counters came back: one persist per operation, as in process.
+    EXPECT_DOUBLE_EQ(r.flushes_per_op, 1.0);
+    EXPECT_DOUBLE_EQ(r.fences_per_op, 1.0);
+    ASSERT_TRUE(r.recovery_ms.has_value());
+  }
+  // The first repetition's prefill count and space, measured in its child.
+  const registry::Entry map_entry = registry::entry_of<MapD>();
+  auto map_cfg = quick_config(bench::Workload::set);
+  map_cfg.isolate = true;
+  for (const auto& r : bench::run_target(bench::target_of<MapD>(map_entry), map_cfg, nullptr)) {
+    ASSERT_EQ(r.status, "ok");
+    EXPECT_EQ(r.elements_after_prefill, 256u);
+    EXPECT_NEAR(static_cast<double>(r.elements), 256, 64);
+    if (bench::dram_in_use()) {
+      ASSERT_TRUE(r.bytes_per_element.has_value());
+      EXPECT_GT(*r.bytes_per_element, 8);
+    }
+  }
+}
+
+TEST(RunTarget, AnIsolatedRepetitionsErrorReachesTheCallerWithItsMessage) {
+  const registry::Entry entry = registry::entry_of<RegisterD>();
+  auto cfg = quick_config(bench::Workload::atomicfloat);
+  cfg.pool_size = 4096;  // too small for a pool: Instance::create throws in the child
+  cfg.threads = {1};
+  std::string in_process, isolated;
+  try {
+    bench::run_target(bench::target_of<RegisterD>(entry), cfg, nullptr);
+  } catch (const Error& e) {
+    in_process = e.what();
+  }
+  cfg.isolate = true;
+  try {
+    bench::run_target(bench::target_of<RegisterD>(entry), cfg, nullptr);
+  } catch (const Error& e) {
+    isolated = e.what();
+  }
+  // The same error, but for the pool file's name (each repetition makes its own).
+  const auto after_path = [](const std::string& m) { return m.substr(m.find("': ") + 3); };
+  ASSERT_THAT(in_process, ::testing::HasSubstr("size 4096 is below the minimum"));
+  EXPECT_EQ(after_path(isolated), after_path(in_process));
+}
+
+TEST(Record, MergedRepetitionsWeighPerOpCountsByOperations) {
+  bench::Record a, b;
+  a.mops_reps = {10, 30};
+  a.reps = 2;
+  a.seconds_total = 2;
+  a.flushes_per_op = 1.0;
+  for (int i = 0; i < 100; ++i) a.ops.add(Op::read, true);
+  b.mops_reps = {20};
+  b.reps = 1;
+  b.seconds_total = 1;
+  b.flushes_per_op = 4.0;
+  for (int i = 0; i < 300; ++i) b.ops.add(Op::read, true);
+  a.pool_bytes = 7;
+  b.pool_bytes = 9;  // only the first repetition measures space
+  a.merge_repetitions(b);
+  EXPECT_EQ(a.mops_reps, (std::vector<double>{10, 30, 20}));
+  EXPECT_EQ(a.reps, 3u);
+  EXPECT_DOUBLE_EQ(a.mops, 20);  // the median
+  EXPECT_DOUBLE_EQ(a.mops_min, 10);
+  EXPECT_DOUBLE_EQ(a.mops_max, 30);
+  EXPECT_DOUBLE_EQ(a.seconds_total, 3);
+  EXPECT_EQ(a.ops.total(), 400u);
+  EXPECT_DOUBLE_EQ(a.flushes_per_op, (1.0 * 100 + 4.0 * 300) / 400);
+  EXPECT_EQ(a.pool_bytes, 7);
+}
+
 // ---- JSON: a small reader, enough to check the output parses and has its fields. ----------
 
 struct Json;

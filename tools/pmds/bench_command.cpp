@@ -81,20 +81,41 @@ int bench_command(std::span<const std::string_view> args, std::string_view comma
     std::signal(SIGINT, on_interrupt);
     std::signal(SIGTERM, on_interrupt);
 
+    // Repetitions are interleaved: repetition r of every structure runs before repetition r+1
+    // of any, so that a slow spell of a noisy machine (other tenants, frequency changes) falls on
+    // all the structures compared rather than on whichever ran then; the ratios between them
+    // are what the benchmarks are for. Each (structure, repetition) still gets a fresh structure
+    // and prefill, as before; space and recovery are measured in the first repetition.
     bench::Progress progress(cfg.progress);
-    std::vector<bench::Record> records;
-    for (std::size_t i = 0; i < chosen.size(); ++i) {
-      const registry::Entry& e = *chosen[i];
-      bench::Config one = cfg;
-      if (!parsed.workload_given) one.workload = bench::default_workload(e.kind);
-      if (one.workload != bench::Workload::set) one.reads_pct.reset();
-      if (one.workload == bench::Workload::pairs || one.workload == bench::Workload::atomicfloat)
-        one.prefill.reset();
-      const std::string prefix =
-          "[" + std::to_string(i + 1) + "/" + std::to_string(chosen.size()) + "] ";
-      auto got = bench::run_target(bench::target_of(e), one, &progress, prefix);
-      records.insert(records.end(), got.begin(), got.end());
+    std::vector<std::vector<bench::Record>> per_structure(chosen.size());
+    for (unsigned rep = 0; rep < cfg.reps; ++rep) {
+      for (std::size_t i = 0; i < chosen.size(); ++i) {
+        const registry::Entry& e = *chosen[i];
+        bench::Config one = cfg;
+        if (!parsed.workload_given) one.workload = bench::default_workload(e.kind);
+        if (one.workload != bench::Workload::set) one.reads_pct.reset();
+        if (one.workload == bench::Workload::pairs || one.workload == bench::Workload::atomicfloat)
+          one.prefill.reset();
+        one.first_rep = rep;
+        one.reps = 1;
+        one.measure_recovery = cfg.measure_recovery && rep == 0;
+        const std::string prefix = "[" + std::to_string(i + 1) + "/" +
+                                   std::to_string(chosen.size()) + ", rep " +
+                                   std::to_string(rep + 1) + "/" + std::to_string(cfg.reps) + "] ";
+        auto got = bench::run_target(bench::target_of(e), one, &progress, prefix);
+        std::vector<bench::Record>& mine = per_structure[i];
+        if (mine.empty()) {
+          mine = std::move(got);
+        } else {
+          if (got.size() != mine.size())
+            throw Error("pmds bench: internal error: repetitions returned different records");
+          for (std::size_t j = 0; j < got.size(); ++j)
+            if (got[j].ok()) mine[j].merge_repetitions(got[j]);
+        }
+      }
     }
+    std::vector<bench::Record> records;
+    for (auto& mine : per_structure) records.insert(records.end(), mine.begin(), mine.end());
     progress.clear();
 
     if (cfg.table) {

@@ -64,6 +64,9 @@ Runs a workload on registered structures (see `pmds list`) and reports throughpu
   --zipf-theta X        zipfian skew, 0 < X < 1 (default: 0.99)
   --local-work N        pairs/heap/atomicfloat: max local-work iterations (default: 512)
   --no-recovery         skip the recovery-time measurement
+  --no-isolate          run the repetitions in this process instead of one fresh child
+                        process each (structures then share one heap, and the placement
+                        of one's nodes depends on what ran before it)
   --no-table            do not print the table
   --progress            show the progress line even when stderr is not a terminal
   --help                this text
@@ -156,6 +159,7 @@ inline std::vector<std::string_view> split_commas(std::string_view s) {
 inline ParsedBench parse_bench_options(std::span<const std::string_view> args) {
   ParsedBench out;
   Config& c = out.config;
+  c.isolate = true;  // the CLI's default: every repetition in a fresh child process
   bool reads_given = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string_view arg = args[i];
@@ -250,6 +254,9 @@ inline ParsedBench parse_bench_options(std::span<const std::string_view> args) {
     } else if (arg == "--no-recovery") {
       flag();
       c.measure_recovery = false;
+    } else if (arg == "--no-isolate") {
+      flag();
+      c.isolate = false;
     } else if (arg == "--no-table") {
       flag();
       c.table = false;

@@ -57,6 +57,22 @@ struct Record {
 
   bool ok() const { return status == "ok"; }
 
+  // Adds the repetitions of `later`, a record of the same structure, workload and thread count
+  // run afterwards (the CLI's interleaved repetitions). Space and recovery stay this record's
+  // (they are measured in the first repetition only); per-op counts are weighted by operations.
+  void merge_repetitions(const Record& later) {
+    const double a = static_cast<double>(ops.total()), b = static_cast<double>(later.ops.total());
+    const auto weighted = [&](double x, double y) { return a + b > 0 ? (x * a + y * b) / (a + b) : 0; };
+    flushes_per_op = weighted(flushes_per_op, later.flushes_per_op);
+    fences_per_op = weighted(fences_per_op, later.fences_per_op);
+    rmws_per_op = weighted(rmws_per_op, later.rmws_per_op);
+    mops_reps.insert(mops_reps.end(), later.mops_reps.begin(), later.mops_reps.end());
+    ops += later.ops;
+    seconds_total += later.seconds_total;
+    reps += later.reps;
+    finish_throughput();
+  }
+
   // Median of the repetitions (the mean of the middle two for an even count), min and max.
   void finish_throughput() {
     if (mops_reps.empty()) return;

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -32,7 +33,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "pmds/bench/progress.hpp"
@@ -611,6 +614,117 @@ inline RecoveryMeasurement measure_recovery(const Target& t, const registry::Cre
   return m;
 }
 
+// What one repetition measured: its run, and (when asked) the structure's space at the end.
+// Trivially copyable: an isolated repetition sends it back through a pipe.
+struct RepOutcome {
+  RepResult result;
+  std::uint64_t filled = 0;  // successful prefill operations
+  double pool_bytes = 0;     // the pool's used chunks, in bytes
+  bool has_dram_bytes = false;
+  double dram_bytes = 0;  // malloc'd bytes the structure's destruction gave back
+};
+
+// One repetition: a fresh structure (in a fresh pool at `path` when durable), its prefill, the
+// timed run, and, if `measure_space`, the space at the end of the run, when the structure is
+// quiescent: the pool's used chunks, and the DRAM its destruction gives back (a difference
+// taken around the destruction, not the creation, so that frees other structures' deferred
+// reclamation makes meanwhile cannot distort it).
+inline RepOutcome run_one_repetition(const Target& t, const registry::CreateOptions& create,
+                                     const std::string& path, const RunParams& p,
+                                     std::uint64_t prefill_seed, unsigned threads,
+                                     bool measure_space) {
+  const registry::Entry& e = *t.entry;
+  RepOutcome out;
+  auto inst = registry::Instance::create(e, create, path);
+  out.filled = t.prefill(inst.object(), p.prefill, p.key_range, prefill_seed, threads);
+  if (out.filled != p.prefill)
+    throw Error("pmds: prefill of " + std::string(e.name) + " inserted " +
+                std::to_string(out.filled) + " of " + std::to_string(p.prefill) + " elements");
+  out.result = t.run(inst.object(), p);
+  if (measure_space) {
+    if (inst.pool() != nullptr)
+      out.pool_bytes = static_cast<double>(inst.pool()->allocator().used_chunks() *
+                                           inst.pool()->allocator().chunk_size());
+    const auto dram_live = dram_in_use();
+    inst.destroy();  // the structure only: the pool's own DRAM is not the structure's
+    const auto dram_freed = dram_in_use();
+    if (dram_live && dram_freed) {
+      out.has_dram_bytes = true;
+      out.dram_bytes =
+          static_cast<double>(*dram_live > *dram_freed ? *dram_live - *dram_freed : 0);
+    }
+  }
+  inst.close();
+  return out;
+}
+
+namespace detail {
+
+// Runs body() in a forked child and returns what it returned. Why: structures measured one
+// after another in one process share its heap, and a structure's throughput at this scale
+// depends on where its nodes land (a transient table filled into a fresh heap ran up to a
+// third faster than one filled into the holes another structure's nodes left). A child per
+// repetition gives every structure the same fresh start. Call with no other thread running.
+template <class Body>
+RepOutcome in_child_process(const Body& body, std::string_view name) {
+  static_assert(std::is_trivially_copyable_v<RepOutcome>);
+  int fds[2];
+  if (::pipe(fds) != 0) throw Error("pmds: pipe failed for an isolated repetition");
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  if (child < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw Error("pmds: fork failed for an isolated repetition");
+  }
+  if (child == 0) {
+    ::close(fds[0]);
+    int code = 0;
+    std::string message;
+    RepOutcome out;
+    try {
+      out = body();
+    } catch (const std::exception& ex) {
+      message = ex.what();
+      code = 2;
+    }
+    // The message (on failure) or the outcome, prefixed by one status byte.
+    const char status = code == 0 ? 'o' : 'e';
+    bool written = ::write(fds[1], &status, 1) == 1;
+    if (code == 0)
+      written = written && ::write(fds[1], &out, sizeof out) == static_cast<ssize_t>(sizeof out);
+    else
+      written = written && ::write(fds[1], message.data(), message.size()) ==
+                               static_cast<ssize_t>(message.size());
+    std::fflush(nullptr);
+    ::_exit(written ? code : 3);  // no destructors: the parent owns every shared resource
+  }
+  ::close(fds[1]);
+  std::string bytes;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::read(fds[0], buffer, sizeof buffer);
+    if (n > 0) {
+      bytes.append(buffer, static_cast<std::size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!bytes.empty() && bytes[0] == 'e') throw Error(bytes.substr(1));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || bytes.size() != 1 + sizeof(RepOutcome))
+    throw Error("pmds: the isolated repetition of " + std::string(name) +
+                " failed (wait status " + std::to_string(status) + ")");
+  RepOutcome out;
+  std::memcpy(&out, bytes.data() + 1, sizeof out);
+  return out;
+}
+
+}  // namespace detail
+
 // Runs cfg's workload on one target at every thread count of cfg; one Record per count.
 inline std::vector<Record> run_target(const Target& t, const Config& cfg, Progress* progress,
                                       const std::string& progress_prefix = {}) {
@@ -697,43 +811,29 @@ inline std::vector<Record> run_target(const Target& t, const Config& cfg, Progre
     p.seed = cfg.seed;
     p.progress = progress;
     pm::Counters counters;
-    for (unsigned rep = 0; rep < cfg.reps; ++rep) {
+    for (unsigned rep = cfg.first_rep; rep < cfg.first_rep + cfg.reps; ++rep) {
       p.rep = rep;
       p.progress_label = progress_prefix + std::string(e.name) + "  " + to_string(cfg.workload) +
                          "  threads " + std::to_string(threads) + "  rep " +
-                         std::to_string(rep + 1) + "/" + std::to_string(cfg.reps);
+                         std::to_string(rep + 1);
       if (progress != nullptr) progress->update(p.progress_label + "  prefill");
       const std::string path = e.durable ? pool_path() : std::string();
-      auto inst = registry::Instance::create(e, create, path);
-      const std::uint64_t filled =
-          t.prefill(inst.object(), p.prefill, p.key_range, cfg.seed + rep, threads);
-      if (filled != p.prefill)
-        throw Error("pmds: prefill of " + std::string(e.name) + " inserted " +
-                    std::to_string(filled) + " of " + std::to_string(p.prefill) + " elements");
-      const RepResult res = t.run(inst.object(), p);
+      const auto one_rep = [&] {
+        return run_one_repetition(t, create, path, p, cfg.seed + rep, threads, rep == 0);
+      };
+      const RepOutcome out = cfg.isolate ? detail::in_child_process(one_rep, e.name) : one_rep();
+      if (!path.empty() && !keep_pool) remove_file(path);
+      const RepResult& res = out.result;
       r.mops_reps.push_back(res.mops());
       r.ops += res.ops;
       r.seconds_total += res.seconds;
       counters += res.counters;
       if (rep == 0) {
-        // Space, measured at the end of the run, when the structure is quiescent: the pool's
-        // used chunks, and the DRAM its destruction gives back (a difference taken around the
-        // destruction, not the creation, so frees that other structures' deferred reclamation
-        // makes meanwhile cannot distort it). Elements then = prefill + net successful inserts.
-        r.elements_after_prefill = filled;
-        r.elements = elements_after(filled, res);
-        if (inst.pool() != nullptr)
-          r.pool_bytes = static_cast<double>(inst.pool()->allocator().used_chunks() *
-                                             inst.pool()->allocator().chunk_size());
-        const auto dram_live = dram_in_use();
-        inst.destroy();  // the structure only: the pool's own DRAM is not the structure's
-        const auto dram_freed = dram_in_use();
-        if (dram_live && dram_freed)
-          r.dram_bytes =
-              static_cast<double>(*dram_live > *dram_freed ? *dram_live - *dram_freed : 0);
+        r.elements_after_prefill = out.filled;
+        r.elements = elements_after(out.filled, res);
+        r.pool_bytes = out.pool_bytes;
+        if (out.has_dram_bytes) r.dram_bytes = out.dram_bytes;
       }
-      inst.close();
-      if (!path.empty() && !keep_pool) remove_file(path);
     }
     r.finish_throughput();
     const double total_ops = static_cast<double>(r.ops.total());

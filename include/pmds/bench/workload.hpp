@@ -144,6 +144,10 @@ struct Config {
   double duration_s = 1.0;
   double warmup_s = 0.2;
   unsigned reps = 3;
+  // The first repetition's number: run_target runs repetitions first_rep .. first_rep+reps-1
+  // (each with its own prefill seed). The CLI runs one repetition of every structure at a time
+  // (see bench_command.cpp), so that a slow spell of a noisy machine falls on all of them.
+  unsigned first_rep = 0;
   std::uint64_t key_range = 1024;
   std::optional<std::uint64_t> prefill;  // unset: half the range (set, heap); all of it (YCSB)
   std::optional<unsigned> reads_pct;     // set workload only; unset: 90 (seed 000 §6 default)
@@ -157,6 +161,10 @@ struct Config {
   unsigned local_work = 512;    // pairs, heap, atomicfloat: max iterations between operations
   unsigned scan_length = 100;   // ycsb-e: scans of 1..scan_length keys
   bool measure_recovery = true;
+  // Each repetition in a forked child process (runner.hpp, detail::in_child_process): every
+  // structure starts from the same fresh heap. The CLI sets it (--no-isolate clears it); tests
+  // that call run_target directly leave it off.
+  bool isolate = false;
   std::string json_path, csv_path;
   bool progress = false;  // force the progress line even when stderr is not a terminal
   bool table = true;
