@@ -62,7 +62,9 @@ struct Record {
   // (they are measured in the first repetition only); per-op counts are weighted by operations.
   void merge_repetitions(const Record& later) {
     const double a = static_cast<double>(ops.total()), b = static_cast<double>(later.ops.total());
-    const auto weighted = [&](double x, double y) { return a + b > 0 ? (x * a + y * b) / (a + b) : 0; };
+    const auto weighted = [&](double x, double y) {
+      return a + b > 0 ? (x * a + y * b) / (a + b) : 0;
+    };
     flushes_per_op = weighted(flushes_per_op, later.flushes_per_op);
     fences_per_op = weighted(fences_per_op, later.fences_per_op);
     rmws_per_op = weighted(rmws_per_op, later.rmws_per_op);

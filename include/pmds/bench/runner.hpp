@@ -650,8 +650,7 @@ inline RepOutcome run_one_repetition(const Target& t, const registry::CreateOpti
     const auto dram_freed = dram_in_use();
     if (dram_live && dram_freed) {
       out.has_dram_bytes = true;
-      out.dram_bytes =
-          static_cast<double>(*dram_live > *dram_freed ? *dram_live - *dram_freed : 0);
+      out.dram_bytes = static_cast<double>(*dram_live > *dram_freed ? *dram_live - *dram_freed : 0);
     }
   }
   inst.close();
@@ -716,8 +715,8 @@ RepOutcome in_child_process(const Body& body, std::string_view name) {
   }
   if (!bytes.empty() && bytes[0] == 'e') throw Error(bytes.substr(1));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || bytes.size() != 1 + sizeof(RepOutcome))
-    throw Error("pmds: the isolated repetition of " + std::string(name) +
-                " failed (wait status " + std::to_string(status) + ")");
+    throw Error("pmds: the isolated repetition of " + std::string(name) + " failed (wait status " +
+                std::to_string(status) + ")");
   RepOutcome out;
   std::memcpy(&out, bytes.data() + 1, sizeof out);
   return out;

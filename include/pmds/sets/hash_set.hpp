@@ -37,6 +37,9 @@
 //
 //   Optional: static void L::drain(Shared&);  quiescent: run every pending reclamation now.
 //
+// The same bucket list alone in a pool is seed 000's list: ListSet<L> (sets/list_set.hpp),
+// which also needs L::list_tag and L::list_name.
+//
 // A set owns its pool (root(0), root(1), the 64-byte size class): see sets/detail/set_root.hpp.
 #pragma once
 

@@ -2,7 +2,8 @@
 //
 //   LinkFreeBucketList<Bug>  the list algorithm as a bucket list (hash_set.hpp's interface):
 //                            Harris's lock-free list with the link-free persistence rules.
-//   LinkFreeList<Bug>        "list/linkfree": one such list in a pool.
+//   LinkFreeList<Bug>        "list/linkfree": ListSet<LinkFreeBucketList<Bug>>, one such list
+//                            in a pool (sets/list_set.hpp).
 //   LinkFreeHashSet          "hash/linkfree": HashSet<LinkFreeBucketList<>>.
 //
 // Persisted: each node's validity bits, key, value and deletion mark (detail/linkfree_node.hpp
@@ -31,6 +32,7 @@
 #include "pmds/sets/detail/linkfree_node.hpp"
 #include "pmds/sets/detail/set_root.hpp"
 #include "pmds/sets/hash_set.hpp"
+#include "pmds/sets/list_set.hpp"
 
 namespace pmds::sets {
 
@@ -77,6 +79,8 @@ struct LinkFreeBucketList {
 
   static constexpr std::uint64_t hash_tag = detail::make_tag("HASH-LF1");
   static constexpr const char* hash_name = "hash/linkfree";
+  static constexpr std::uint64_t list_tag = detail::make_tag("LIST-LF1");
+  static constexpr const char* list_name = "list/linkfree";
   static constexpr LinkFreeBug bug = Bug;
 
   // ---- operations (§3.2-§3.4) ----------------------------------------------------------------
@@ -269,68 +273,9 @@ struct LinkFreeBucketList {
   }
 };
 
-// "list/linkfree": one link-free list in a pool (seed 000 §3). A set with an 8-byte value per
-// key; insert does not update an existing key. Reserved keys throw ReservedKey.
+// "list/linkfree": one link-free list in a pool (seed 000 §3), sets/list_set.hpp.
 template <LinkFreeBug Bug = LinkFreeBug::none>
-class LinkFreeList {
-  using L = LinkFreeBucketList<Bug>;
-
- public:
-  static constexpr std::uint64_t tag = detail::make_tag("LIST-LF1");
-  static constexpr const char* name = "list/linkfree";
-
-  // Creates an empty list in `pool` (which must hold no structure and outlive the list).
-  LinkFreeList(CreateTag, pm::Pool& pool) : pool_(pool), shared_(pool) {
-    detail::write_set_root(pool, tag, 1, name);
-  }
-  // Opens the list `pool` holds and recovers it from the durable areas (§3.5).
-  LinkFreeList(OpenTag, pm::Pool& pool) : pool_(pool), shared_(pool) {
-    detail::read_set_root(pool, tag, name);
-    recovery_ = L::recover(shared_, std::span<typename L::Bucket>(&head_, 1),
-                           [](Key) { return std::size_t{0}; });
-  }
-  LinkFreeList(const LinkFreeList&) = delete;
-  LinkFreeList& operator=(const LinkFreeList&) = delete;
-
-  bool insert(Key k, Value v) {
-    check_key(k);
-    return L::insert(shared_, head_, k, v);
-  }
-  bool remove(Key k) {
-    check_key(k);
-    return L::remove(shared_, head_, k);
-  }
-  bool contains(Key k) {
-    check_key(k);
-    return L::contains(shared_, head_, k);
-  }
-  std::optional<Value> get(Key k) {
-    check_key(k);
-    return L::get(shared_, head_, k);
-  }
-
-  // Quiescent: f(key, value) in key order; the number of keys.
-  template <class F>
-  void for_each(F&& f) {
-    L::for_each(shared_, head_, f);
-  }
-  std::size_t size() {
-    std::size_t n = 0;
-    for_each([&n](Key, Value) { ++n; });
-    return n;
-  }
-
-  const SetRecoveryStats& recovery_stats() const { return recovery_; }
-  pm::Pool& pool() const { return pool_; }
-  // Quiescent: runs every pending reclamation now (slots of removed nodes become allocatable).
-  void drain_reclamation() { shared_.epochs.drain(); }
-
- private:
-  pm::Pool& pool_;
-  typename L::Shared shared_;
-  typename L::Bucket head_;
-  SetRecoveryStats recovery_;
-};
+using LinkFreeList = ListSet<LinkFreeBucketList<Bug>>;
 
 // "hash/linkfree": seed 000's link-free hash table, a fixed array of link-free buckets.
 template <LinkFreeBug Bug = LinkFreeBug::none>

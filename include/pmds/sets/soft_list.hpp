@@ -1,7 +1,8 @@
 // pmds::sets — SOFT, "Sets with an Optimal Flushing Technique" (seed 000 §2.3, §4): a durable
 // lock-free sorted list, and the bucket list of the SOFT hash set.
 //
-//   SoftList<Bug>        "list/soft": one list in a pool
+//   SoftList<Bug>        "list/soft": ListSet<SoftBucketList<Bug>>, one list in a pool
+//                        (sets/list_set.hpp)
 //   SoftBucketList<Bug>  the bucket-list interface of sets/hash_set.hpp, so that
 //   SoftHashSet<Bug>     = HashSet<SoftBucketList<Bug>> is "hash/soft"
 //
@@ -52,6 +53,7 @@
 #include "pmds/sets/detail/set_root.hpp"
 #include "pmds/sets/detail/soft_pnode.hpp"
 #include "pmds/sets/hash_set.hpp"
+#include "pmds/sets/list_set.hpp"
 
 namespace pmds::sets {
 
@@ -83,6 +85,8 @@ class SoftBucketList {
 
   static constexpr std::uint64_t hash_tag = detail::make_tag("HASHSOFT");
   static constexpr const char* hash_name = "hash/soft";
+  static constexpr std::uint64_t list_tag = detail::make_tag("LISTSOFT");
+  static constexpr const char* list_name = "list/soft";
   static constexpr SoftBug planted_bug = Bug;
 
   // What every list of one set shares: the pool allocator (durable areas) and the epoch domain.
@@ -223,6 +227,9 @@ class SoftBucketList {
     return stats;
   }
 
+  // Quiescent: runs every pending reclamation now.
+  static void drain(Shared& sh) { sh.domain().drain(); }
+
   // Quiescent: f(key, value) for every key in the set, in key order.
   template <class F>
   static void for_each(Shared&, const Bucket& b, F&& f) {
@@ -341,69 +348,9 @@ class SoftBucketList {
   }
 };
 
-// "list/soft": one SOFT list in a pool (root(0) tag "LISTSOFT", root(1) = 1).
+// "list/soft": one SOFT list in a pool, sets/list_set.hpp.
 template <SoftBug Bug = SoftBug::none>
-class SoftList {
- public:
-  using BucketList = SoftBucketList<Bug>;
-  static constexpr std::uint64_t tag = detail::make_tag("LISTSOFT");
-  static constexpr const char* name = "list/soft";
-
-  // Creates an empty list in `pool`, which must hold no structure and must outlive the list.
-  SoftList(CreateTag, pm::Pool& pool) : pool_(pool), shared_(pool) {
-    detail::write_set_root(pool, tag, 1, name);
-  }
-
-  // Opens the list a pool holds and recovers it (§4.6), after a crash or a clean close alike.
-  SoftList(OpenTag, pm::Pool& pool) : pool_(pool), shared_(pool) {
-    detail::read_set_root(pool, tag, name);
-    recovery_ = BucketList::recover(shared_, std::span<typename BucketList::Bucket>(&bucket_, 1),
-                                    [](Key) { return std::size_t{0}; });
-  }
-
-  SoftList(const SoftList&) = delete;
-  SoftList& operator=(const SoftList&) = delete;
-
-  bool insert(Key k, Value v) {
-    check_key(k);
-    return BucketList::insert(shared_, bucket_, k, v);
-  }
-  bool remove(Key k) {
-    check_key(k);
-    return BucketList::remove(shared_, bucket_, k);
-  }
-  bool contains(Key k) {
-    check_key(k);
-    return BucketList::contains(shared_, bucket_, k);
-  }
-  std::optional<Value> get(Key k) {
-    check_key(k);
-    return BucketList::get(shared_, bucket_, k);
-  }
-
-  // Quiescent: f(key, value) for every key, in key order.
-  template <class F>
-  void for_each(F&& f) {
-    BucketList::for_each(shared_, bucket_, f);
-  }
-  // Quiescent: the number of keys.
-  std::size_t size() {
-    std::size_t n = 0;
-    for_each([&n](Key, Value) { ++n; });
-    return n;
-  }
-
-  // What the recovery at open found (all zero for a created list).
-  const SetRecoveryStats& recovery_stats() const { return recovery_; }
-  pm::Pool& pool() const { return pool_; }
-  typename BucketList::Shared& shared() { return shared_; }
-
- private:
-  pm::Pool& pool_;
-  typename BucketList::Shared shared_;  // destroyed after bucket_: retired nodes are freed last
-  typename BucketList::Bucket bucket_;
-  SetRecoveryStats recovery_;
-};
+using SoftList = ListSet<SoftBucketList<Bug>>;
 
 // "hash/soft": seed 000 §3's table of buckets with a SOFT list per bucket (sets/hash_set.hpp).
 template <SoftBug Bug = SoftBug::none>
