@@ -5,18 +5,18 @@
 # issue 3's queue/stack pairs and a recovery measurement of 1M keys. See results/README.md.
 #
 # usage: results/regenerate.sh            (from anywhere; builds nothing)
-# environment: PMDS_BIN (default build/bench/bin/pmds; build it with
-#                cmake -S . -B build/bench -G Ninja -DCMAKE_BUILD_TYPE=Release && ninja -C build/bench pmds_cli)
-#              DURATION (s per repetition, default 0.5), WARMUP (default 0.2), REPS (default 3),
+# environment: PMDS_BIN (default build/release/bin/pmds; build it with
+#                cmake --preset release && cmake --build --preset release --target pmds_cli)
+#              DURATION (s per repetition, default 0.5), WARMUP (default 0.2), REPS (default 5),
 #              SKIP_4M=1 to stop the hash key-range sweep at 256K.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pmds=${PMDS_BIN:-build/bench/bin/pmds}
+pmds=${PMDS_BIN:-build/release/bin/pmds}
 [[ -x $pmds ]] || { echo "regenerate.sh: $pmds is not built" >&2; exit 1; }
 out=results/seed000
 rm -rf "$out"
 mkdir -p "$out/json" "$out/csv" "$out/plots"
-common=(--duration "${DURATION:-0.5}" --warmup "${WARMUP:-0.2}" --reps "${REPS:-3}" --no-recovery)
+common=(--duration "${DURATION:-0.5}" --warmup "${WARMUP:-0.2}" --reps "${REPS:-5}" --no-recovery)
 lists=list/transient,list/izraelevitz,list/linkfree,list/soft
 hashes=hash/transient,hash/izraelevitz,hash/linkfree,hash/soft
 skiplists=skiplist/transient,skiplist/izraelevitz,skiplist/linkfree,skiplist/soft
