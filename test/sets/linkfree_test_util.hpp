@@ -1,13 +1,9 @@
 // Test helpers for the link-free sets (test/sets/linkfree_*_test.cpp): a pool file that removes
-// itself, and one "kind" per structure so every test runs over list, hash and skip list alike.
+// itself (pool/pool_test_util.hpp), and one "kind" per structure so every test runs over list,
+// hash and skip list alike.
 #pragma once
 
-#include <unistd.h>
-
-#include <atomic>
 #include <cstdint>
-#include <cstdio>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,32 +11,12 @@
 #include "pmds/pm/pool.hpp"
 #include "pmds/sets/linkfree_list.hpp"
 #include "pmds/sets/linkfree_skiplist.hpp"
+#include "pool/pool_test_util.hpp"
 
 namespace pmds::test {
 
-// A unique pool path (in /dev/shm when it exists: tmpfs, fast) removed at destruction.
-class TempPoolPath {
- public:
-  explicit TempPoolPath(const std::string& stem) {
-    static std::atomic<int> counter{0};
-    const std::filesystem::path dir =
-        std::filesystem::exists("/dev/shm") ? "/dev/shm" : std::filesystem::temp_directory_path();
-    path_ = (dir / ("pmds_" + stem + "_" + std::to_string(::getpid()) + "_" +
-                    std::to_string(counter.fetch_add(1))))
-                .string();
-    std::filesystem::remove(path_);
-  }
-  ~TempPoolPath() {
-    std::error_code ec;
-    std::filesystem::remove(path_, ec);
-  }
-  TempPoolPath(const TempPoolPath&) = delete;
-  TempPoolPath& operator=(const TempPoolPath&) = delete;
-  const std::string& str() const { return path_; }
-
- private:
-  std::string path_;
-};
+// A unique pool path (in /dev/shm when it exists) removed at destruction.
+using TempPoolPath = ::pool_test::TempPath;
 
 // One structure under test: how to create it in a pool and open it from one.
 template <class S, std::size_t Buckets = 0>

@@ -141,6 +141,7 @@ void run_trial(const Workload& w, std::uint64_t crash_offset, std::uint64_t seed
     auto set = K::create(pool);
     for (Key k = 1; k <= w.key_range; k += 2) {
       Op op{OpKind::insert, k, 1000 + k};
+      op.thread = w.threads;  // the prefill runs alone, before the workers
       op.invoked = clock.fetch_add(1);
       op.result = set->insert(k, op.value);
       op.responded = clock.fetch_add(1);
@@ -163,6 +164,7 @@ void run_trial(const Workload& w, std::uint64_t crash_offset, std::uint64_t seed
         auto& ops = history[t];
         for (int i = 0; i < w.ops_per_thread && !crashed.load(); ++i) {
           Op op{};
+          op.thread = t;
           op.key = 1 + rng() % w.key_range;
           const unsigned dice = static_cast<unsigned>(rng() % 100);
           op.kind = dice < w.read_percent / 2 ? OpKind::contains
