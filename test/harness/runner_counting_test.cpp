@@ -549,17 +549,17 @@ TEST(RunTarget, AnIsolatedRepetitionsErrorReachesTheCallerWithItsMessage) {
   EXPECT_EQ(after_path(isolated), after_path(in_process));
 }
 
-TEST(Record, MergedRepetitionsWeighPerOpCountsByOperations) {
+TEST(Record, MergedRepetitionsSumTheirCountsBeforeDividing) {
   bench::Record a, b;
   a.mops_reps = {10, 30};
   a.reps = 2;
   a.seconds_total = 2;
-  a.flushes_per_op = 1.0;
+  a.counters.flushes = 100;  // 1 per operation
   for (int i = 0; i < 100; ++i) a.ops.add(Op::read, true);
   b.mops_reps = {20};
   b.reps = 1;
   b.seconds_total = 1;
-  b.flushes_per_op = 4.0;
+  b.counters.flushes = 1200;  // 4 per operation
   for (int i = 0; i < 300; ++i) b.ops.add(Op::read, true);
   a.pool_bytes = 7;
   b.pool_bytes = 9;  // only the first repetition measures space

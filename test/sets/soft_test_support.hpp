@@ -5,16 +5,10 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <optional>
-#include <set>
-#include <string>
-#include <tuple>
-#include <vector>
 
 #include "pmds/pm/pool.hpp"
 #include "pmds/sets/soft_list.hpp"

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "pmds/bench/workload.hpp"
+#include "pmds/pm/access.hpp"
 
 namespace pmds::bench {
 
@@ -41,7 +42,9 @@ struct Record {
   double seconds_total = 0;  // measured seconds summed over repetitions
   // Operations actually run in the measured phases, summed over repetitions.
   OpCounts ops;
-  // Persistence instructions per operation (counting backend; 0 under hardware).
+  // Persistence instructions issued in the measured phases, summed over workers and
+  // repetitions (counting backend; 0 under hardware), and per operation (finish_counts()).
+  pm::Counters counters;
   double flushes_per_op = 0, fences_per_op = 0, rmws_per_op = 0;
   // Space at the end of the first repetition's run.
   std::uint64_t elements_after_prefill = 0;  // counted successful prefill operations
@@ -58,21 +61,24 @@ struct Record {
   bool ok() const { return status == "ok"; }
 
   // Adds the repetitions of `later`, a record of the same structure, workload and thread count
-  // run afterwards (the CLI's interleaved repetitions). Space and recovery stay this record's
-  // (they are measured in the first repetition only); per-op counts are weighted by operations.
+  // run afterwards (the CLI's interleaved repetitions). Space and recovery stay this record's:
+  // they are measured in the first repetition only.
   void merge_repetitions(const Record& later) {
-    const double a = static_cast<double>(ops.total()), b = static_cast<double>(later.ops.total());
-    const auto weighted = [&](double x, double y) {
-      return a + b > 0 ? (x * a + y * b) / (a + b) : 0;
-    };
-    flushes_per_op = weighted(flushes_per_op, later.flushes_per_op);
-    fences_per_op = weighted(fences_per_op, later.fences_per_op);
-    rmws_per_op = weighted(rmws_per_op, later.rmws_per_op);
     mops_reps.insert(mops_reps.end(), later.mops_reps.begin(), later.mops_reps.end());
     ops += later.ops;
+    counters += later.counters;
     seconds_total += later.seconds_total;
     reps += later.reps;
     finish_throughput();
+    finish_counts();
+  }
+
+  // Per-operation persistence counts from the sums.
+  void finish_counts() {
+    const double n = static_cast<double>(ops.total());
+    flushes_per_op = n > 0 ? static_cast<double>(counters.flushes) / n : 0;
+    fences_per_op = n > 0 ? static_cast<double>(counters.fences) / n : 0;
+    rmws_per_op = n > 0 ? static_cast<double>(counters.rmws) / n : 0;
   }
 
   // Median of the repetitions (the mean of the middle two for an even count), min and max.

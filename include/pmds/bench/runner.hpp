@@ -809,7 +809,6 @@ inline std::vector<Record> run_target(const Target& t, const Config& cfg, Progre
     p.keys = keys ? &*keys : nullptr;
     p.seed = cfg.seed;
     p.progress = progress;
-    pm::Counters counters;
     for (unsigned rep = cfg.first_rep; rep < cfg.first_rep + cfg.reps; ++rep) {
       p.rep = rep;
       p.progress_label = progress_prefix + std::string(e.name) + "  " + to_string(cfg.workload) +
@@ -826,7 +825,7 @@ inline std::vector<Record> run_target(const Target& t, const Config& cfg, Progre
       r.mops_reps.push_back(res.mops());
       r.ops += res.ops;
       r.seconds_total += res.seconds;
-      counters += res.counters;
+      r.counters += res.counters;
       if (rep == 0) {
         r.elements_after_prefill = out.filled;
         r.elements = elements_after(out.filled, res);
@@ -835,10 +834,7 @@ inline std::vector<Record> run_target(const Target& t, const Config& cfg, Progre
       }
     }
     r.finish_throughput();
-    const double total_ops = static_cast<double>(r.ops.total());
-    r.flushes_per_op = total_ops > 0 ? static_cast<double>(counters.flushes) / total_ops : 0;
-    r.fences_per_op = total_ops > 0 ? static_cast<double>(counters.fences) / total_ops : 0;
-    r.rmws_per_op = total_ops > 0 ? static_cast<double>(counters.rmws) / total_ops : 0;
+    r.finish_counts();
     r.finish_bytes();
     records.push_back(std::move(r));
   }
