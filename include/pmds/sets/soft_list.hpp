@@ -60,21 +60,24 @@ namespace pmds::sets {
 namespace detail {
 
 // The volatile node (Listing 8), 32 bytes: key, value and pnode are written before the node is
-// published and never change; next holds the successor and this node's state. No alignas: the
+// published and never change; next holds the successor and this node's state. key and next come
+// first because a traversal (find, seek, contains) reads only those two, and the first 16 bytes
+// of a 16-byte aligned block never straddle a cache line; with next at offset 24, one node in
+// four (malloc hands out 48-byte blocks) made contains touch a second line. No alignas: the
 // state needs two low bits, which malloc's 16-byte alignment gives, while an over-aligned new
 // would go through memalign (slower, and it wastes DRAM per node).
 struct SoftListNode {
   Key key;
+  std::atomic<std::uintptr_t> next;
   Value value;
   std::uintptr_t pnode;  // pack_pnode(PNode*, pValidity)
-  std::atomic<std::uintptr_t> next;
 };
 static_assert(sizeof(SoftListNode) == 32);
 
 // The tail sentinel every SOFT list ends with (key 2^64-1, above every user key). Shared by all
 // lists: nothing ever writes it (no key is greater, so it is never a predecessor, and it is
 // never deleted), so it is constant-initialised and read-only.
-inline SoftListNode soft_list_tail{max_reserved_key, 0, 0, {0}};
+inline SoftListNode soft_list_tail{max_reserved_key, {0}, 0, 0};
 
 }  // namespace detail
 
@@ -219,7 +222,7 @@ class SoftBucketList {
       for (std::size_t i = live.begin[b + 1]; i-- > live.begin[b];) {
         const detail::LivePNode& lp = live.nodes[i];
         auto* n =
-            new Node{lp.key, lp.value, lp.pnode, {bucket.head_.load(std::memory_order_relaxed)}};
+            new Node{lp.key, {bucket.head_.load(std::memory_order_relaxed)}, lp.value, lp.pnode};
         bucket.head_.store(detail::make_word(n, detail::inserted), std::memory_order_relaxed);
       }
     }
@@ -324,7 +327,7 @@ class SoftBucketList {
     auto* p = static_cast<detail::SoftPNode*>(slot);
     const bool validity = p->template prepare<Bug>();
     try {
-      return new Node{key, value, detail::pack_pnode(p, validity), {0}};
+      return new Node{key, {0}, value, detail::pack_pnode(p, validity)};
     } catch (...) {
       sh.allocator().free(slot);
       throw;
