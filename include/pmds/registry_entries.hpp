@@ -21,6 +21,7 @@
 #include "pmds/algo/policy.hpp"
 #include "pmds/algo/skip_list.hpp"
 #include "pmds/algo/treiber_stack.hpp"
+#include "pmds/bench/psync_bound.hpp"
 #include "pmds/registry.hpp"
 #include "pmds/sets/hash_set.hpp"
 #include "pmds/sets/linkfree_list.hpp"
@@ -100,6 +101,16 @@ struct DurableHashSet {
   }
 };
 
+// bench::PsyncBound over a transient entry's factory F: F's structure plus one psync per
+// successful update (the benchmark reference of bench/psync_bound.hpp; transient itself).
+template <class F>
+struct PsyncBoundOf {
+  using type = bench::PsyncBound<typename F::type>;
+  static std::unique_ptr<type> create(pm::Pool* pool, const CreateOptions& o) {
+    return std::make_unique<type>(F::create(pool, o));
+  }
+};
+
 }  // namespace factories
 
 using Registered = TypeList<
@@ -115,6 +126,10 @@ using Registered = TypeList<
              "link-free durable list (seed 000 §3): no persisted links, validity bits">,
     Describe<"list/soft", Kind::map, Criterion::durable, factories::DurableSet<sets::SoftList<>>,
              "SOFT durable list (seed 000 §4): persistent nodes separate from volatile ones">,
+    Describe<"list/psync-bound", Kind::map, Criterion::none,
+             factories::PsyncBoundOf<factories::Algo<algo::HarrisMichaelList<algo::transient>>>,
+             "reference, not durable: list/transient + one psync per successful update (the "
+             "ceiling of any durable list here)">,
     // Michael's hash table: a fixed array of buckets, one list each (algo/michael_hash.hpp)
     Describe<"hash/transient", Kind::map, Criterion::none,
              factories::AlgoHash<algo::MichaelHashTable<algo::transient>>,
@@ -128,6 +143,10 @@ using Registered = TypeList<
     Describe<"hash/soft", Kind::map, Criterion::durable,
              factories::DurableHashSet<sets::SoftHashSet<>>,
              "SOFT durable hash table (seed 000 §4), buckets in DRAM">,
+    Describe<"hash/psync-bound", Kind::map, Criterion::none,
+             factories::PsyncBoundOf<factories::AlgoHash<algo::MichaelHashTable<algo::transient>>>,
+             "reference, not durable: hash/transient + one psync per successful update (the "
+             "ceiling of any durable hash table here)">,
     // Skip lists
     Describe<"skiplist/transient", Kind::map, Criterion::none,
              factories::Algo<algo::SkipList<algo::transient>>,

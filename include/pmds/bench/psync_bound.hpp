@@ -1,0 +1,65 @@
+// pmds::bench::PsyncBound<T> — a reference point for benchmarks of durable sets, not a durable
+// structure: the transient set T plus exactly one psync (a store, clwb and sfence of one cache
+// line) after each successful insert and remove, and nothing else.
+//
+// Why it exists: a durably linearizable set must make each successful update durable before it
+// returns, so it issues at least one psync per successful update (Cohen et al., "Inherent cost of
+// remembering consistently", SPAA 2018; seed 000 §2 builds on this bound, and SOFT meets it). The
+// transient twin plus that one psync is therefore the fastest any durable set built on the same
+// algorithm can be on the machine at hand. Registered as "hash/psync-bound" and
+// "list/psync-bound", it runs in the same `pmds bench` invocation as the durable sets, so
+// "durable / transient" can be read against "psync-bound / transient": the part of a gap that is
+// the machine's flush latency and the part that is the technique's own cost.
+//
+// The flushed line is the calling thread's own, kept hot: the cheapest psync there is (a durable
+// set's line was usually just written, and often missed), so the bound is generous, never tight
+// against the durable sets. The psync goes through the access layer, so the counting backend
+// reports its flushes/op and fences/op like any durable structure's, and PMDS_EADR=1 drops the
+// flush as it does for them.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "pmds/interfaces.hpp"
+#include "pmds/pm/access.hpp"
+
+namespace pmds::bench {
+
+template <class T>
+class PsyncBound {
+ public:
+  explicit PsyncBound(std::unique_ptr<T> inner) : inner_(std::move(inner)) {}
+
+  bool insert(Key k, Value v) { return persisted(inner_->insert(k, v)); }
+  bool remove(Key k) { return persisted(inner_->remove(k)); }
+  bool contains(Key k) { return inner_->contains(k); }
+  std::optional<Value> get(Key k) { return inner_->get(k); }
+
+  template <class F>
+  void for_each(F&& f) {
+    inner_->for_each(std::forward<F>(f));
+  }
+
+ private:
+  struct alignas(pm::cache_line_size) Line {
+    std::atomic<std::uint64_t> word{0};
+  };
+
+  static bool persisted(bool updated) {
+    if (updated) {
+      thread_local Line line;
+      line.word.store(line.word.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      pm::flush(&line);
+      pm::fence();
+    }
+    return updated;
+  }
+
+  std::unique_ptr<T> inner_;
+};
+
+}  // namespace pmds::bench
