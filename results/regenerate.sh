@@ -17,9 +17,12 @@ out=results/seed000
 rm -rf "$out"
 mkdir -p "$out/json" "$out/csv" "$out/plots"
 common=(--duration "${DURATION:-0.5}" --warmup "${WARMUP:-0.2}" --reps "${REPS:-5}" --no-recovery)
-lists=list/transient,list/izraelevitz,list/linkfree,list/soft
-hashes=hash/transient,hash/izraelevitz,hash/linkfree,hash/soft
-skiplists=skiplist/transient,skiplist/izraelevitz,skiplist/linkfree,skiplist/soft
+# Each family also runs its psync-bound reference (bench/psync_bound.hpp: the transient twin plus
+# one psync per successful update, the ceiling of any durable set on this machine).
+lists=list/transient,list/psync-bound,list/izraelevitz,list/linkfree,list/soft
+hashes=hash/transient,hash/psync-bound,hash/izraelevitz,hash/linkfree,hash/soft
+skiplists=skiplist/transient,skiplist/psync-bound,skiplist/izraelevitz,skiplist/linkfree,skiplist/soft
+durable_hashes=hash/transient,hash/izraelevitz,hash/linkfree,hash/soft
 
 {
   echo "date:    $(date -Is)"
@@ -34,7 +37,7 @@ skiplists=skiplist/transient,skiplist/izraelevitz,skiplist/linkfree,skiplist/sof
 run() {
   local name=$1
   shift
-  echo "== $name: pmds bench $*" | tee -a "$out/tables.txt" >&2
+  echo "== $name: ${PMDS_EADR:+PMDS_EADR=$PMDS_EADR }pmds bench $*" | tee -a "$out/tables.txt" >&2
   "$pmds" bench "$@" --json "$out/json/$name.json" --csv "$out/csv/$name.csv" \
     | tee -a "$out/tables.txt"
   echo >>"$out/tables.txt"
@@ -71,13 +74,18 @@ for i in 1 2 3; do
     "${common[@]}"
 done
 
+# The same shape on an eADR platform (PMDS_EADR=1: flushes skipped, fences kept), where a psync
+# costs only its fence: how much of each gap above is the flush latency of this machine.
+PMDS_EADR=1 run eadr-hash1M --structure $hashes --key-range 1048576 --buckets 1048576 \
+  --threads 1,2 "${common[@]}"
+
 # Issue 3: queue and stack enqueue/dequeue (push/pop) pairs from empty, local work <= 512
 run pairs --structure queue/transient,queue/izraelevitz,stack/transient,stack/izraelevitz \
   --workload pairs --threads 1,2 "${common[@]}"
 
 # Recovery of 1M keys after a process crash (one thread; key range 2M prefilled with 1M keys,
 # 2^20 buckets), with a short run so the record also carries bytes per key at 1M keys.
-run recovery-hash1M --structure $hashes --key-range 2097152 --buckets 1048576 --threads 1 \
+run recovery-hash1M --structure $durable_hashes --key-range 2097152 --buckets 1048576 --threads 1 \
   --duration 0.2 --warmup 0.1 --reps 1
 
 # Figures: one plot.py call per family, so a family's records form exactly its sweeps.

@@ -160,6 +160,10 @@ using Registered = TypeList<
     Describe<"skiplist/soft", Kind::map, Criterion::durable,
              factories::DurableSet<sets::SoftSkipList<>>,
              "SOFT durable skip list (seed 000 by extension): volatile towers, scan">,
+    Describe<"skiplist/psync-bound", Kind::map, Criterion::none,
+             factories::PsyncBoundOf<factories::Algo<algo::SkipList<algo::transient>>>,
+             "reference, not durable: skiplist/transient + one psync per successful update (the "
+             "ceiling of any durable skip list here)">,
     // Natarajan-Mittal external binary search tree (algo/natarajan_mittal_bst.hpp)
     Describe<"bst/transient", Kind::map, Criterion::none,
              factories::Algo<algo::NatarajanMittalTree<algo::transient>>,

@@ -1,8 +1,8 @@
 // Tests of bench::PsyncBound (pmds/bench/psync_bound.hpp), the benchmark reference "transient
 // set + one psync per successful update": it answers exactly as the set it wraps, it issues one
 // flush and one fence for each successful insert and remove and none for anything else (checked
-// with the counting backend), and the registry offers it for the list and the hash table as a
-// transient map.
+// with the counting backend), and the registry offers it for the list, the hash table and the
+// skip list as a transient map.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -77,8 +77,8 @@ TEST(PsyncBound, FailedUpdatesAndReadsIssueNothing) {
   EXPECT_EQ(used.fences, 0u);
 }
 
-TEST(PsyncBound, RegisteredAsTransientMapsForListAndHash) {
-  for (const char* name : {"list/psync-bound", "hash/psync-bound"}) {
+TEST(PsyncBound, RegisteredAsTransientMapsForEachSeed000Structure) {
+  for (const char* name : {"list/psync-bound", "hash/psync-bound", "skiplist/psync-bound"}) {
     SCOPED_TRACE(name);
     const registry::Entry* e = registry::find(name);
     ASSERT_NE(e, nullptr);
