@@ -4,7 +4,7 @@
 //
 // Why it exists: a durably linearizable set must make each successful update durable before it
 // returns, so it issues at least one psync per successful update (Cohen et al., "Inherent cost of
-// remembering consistently", SPAA 2018; seed 000 §2 builds on this bound, and SOFT meets it). The
+// remembering consistently", SPAA 2018; seed 000 §1 and §2.3: SOFT meets it). The
 // transient twin plus that one psync is therefore the fastest any durable set built on the same
 // algorithm can be on the machine at hand. Registered as "list/psync-bound", "hash/psync-bound"
 // and "skiplist/psync-bound", it runs in the same `pmds bench` invocation as the durable sets, so
@@ -12,8 +12,8 @@
 // the machine's flush latency and the part that is the technique's own cost.
 //
 // The flushed line is the calling thread's own, kept hot: the cheapest psync there is (a durable
-// set's line was usually just written, and often missed), so the bound is generous, never tight
-// against the durable sets. The psync goes through the access layer, so the counting backend
+// set's line was usually just written, and often missed), so the reference errs on the fast
+// side. The psync goes through the access layer, so the counting backend
 // reports its flushes/op and fences/op like any durable structure's, and PMDS_EADR=1 drops the
 // flush as it does for them.
 #pragma once
