@@ -35,7 +35,7 @@
 //   static void L::for_each(Shared&, const Bucket&, F&& f);
 //       Quiescent: f(Key, Value) for every key of the bucket, in key order (tests, size()).
 //
-//   Optional: static void L::drain(Shared&);  quiescent: run every pending reclamation now.
+//   static void L::drain(Shared&);  quiescent: run every pending reclamation now.
 //
 // The same bucket list alone in a pool is seed 000's list: ListSet<L> (sets/list_set.hpp),
 // which also needs L::list_tag and L::list_name.
@@ -122,9 +122,7 @@ class HashSet {
   }
 
   // Quiescent: runs every pending reclamation now (slots of removed nodes become allocatable).
-  void drain_reclamation() {
-    if constexpr (requires { L::drain(shared_); }) L::drain(shared_);
-  }
+  void drain_reclamation() { L::drain(shared_); }
 
   std::size_t bucket_count() const { return bucket_count_; }
   // What the recovery at open found (all zero for a created set).

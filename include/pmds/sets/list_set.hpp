@@ -74,9 +74,7 @@ class ListSet {
   }
 
   // Quiescent: runs every pending reclamation now (slots of removed nodes become allocatable).
-  void drain_reclamation() {
-    if constexpr (requires { L::drain(shared_); }) L::drain(shared_);
-  }
+  void drain_reclamation() { L::drain(shared_); }
 
   // What the recovery at open found (all zero for a created list).
   const SetRecoveryStats& recovery_stats() const { return recovery_; }
