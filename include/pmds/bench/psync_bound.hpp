@@ -29,6 +29,8 @@
 
 namespace pmds::bench {
 
+// registry::Iterable asks the same of a type, but registry.hpp includes this header (through
+// registry_entries.hpp), so it cannot be used here.
 template <class T, class F>
 concept HasForEach = requires(T& t, F& f) {
   t.for_each(f);
