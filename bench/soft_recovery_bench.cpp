@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "pmds/pm/pool.hpp"
-#include "pmds/sets/soft_list.hpp"
-#include "pmds/sets/soft_skiplist.hpp"
+#include "pmds/linkfree_soft/soft_list.hpp"
+#include "pmds/linkfree_soft/soft_skiplist.hpp"
 
 namespace {
 
@@ -62,7 +62,7 @@ void run(const char* name, std::size_t keys, int repeat, Make make) {
     k.erase(std::unique(k.begin(), k.end()), k.end());
     while (k.size() < keys) k.push_back(k.back() + 1);
     auto pool = pm::Pool::create(path, pool_size, name);
-    auto set = make(pool, sets::create_new);
+    auto set = make(pool, linkfree_soft::create_new);
     for (auto it = k.rbegin(); it != k.rend(); ++it)
       if (!set->insert(*it, *it / 3)) ::_exit(2);
     ::_exit(0);  // no close: the pool is dirty, as after a crash
@@ -81,7 +81,7 @@ void run(const char* name, std::size_t keys, int repeat, Make make) {
     const bool dirty = !pool.was_clean_shutdown();
     t0 = std::chrono::steady_clock::now();
     const double cpu0 = thread_cpu_seconds();
-    auto set = make(pool, sets::open_existing);
+    auto set = make(pool, linkfree_soft::open_existing);
     const double recover_s = seconds_since(t0);
     const double recover_cpu = thread_cpu_seconds() - cpu0;
     const auto& st = set->recovery_stats();
@@ -130,19 +130,19 @@ int main(int argc, char** argv) {
   if (keys == 0) keys = 1;
   std::printf("SOFT recovery, %zu keys, one thread (pool files in /dev/shm)\n\n", keys);
   if (only.empty() || only == "list")
-    run<sets::SoftList<>>("list/soft", keys, repeat, [](pm::Pool& p, auto tag) {
-      return std::make_unique<sets::SoftList<>>(tag, p);
+    run<linkfree_soft::SoftList<>>("list/soft", keys, repeat, [](pm::Pool& p, auto tag) {
+      return std::make_unique<linkfree_soft::SoftList<>>(tag, p);
     });
   if (only.empty() || only == "hash")
-    run<sets::SoftHashSet<>>("hash/soft", keys, repeat, [keys](pm::Pool& p, auto tag) {
-      if constexpr (std::is_same_v<decltype(tag), sets::CreateTag>)
-        return std::make_unique<sets::SoftHashSet<>>(tag, p, std::bit_ceil(keys));
+    run<linkfree_soft::SoftHashSet<>>("hash/soft", keys, repeat, [keys](pm::Pool& p, auto tag) {
+      if constexpr (std::is_same_v<decltype(tag), linkfree_soft::CreateTag>)
+        return std::make_unique<linkfree_soft::SoftHashSet<>>(tag, p, std::bit_ceil(keys));
       else
-        return std::make_unique<sets::SoftHashSet<>>(tag, p);
+        return std::make_unique<linkfree_soft::SoftHashSet<>>(tag, p);
     });
   if (only.empty() || only == "skiplist")
-    run<sets::SoftSkipList<>>("skiplist/soft", keys, repeat, [](pm::Pool& p, auto tag) {
-      return std::make_unique<sets::SoftSkipList<>>(tag, p);
+    run<linkfree_soft::SoftSkipList<>>("skiplist/soft", keys, repeat, [](pm::Pool& p, auto tag) {
+      return std::make_unique<linkfree_soft::SoftSkipList<>>(tag, p);
     });
   return 0;
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,7 +35,8 @@ inline void check_key(Key k) {
                       " is reserved for sentinels; keys must lie in [1, 2^64-2]");
 }
 
-// What a durable structure guarantees after a crash (DESIGN.md §4); the crash lab checks it.
+// What a durable structure guarantees after a crash (docs/ARCHITECTURE.md §4); the crash lab
+// checks it.
 enum class Criterion {
   none,        // transient: nothing survives
   durable,     // durable linearizability (seeds 000, 001; Izraelevitz)
@@ -98,6 +100,27 @@ template <class R>
 concept Register = requires(R r, double x) {
   { r.read() } -> std::same_as<double>;
   { r.fetch_multiply(x) } -> std::same_as<double>;  // returns the value before
+};
+
+// Optional capabilities the benchmark harness and crash lab detect:
+//   s.scan(from, max_count, visit)   visit(Key, Value) for up to max_count keys >= from in
+//                                    ascending order; returns the number visited (YCSB E)
+//   s.for_each(visit)                visit(Key, Value) for every element, quiescent only
+//                                    (otherwise contents are read by probing [1, key_range])
+//   s.sync()                         buffered techniques: make everything so far durable
+template <class S>
+concept Scannable = requires(S& s, Key k, std::size_t n) {
+  {
+    s.scan(k, n, [](Key, Value) {})
+    } -> std::convertible_to<std::size_t>;
+};
+template <class S>
+concept Iterable = requires(S& s) {
+  s.for_each([](Key, Value) {});
+};
+template <class S>
+concept Syncable = requires(S& s) {
+  s.sync();
 };
 
 }  // namespace pmds

@@ -42,6 +42,10 @@ inline constexpr int work_scale = 4;
 inline constexpr int work_scale = 1;
 #endif
 
+// Every memory policy an algo/ structure is tested under: a new policy joins every algorithm's
+// tests by one edit here.
+using AllPolicies = ::testing::Types<transient, transient_pm_atomic, izraelevitz>;
+
 inline Value value_of(Key k) {
   return k * 0x9E3779B97F4A7C15ull + 7;
 }

@@ -24,8 +24,7 @@ static_assert(Register<AtomicFloat<izraelevitz>>);
 
 template <class P>
 class AtomicFloatTest : public ::testing::Test {};
-using Policies = ::testing::Types<transient, transient_pm_atomic, izraelevitz>;
-TYPED_TEST_SUITE(AtomicFloatTest, Policies);
+TYPED_TEST_SUITE(AtomicFloatTest, AllPolicies);
 
 TYPED_TEST(AtomicFloatTest, SingleThreadExactProducts) {
   Instance<AtomicFloat<TypeParam>> r;

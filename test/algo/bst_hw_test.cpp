@@ -16,8 +16,7 @@ static_assert(Map<NatarajanMittalTree<izraelevitz>>);
 
 template <class P>
 class BstTest : public ::testing::Test {};
-using Policies = ::testing::Types<transient, transient_pm_atomic, izraelevitz>;
-TYPED_TEST_SUITE(BstTest, Policies);
+TYPED_TEST_SUITE(BstTest, AllPolicies);
 
 TYPED_TEST(BstTest, Sequential) {
   Instance<NatarajanMittalTree<TypeParam>> list;

@@ -16,8 +16,7 @@ static_assert(Map<MichaelHashTable<izraelevitz>>);
 
 template <class P>
 class HashTest : public ::testing::Test {};
-using Policies = ::testing::Types<transient, transient_pm_atomic, izraelevitz>;
-TYPED_TEST_SUITE(HashTest, Policies);
+TYPED_TEST_SUITE(HashTest, AllPolicies);
 
 TYPED_TEST(HashTest, Sequential) {
   for (std::size_t buckets : {1, 7, 1024}) {

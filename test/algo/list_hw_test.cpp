@@ -16,8 +16,7 @@ static_assert(Map<HarrisMichaelList<izraelevitz>>);
 
 template <class P>
 class ListTest : public ::testing::Test {};
-using Policies = ::testing::Types<transient, transient_pm_atomic, izraelevitz>;
-TYPED_TEST_SUITE(ListTest, Policies);
+TYPED_TEST_SUITE(ListTest, AllPolicies);
 
 TYPED_TEST(ListTest, Sequential) {
   Instance<HarrisMichaelList<TypeParam>> list;

@@ -18,8 +18,7 @@ static_assert(Queue<MichaelScottQueue<izraelevitz>>);
 
 template <class P>
 class QueueTest : public ::testing::Test {};
-using Policies = ::testing::Types<transient, transient_pm_atomic, izraelevitz>;
-TYPED_TEST_SUITE(QueueTest, Policies);
+TYPED_TEST_SUITE(QueueTest, AllPolicies);
 
 TYPED_TEST(QueueTest, SequentialFifo) {
   Instance<MichaelScottQueue<TypeParam>> q;

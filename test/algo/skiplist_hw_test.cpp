@@ -16,8 +16,7 @@ static_assert(Map<SkipList<izraelevitz>>);
 
 template <class P>
 class SkipListTest : public ::testing::Test {};
-using Policies = ::testing::Types<transient, transient_pm_atomic, izraelevitz>;
-TYPED_TEST_SUITE(SkipListTest, Policies);
+TYPED_TEST_SUITE(SkipListTest, AllPolicies);
 
 TYPED_TEST(SkipListTest, Sequential) {
   Instance<SkipList<TypeParam>> list;

@@ -16,8 +16,7 @@ static_assert(Stack<TreiberStack<izraelevitz>>);
 
 template <class P>
 class StackTest : public ::testing::Test {};
-using Policies = ::testing::Types<transient, transient_pm_atomic, izraelevitz>;
-TYPED_TEST_SUITE(StackTest, Policies);
+TYPED_TEST_SUITE(StackTest, AllPolicies);
 
 TYPED_TEST(StackTest, SequentialLifo) {
   Instance<TreiberStack<TypeParam>> s;

@@ -1,4 +1,4 @@
-// Tests of bench::PsyncBound (pmds/bench/psync_bound.hpp), the benchmark reference "transient
+// Tests of reference::PsyncBound (pmds/reference/psync_bound.hpp), the benchmark reference "transient
 // set + one psync per successful update": it answers exactly as the set it wraps, it issues one
 // flush and one fence for each successful insert and remove and none for anything else (checked
 // with the counting backend), and the registry offers it for the list, the hash table and the
@@ -13,14 +13,14 @@
 
 #include "pmds/algo/harris_michael_list.hpp"
 #include "pmds/algo/michael_hash.hpp"
-#include "pmds/bench/psync_bound.hpp"
+#include "pmds/reference/psync_bound.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/registry.hpp"
 
 namespace {
 
 using namespace pmds;
-using HashBound = bench::PsyncBound<algo::MichaelHashTable<algo::transient>>;
+using HashBound = reference::PsyncBound<algo::MichaelHashTable<algo::transient>>;
 
 TEST(PsyncBound, AnswersAsTheWrappedSetAndPsyncsOncePerSuccessfulUpdate) {
   HashBound set(std::make_unique<algo::MichaelHashTable<algo::transient>>(64));

@@ -1,4 +1,4 @@
-// Tests of the registry (pmds/registry.hpp, registry_entries.hpp) over every registered entry:
+// Tests of the registry (pmds/registry.hpp, registry/descriptor.hpp) over every registered entry:
 // names are well formed and unique, selection by name/pattern works and rejects unknown names,
 // every entry can be created (durable ones in a pool), prefilled to exactly the count the
 // harness claims (its contents afterwards), driven through the type-erased operations, and —

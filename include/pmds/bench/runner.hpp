@@ -153,7 +153,7 @@ struct YcsbScanInsert {
       const Key from = keys(rng);
       const std::uint64_t n = 1 + rng.below(scan_length);
       std::uint64_t visited = 0;
-      if constexpr (registry::Scannable<T>) visited = s.scan(from, n, [](Key, Value) {});
+      if constexpr (Scannable<T>) visited = s.scan(from, n, [](Key, Value) {});
       c.calls[static_cast<std::size_t>(Op::scan)] += 1;
       c.successes[static_cast<std::size_t>(Op::scan)] += visited;
     } else {

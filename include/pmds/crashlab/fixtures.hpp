@@ -1,6 +1,6 @@
 // pmds crash lab — planted-bug fixtures: structures that are wrong on purpose, registered for the
 // lab only (not in `pmds list`), so that every run can show the lab is able to fail
-// (DESIGN.md §4: "a checker that accepts everything proves nothing").
+// (docs/ARCHITECTURE.md §4: "a checker that accepts everything proves nothing").
 //
 // The Izraelevitz list with each planted bug of algo/policy.hpp (PlantedBug):
 //   (a) link_not_flushed      the linking CAS is neither flushed nor fenced
@@ -49,27 +49,23 @@ struct LeakyRecoveryFactory {
 };
 
 using Fixtures = registry::TypeList<
-    registry::Describe<"list/izraelevitz-control", registry::Kind::map, Criterion::durable,
+    registry::Describe<"list/izraelevitz-control", registry::Kind::map,
                        AlgoFactory<BuggyList<algo::PlantedBug::none>>,
                        "fixture: the Izraelevitz list with no planted bug (must pass)">,
     registry::Describe<"list/izraelevitz-bug-a-link-not-flushed", registry::Kind::map,
-                       Criterion::durable,
                        AlgoFactory<BuggyList<algo::PlantedBug::link_not_flushed>>,
                        "fixture (a): the linking CAS is neither flushed nor fenced">,
     registry::Describe<"list/izraelevitz-bug-b-link-not-fenced", registry::Kind::map,
-                       Criterion::durable,
                        AlgoFactory<BuggyList<algo::PlantedBug::link_not_fenced>>,
                        "fixture (b): the link is flushed but not fenced before returning">,
     registry::Describe<"list/izraelevitz-bug-c-contents-not-flushed", registry::Kind::map,
-                       Criterion::durable,
                        AlgoFactory<BuggyList<algo::PlantedBug::contents_not_flushed>>,
                        "fixture (c): a node is linked without its contents being flushed">,
     registry::Describe<"list/izraelevitz-bug-d-recovery-drops-node", registry::Kind::map,
-                       Criterion::durable,
                        AlgoFactory<BuggyList<algo::PlantedBug::recovery_drops_node>>,
                        "fixture (d): recovery unlinks one valid node">,
     registry::Describe<"list/izraelevitz-bug-leak-recovery-keeps-every-slot", registry::Kind::map,
-                       Criterion::durable, LeakyRecoveryFactory,
+                       LeakyRecoveryFactory,
                        "fixture (leak): every slot stays allocated after recovery">>;
 
 // The fixtures as registry entries (their own table: registry::entries() does not list them).

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "sets/linkfree_test_util.hpp"
+#include "linkfree_soft/linkfree_test_util.hpp"
 
 namespace pmds::test {
 namespace {

@@ -1,5 +1,5 @@
-// pmds::sets — "skiplist/soft": a SOFT durable lock-free skip list (seed 000 §2.3, §4; §3 says
-// the extension to skip lists is straightforward: this is how it is done here).
+// pmds::linkfree_soft — "skiplist/soft": a SOFT durable lock-free skip list (seed 000 §2.3, §4; §3
+// says the extension to skip lists is straightforward: this is how it is done here).
 //
 // What is persistent is exactly what the SOFT list persists: one PNode per key (validStart,
 // validEnd, deleted, key, value) in a 64-byte slot of the pool allocator, created and destroyed
@@ -41,15 +41,15 @@
 
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
+#include "pmds/linkfree_soft/detail/set_root.hpp"
+#include "pmds/linkfree_soft/detail/soft_pnode.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/allocator.hpp"
 #include "pmds/pm/pool.hpp"
 #include "pmds/reclaim/epoch.hpp"
-#include "pmds/sets/detail/set_root.hpp"
-#include "pmds/sets/detail/soft_pnode.hpp"
 #include "pmds/thread_registry.hpp"
 
-namespace pmds::sets {
+namespace pmds::linkfree_soft {
 
 namespace detail {
 
@@ -99,6 +99,8 @@ class SoftSkipList {
   static constexpr unsigned max_height = detail::soft_skip_max_height;
 
  public:
+  // Durable linearizability (seed 000 §1); the registry reads it (registry::criterion_of).
+  static constexpr Criterion criterion = Criterion::durable;
   static constexpr std::uint64_t tag = detail::make_tag("SKIPSOFT");
   static constexpr const char* name = "skiplist/soft";
   static constexpr SoftBug planted_bug = Bug;
@@ -533,4 +535,4 @@ class SoftSkipList {
   SetRecoveryStats recovery_;
 };
 
-}  // namespace pmds::sets
+}  // namespace pmds::linkfree_soft

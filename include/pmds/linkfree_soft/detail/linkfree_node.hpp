@@ -1,4 +1,4 @@
-// pmds::sets — the link-free node of seed 000 §3 (Listing 1) and the rules every link-free
+// pmds::linkfree_soft — the link-free node of seed 000 §3 (Listing 1) and the rules every link-free
 // structure (list, hash buckets, skip list) applies to it.
 //
 // One node per key, one cache line, allocated from the pool's per-thread chunks (the durable
@@ -15,9 +15,9 @@
 // inline, more in a DRAM array, a height and a build/remove handshake). Recovery rewrites them.
 //
 // Why one line matters: stores to one line reach the NVRAM in program order (x86 TSO plus the
-// same-line argument of §3.3/§3.4, DESIGN.md §3), so no flush is needed between invalidating a
-// node and initialising it, nor between making it valid and marking it: a crash image of the
-// line is always a prefix of its stores.
+// same-line argument of §3.3/§3.4, docs/ARCHITECTURE.md §3), so no flush is needed between
+// invalidating a node and initialising it, nor between making it valid and marking it: a crash
+// image of the line is always a prefix of its stores.
 //
 // Invariants (§3): a node is invalid from its (re)initialisation until it is linked; it is made
 // valid (by the inserter or by any helper) only after it is linked; a marked node is valid (the
@@ -34,10 +34,10 @@
 #include "pmds/interfaces.hpp"
 #include "pmds/pm/access.hpp"
 
-namespace pmds::sets {
+namespace pmds::linkfree_soft {
 
-// Planted bugs for the crash lab (DESIGN.md §4: a checker that accepts everything proves
-// nothing). Compile-time: the default compiles every knob away.
+// Planted bugs for the crash lab (docs/ARCHITECTURE.md §4: a checker that accepts everything
+// proves nothing). Compile-time: the default compiles every knob away.
 enum class LinkFreeBug : std::uint8_t {
   none,
   valid_before_link,   // makes a new node valid before linking it (the two-inserts scenario of
@@ -194,4 +194,4 @@ inline void reset_recovered_flags(Node* n) {
 }
 
 }  // namespace detail::linkfree
-}  // namespace pmds::sets
+}  // namespace pmds::linkfree_soft

@@ -1,5 +1,6 @@
-// pmds::sets::LinkFreeSkipList — "skiplist/linkfree": seed 000's link-free technique applied to
-// a lock-free skip list ("extending this algorithm to a skip list is straightforward", §3).
+// pmds::linkfree_soft::LinkFreeSkipList — "skiplist/linkfree": seed 000's link-free technique
+// applied to a lock-free skip list ("extending this algorithm to a skip list is straightforward",
+// §3).
 //
 // Design: level 0 IS the link-free list of §3. The node (detail/linkfree_node.hpp) is the list's
 // node, with the same persistent meaning (validity bits, key, value, level-0 deletion mark) and
@@ -32,15 +33,15 @@
 #include <vector>
 
 #include "pmds/interfaces.hpp"
+#include "pmds/linkfree_soft/detail/linkfree_node.hpp"
+#include "pmds/linkfree_soft/detail/set_root.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/allocator.hpp"
 #include "pmds/pm/pool.hpp"
 #include "pmds/reclaim/epoch.hpp"
-#include "pmds/sets/detail/linkfree_node.hpp"
-#include "pmds/sets/detail/set_root.hpp"
 #include "pmds/thread_registry.hpp"
 
-namespace pmds::sets {
+namespace pmds::linkfree_soft {
 
 template <LinkFreeBug Bug = LinkFreeBug::none>
 class LinkFreeSkipList {
@@ -48,6 +49,8 @@ class LinkFreeSkipList {
   using Word = pm::atomic<std::uint64_t>;
 
  public:
+  // Durable linearizability (seed 000 §1); the registry reads it (registry::criterion_of).
+  static constexpr Criterion criterion = Criterion::durable;
   static constexpr int max_levels = 32;
   static constexpr std::uint64_t tag = detail::make_tag("SKIP-LF1");
   static constexpr const char* name = "skiplist/linkfree";
@@ -421,4 +424,4 @@ class LinkFreeSkipList {
   reclaim::EpochDomain epochs_;  // last member: destroyed first, after ~LinkFreeSkipList drained it
 };
 
-}  // namespace pmds::sets
+}  // namespace pmds::linkfree_soft

@@ -1,4 +1,4 @@
-// pmds::sets — what the SOFT list, hash set and skip list share (seed 000 §2.3, §4, §5):
+// pmds::linkfree_soft — what the SOFT list, hash set and skip list share (seed 000 §2.3, §4, §5):
 //   SoftPNode       the persistent node in a durable area (a 64-byte slot of the pool allocator);
 //   SoftState       the four states of a volatile node, kept in the low bits of its next word;
 //   SoftBug         the crash lab's planted bugs (compile-time, default none, compiled away);
@@ -18,8 +18,9 @@
 // start from is validEnd == !deleted (a live-looking slot: only a recovery that freed a
 // duplicate key leaves one, see recover_soft_pnodes); prepare() first flips validEnd back to
 // deleted there. All these stores are to the one cache line of the slot, so they reach the
-// NVRAM in program order (seed 000 §1, the same-line argument; DESIGN.md §3) and need no fence
-// between them; prepare() runs before the node is published, so no other thread writes it yet.
+// NVRAM in program order (seed 000 §1, the same-line argument; docs/ARCHITECTURE.md §3) and
+// need no fence between them; prepare() runs before the node is published, so no other thread
+// writes it yet.
 #pragma once
 
 #include <algorithm>
@@ -31,9 +32,9 @@
 #include "pmds/interfaces.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/allocator.hpp"
-#include "pmds/sets/detail/set_root.hpp"
+#include "pmds/linkfree_soft/detail/set_root.hpp"
 
-namespace pmds::sets {
+namespace pmds::linkfree_soft {
 
 // The crash lab's planted bugs for SOFT. Each must be reported as a violation of durable
 // linearizability; with SoftBug::none every `if constexpr` on it compiles away.
@@ -259,4 +260,4 @@ RecoveredPNodes recover_soft_pnodes(pm::ChunkAllocator& allocator, SetRecoverySt
 }
 
 }  // namespace detail
-}  // namespace pmds::sets
+}  // namespace pmds::linkfree_soft

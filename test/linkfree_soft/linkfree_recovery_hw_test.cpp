@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "sets/linkfree_test_util.hpp"
+#include "linkfree_soft/linkfree_test_util.hpp"
 
 namespace pmds::test {
 namespace {
@@ -78,9 +78,9 @@ void recover_many(const char* name, bool random_order, Make make) {
 }
 
 TEST(LinkFreeRecovery, HashSetOfManyKeys) {
-  using Kind = SetKind<sets::LinkFreeHashSet>;
+  using Kind = SetKind<linkfree_soft::LinkFreeHashSet>;
   recover_many<Kind>("hash/linkfree (2^20 buckets), random insert order", true, [](pm::Pool& pool) {
-    return std::make_unique<sets::LinkFreeHashSet>(sets::create_new, pool, std::size_t{1} << 20);
+    return std::make_unique<linkfree_soft::LinkFreeHashSet>(linkfree_soft::create_new, pool, std::size_t{1} << 20);
   });
 }
 

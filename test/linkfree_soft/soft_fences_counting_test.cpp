@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "sets/soft_test_support.hpp"
+#include "linkfree_soft/soft_test_support.hpp"
 
 namespace {
 

@@ -1,7 +1,7 @@
-// pmds::sets::HashSet<L> — seed 000's durable hash set: "a table of buckets, where each bucket
-// uses the [durable] list to hold its items" (§3). One template for both techniques:
-//   HashSet<LinkFreeBucketList>  = "hash/linkfree"   (sets/linkfree_list.hpp)
-//   HashSet<SoftBucketList>      = "hash/soft"       (sets/soft_list.hpp)
+// pmds::linkfree_soft::HashSet<L> — seed 000's durable hash set: "a table of buckets, where each
+// bucket uses the [durable] list to hold its items" (§3). One template for both techniques:
+//   HashSet<LinkFreeBucketList>  = "hash/linkfree"   (linkfree_soft/linkfree_list.hpp)
+//   HashSet<SoftBucketList>      = "hash/soft"       (linkfree_soft/soft_list.hpp)
 // The bucket array is fixed at creation (2^20 in the benchmarks) and lives in DRAM: buckets are
 // links, and seed 000 persists no link. The bucket count is kept in the pool's root table so
 // that recovery can rebuild the same table from the durable areas.
@@ -37,10 +37,11 @@
 //
 //   static void L::drain(Shared&);  quiescent: run every pending reclamation now.
 //
-// The same bucket list alone in a pool is seed 000's list: ListSet<L> (sets/list_set.hpp),
+// The same bucket list alone in a pool is seed 000's list: ListSet<L> (linkfree_soft/list_set.hpp),
 // which also needs L::list_tag and L::list_name.
 //
-// A set owns its pool (root(0), root(1), the 64-byte size class): see sets/detail/set_root.hpp.
+// A set owns its pool (root(0), root(1), the 64-byte size class): see
+// linkfree_soft/detail/set_root.hpp.
 #pragma once
 
 #include <cstddef>
@@ -53,14 +54,16 @@
 #include "pmds/bucket_index.hpp"
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
+#include "pmds/linkfree_soft/detail/set_root.hpp"
 #include "pmds/pm/pool.hpp"
-#include "pmds/sets/detail/set_root.hpp"
 
-namespace pmds::sets {
+namespace pmds::linkfree_soft {
 
 template <class L>
 class HashSet {
  public:
+  // Durable linearizability (seed 000 §1); the registry reads it (registry::criterion_of).
+  static constexpr Criterion criterion = Criterion::durable;
   using BucketList = L;
   static constexpr std::size_t default_bucket_count = std::size_t{1} << 20;  // seed 000 §6
 
@@ -149,4 +152,4 @@ class HashSet {
   SetRecoveryStats recovery_;
 };
 
-}  // namespace pmds::sets
+}  // namespace pmds::linkfree_soft

@@ -5,7 +5,7 @@
 
 #include <random>
 
-#include "sets/linkfree_test_util.hpp"
+#include "linkfree_soft/linkfree_test_util.hpp"
 
 namespace pmds::test {
 namespace {

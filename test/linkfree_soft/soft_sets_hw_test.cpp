@@ -16,13 +16,13 @@
 #include <thread>
 #include <vector>
 
-#include "sets/soft_test_support.hpp"
+#include "linkfree_soft/soft_test_support.hpp"
 
 namespace {
 
 using namespace soft_test;
 using pmds::ReservedKey;
-using sets::SoftBug;
+using linkfree_soft::SoftBug;
 
 constexpr std::size_t kPoolSize = 32u << 20;
 
@@ -385,7 +385,7 @@ TYPED_TEST(SoftSetTest, ProcessExitWithoutCloseKeepsExactlyItsContents) {
 
 // A process killed (SIGKILL) in the middle of a run of updates: every update it completed is in
 // the recovered set, and the one it had started may or may not be (a process crash keeps every
-// store in the page cache, so this checks recovery logic, not flushes: DESIGN.md §3).
+// store in the page cache, so this checks recovery logic, not flushes: docs/ARCHITECTURE.md §3).
 TYPED_TEST(SoftSetTest, KilledProcessKeepsEveryCompletedUpdate) {
   this->pool_.reset();
   ::unlink(this->path_.str().c_str());
@@ -485,7 +485,7 @@ TYPED_TEST(SoftSetTest, RecoveryKeepsOneOfDuplicateKeys) {
   int revived = 0;
   this->pool_->allocator().for_each_slot([&](void* slot, std::size_t size) {
     if (size != 64) return;
-    auto* p = static_cast<sets::detail::SoftPNode*>(slot);
+    auto* p = static_cast<linkfree_soft::detail::SoftPNode*>(slot);
     if (p->key.load() == 5 && p->value.load() == 50 && !p->live()) {
       p->deleted.store(p->valid_start.load() ^ 1);
       ++revived;
@@ -508,7 +508,7 @@ TYPED_TEST(SoftSetTest, RecoveryKeepsOneOfDuplicateKeys) {
 TEST(SoftSkipListScan, ScansMatchTheModel) {
   pool_test::TempPath path("soft_scan");
   auto pool = pm::Pool::create(path, kPoolSize, "skiplist/soft");
-  sets::SoftSkipList<> s(sets::create_new, pool);
+  linkfree_soft::SoftSkipList<> s(linkfree_soft::create_new, pool);
   std::map<Key, Value> model;
   std::mt19937_64 rng(3);
   for (int i = 0; i < 3000; ++i) {
@@ -536,10 +536,10 @@ TEST(SoftSkipListScan, ScansMatchTheModel) {
 
 struct alignas(64) PNodeBuffer {
   unsigned char bytes[64] = {};
-  sets::detail::SoftPNode& node() { return *reinterpret_cast<sets::detail::SoftPNode*>(bytes); }
+  linkfree_soft::detail::SoftPNode& node() { return *reinterpret_cast<linkfree_soft::detail::SoftPNode*>(bytes); }
 };
 
-void set_flags(sets::detail::SoftPNode& p, int start, int end, int del) {
+void set_flags(linkfree_soft::detail::SoftPNode& p, int start, int end, int del) {
   p.valid_start.store(static_cast<std::uint8_t>(start));
   p.valid_end.store(static_cast<std::uint8_t>(end));
   p.deleted.store(static_cast<std::uint8_t>(del));

@@ -1,4 +1,4 @@
-// pmds::bench::PsyncBound<T> — a reference point for benchmarks of durable sets, not a durable
+// pmds::reference::PsyncBound<T> — a reference point for benchmarks of durable sets, not a durable
 // structure: the transient set T plus exactly one psync (a store, clwb and sfence of one cache
 // line) after each successful insert and remove, and nothing else.
 //
@@ -27,18 +27,14 @@
 #include "pmds/interfaces.hpp"
 #include "pmds/pm/access.hpp"
 
-namespace pmds::bench {
-
-// registry::Iterable asks the same of a type, but registry.hpp includes this header (through
-// registry_entries.hpp), so it cannot be used here.
-template <class T, class F>
-concept HasForEach = requires(T& t, F& f) {
-  t.for_each(f);
-};
+namespace pmds::reference {
 
 template <class T>
 class PsyncBound {
  public:
+  // Not durable: a benchmark reference that lives in DRAM (registry::criterion_of).
+  static constexpr Criterion criterion = Criterion::none;
+
   explicit PsyncBound(std::unique_ptr<T> inner) : inner_(std::move(inner)) {}
 
   bool insert(Key k, Value v) { return persisted(inner_->insert(k, v)); }
@@ -48,7 +44,7 @@ class PsyncBound {
 
   // Only where T has it, so that the registry's Iterable test sees what T offers.
   template <class F>
-  requires HasForEach<T, F>
+  requires Iterable<T>
   void for_each(F&& f) { inner_->for_each(std::forward<F>(f)); }
 
  private:
@@ -69,4 +65,4 @@ class PsyncBound {
   std::unique_ptr<T> inner_;
 };
 
-}  // namespace pmds::bench
+}  // namespace pmds::reference

@@ -1,4 +1,4 @@
-// pmds::sets — what every durable set of seed 000 (link-free, SOFT) shares about its pool:
+// pmds::linkfree_soft — what every durable set of seed 000 (link-free, SOFT) shares about its pool:
 // the create/open tags, the two root-table words a set owns, and what a recovery reports.
 //
 // A pool holds one set. The set owns:
@@ -18,7 +18,7 @@
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/pool.hpp"
 
-namespace pmds::sets {
+namespace pmds::linkfree_soft {
 
 // Constructor tags: a set is either created empty in a pool or opened (and recovered) from one.
 struct CreateTag {
@@ -88,4 +88,4 @@ class Stopwatch {
 };
 
 }  // namespace detail
-}  // namespace pmds::sets
+}  // namespace pmds::linkfree_soft

@@ -1,4 +1,4 @@
-// Test helpers for the link-free sets (test/sets/linkfree_*_test.cpp): a pool file that removes
+// Test helpers for the link-free sets (test/linkfree_soft/linkfree_*_test.cpp): a pool file that removes
 // itself (pool/pool_test_util.hpp), and one "kind" per structure so every test runs over list,
 // hash and skip list alike.
 #pragma once
@@ -9,8 +9,8 @@
 #include <string>
 
 #include "pmds/pm/pool.hpp"
-#include "pmds/sets/linkfree_list.hpp"
-#include "pmds/sets/linkfree_skiplist.hpp"
+#include "pmds/linkfree_soft/linkfree_list.hpp"
+#include "pmds/linkfree_soft/linkfree_skiplist.hpp"
 #include "pool/pool_test_util.hpp"
 
 namespace pmds::test {
@@ -24,22 +24,22 @@ struct SetKind {
   using Set = S;
   static std::unique_ptr<S> create(pm::Pool& pool) {
     if constexpr (Buckets != 0)
-      return std::make_unique<S>(sets::create_new, pool, Buckets);
+      return std::make_unique<S>(linkfree_soft::create_new, pool, Buckets);
     else
-      return std::make_unique<S>(sets::create_new, pool);
+      return std::make_unique<S>(linkfree_soft::create_new, pool);
   }
   static std::unique_ptr<S> open(pm::Pool& pool) {
-    return std::make_unique<S>(sets::open_existing, pool);
+    return std::make_unique<S>(linkfree_soft::open_existing, pool);
   }
 };
 
-template <sets::LinkFreeBug Bug = sets::LinkFreeBug::none>
-using ListKind = SetKind<sets::LinkFreeList<Bug>>;
+template <linkfree_soft::LinkFreeBug Bug = linkfree_soft::LinkFreeBug::none>
+using ListKind = SetKind<linkfree_soft::LinkFreeList<Bug>>;
 // A small table so that buckets hold several keys (the list code inside a bucket is exercised).
-template <sets::LinkFreeBug Bug = sets::LinkFreeBug::none>
-using HashKind = SetKind<sets::LinkFreeHashSetT<Bug>, 64>;
-template <sets::LinkFreeBug Bug = sets::LinkFreeBug::none>
-using SkipListKind = SetKind<sets::LinkFreeSkipList<Bug>>;
+template <linkfree_soft::LinkFreeBug Bug = linkfree_soft::LinkFreeBug::none>
+using HashKind = SetKind<linkfree_soft::LinkFreeHashSetT<Bug>, 64>;
+template <linkfree_soft::LinkFreeBug Bug = linkfree_soft::LinkFreeBug::none>
+using SkipListKind = SetKind<linkfree_soft::LinkFreeSkipList<Bug>>;
 
 // The contents of a set (quiescent), as an ordered map.
 template <class S>

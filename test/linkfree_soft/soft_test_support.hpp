@@ -11,60 +11,60 @@
 #include <memory>
 
 #include "pmds/pm/pool.hpp"
-#include "pmds/sets/soft_list.hpp"
-#include "pmds/sets/soft_skiplist.hpp"
+#include "pmds/linkfree_soft/soft_list.hpp"
+#include "pmds/linkfree_soft/soft_skiplist.hpp"
 #include "pool/pool_test_util.hpp"
-#include "sets/set_history_check.hpp"
+#include "linkfree_soft/set_history_check.hpp"
 
 namespace soft_test {
 
 using pmds::Key;
 using pmds::Value;
 namespace pm = pmds::pm;
-namespace sets = pmds::sets;
+namespace linkfree_soft = pmds::linkfree_soft;
 
 // One SOFT structure: its type, layout name, and how to create it in / open it from a pool.
-template <sets::SoftBug Bug = sets::SoftBug::none>
+template <linkfree_soft::SoftBug Bug = linkfree_soft::SoftBug::none>
 struct ListKind {
-  using type = sets::SoftList<Bug>;
+  using type = linkfree_soft::SoftList<Bug>;
   static constexpr const char* layout = "list/soft";
-  static constexpr sets::SoftBug bug = Bug;
+  static constexpr linkfree_soft::SoftBug bug = Bug;
   static std::unique_ptr<type> create(pm::Pool& p) {
-    return std::make_unique<type>(sets::create_new, p);
+    return std::make_unique<type>(linkfree_soft::create_new, p);
   }
   static std::unique_ptr<type> open(pm::Pool& p) {
-    return std::make_unique<type>(sets::open_existing, p);
+    return std::make_unique<type>(linkfree_soft::open_existing, p);
   }
   // Quiescent: frees every retired node now (their slots return to the allocator).
   static void drain(type& s) { s.shared().domain().drain(); }
 };
 
 // A small table, so that buckets hold several keys and the lists inside are exercised.
-template <sets::SoftBug Bug = sets::SoftBug::none>
+template <linkfree_soft::SoftBug Bug = linkfree_soft::SoftBug::none>
 struct HashKind {
-  using type = sets::SoftHashSet<Bug>;
+  using type = linkfree_soft::SoftHashSet<Bug>;
   static constexpr const char* layout = "hash/soft";
-  static constexpr sets::SoftBug bug = Bug;
+  static constexpr linkfree_soft::SoftBug bug = Bug;
   static constexpr std::size_t buckets = 8;
   static std::unique_ptr<type> create(pm::Pool& p) {
-    return std::make_unique<type>(sets::create_new, p, buckets);
+    return std::make_unique<type>(linkfree_soft::create_new, p, buckets);
   }
   static std::unique_ptr<type> open(pm::Pool& p) {
-    return std::make_unique<type>(sets::open_existing, p);
+    return std::make_unique<type>(linkfree_soft::open_existing, p);
   }
   static void drain(type& s) { s.shared().domain().drain(); }
 };
 
-template <sets::SoftBug Bug = sets::SoftBug::none>
+template <linkfree_soft::SoftBug Bug = linkfree_soft::SoftBug::none>
 struct SkipKind {
-  using type = sets::SoftSkipList<Bug>;
+  using type = linkfree_soft::SoftSkipList<Bug>;
   static constexpr const char* layout = "skiplist/soft";
-  static constexpr sets::SoftBug bug = Bug;
+  static constexpr linkfree_soft::SoftBug bug = Bug;
   static std::unique_ptr<type> create(pm::Pool& p) {
-    return std::make_unique<type>(sets::create_new, p);
+    return std::make_unique<type>(linkfree_soft::create_new, p);
   }
   static std::unique_ptr<type> open(pm::Pool& p) {
-    return std::make_unique<type>(sets::open_existing, p);
+    return std::make_unique<type>(linkfree_soft::open_existing, p);
   }
   static void drain(type& s) { s.domain().drain(); }
 };
@@ -79,7 +79,7 @@ std::map<Key, Value> contents(S& s) {
   return m;
 }
 
-// The per-key durable-linearizability checker: sets/set_history_check.hpp.
+// The per-key durable-linearizability checker: linkfree_soft/set_history_check.hpp.
 using namespace set_check;
 
 }  // namespace soft_test

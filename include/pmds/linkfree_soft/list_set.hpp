@@ -1,11 +1,13 @@
-// pmds::sets::ListSet<L> — seed 000's durable sorted list: one bucket list (the interface of
-// sets/hash_set.hpp) on its own in a pool. One template for both techniques:
-//   ListSet<LinkFreeBucketList<>>  = LinkFreeList<> = "list/linkfree"  (sets/linkfree_list.hpp)
-//   ListSet<SoftBucketList<>>      = SoftList<>     = "list/soft"      (sets/soft_list.hpp)
+// pmds::linkfree_soft::ListSet<L> — seed 000's durable sorted list: one bucket list (the interface
+// of linkfree_soft/hash_set.hpp) on its own in a pool. One template for both techniques:
+//   ListSet<LinkFreeBucketList<>>  = LinkFreeList<> = "list/linkfree"
+//   (linkfree_soft/linkfree_list.hpp) ListSet<SoftBucketList<>>      = SoftList<>     = "list/soft"
+//   (linkfree_soft/soft_list.hpp)
 // Besides the bucket-list interface, L names the list's root tag and registry name:
 //   static constexpr std::uint64_t L::list_tag;   static constexpr const char* L::list_name;
 // The pool's root table holds the tag and the parameter 1 (one bucket), as every seed 000 set
-// does (sets/detail/set_root.hpp); the list itself is rebuilt from the durable areas at open.
+// does (linkfree_soft/detail/set_root.hpp); the list itself is rebuilt from the durable areas at
+// open.
 #pragma once
 
 #include <cstddef>
@@ -14,14 +16,16 @@
 #include <span>
 
 #include "pmds/interfaces.hpp"
+#include "pmds/linkfree_soft/detail/set_root.hpp"
 #include "pmds/pm/pool.hpp"
-#include "pmds/sets/detail/set_root.hpp"
 
-namespace pmds::sets {
+namespace pmds::linkfree_soft {
 
 template <class L>
 class ListSet {
  public:
+  // Durable linearizability (seed 000 §1); the registry reads it (registry::criterion_of).
+  static constexpr Criterion criterion = Criterion::durable;
   using BucketList = L;
   static constexpr std::uint64_t tag = L::list_tag;
   static constexpr const char* name = L::list_name;
@@ -88,4 +92,4 @@ class ListSet {
   SetRecoveryStats recovery_;
 };
 
-}  // namespace pmds::sets
+}  // namespace pmds::linkfree_soft

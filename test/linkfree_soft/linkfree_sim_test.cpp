@@ -1,9 +1,9 @@
-// Link-free list, hash set and skip list under the simulated Px86 backend (DESIGN.md §3): direct
-// crash tests. A workload of 1 or 2 threads runs with a crash handler at a drawn event; the
-// handler snapshots the durable-state model; crash images (minimum, maximum, random) of the pool
-// are written back to the pool file, which is opened and recovered; the recovered contents must
-// be explained by the history (durable linearizability, checked exactly per key: every
-// completed operation took effect, a pending one may or may not have).
+// Link-free list, hash set and skip list under the simulated Px86 backend
+// (docs/ARCHITECTURE.md §3): direct crash tests. A workload of 1 or 2 threads runs with a crash
+// handler at a drawn event; the handler snapshots the durable-state model; crash images (minimum,
+// maximum, random) of the pool are written back to the pool file, which is opened and recovered;
+// the recovered contents must be explained by the history (durable linearizability, checked exactly
+// per key: every completed operation took effect, a pending one may or may not have).
 // The same test logic must report violations for the planted-bug variants (LinkFreeBug).
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -18,14 +18,14 @@
 #include <thread>
 #include <vector>
 
-#include "sets/linkfree_test_util.hpp"
-#include "sets/set_history_check.hpp"
+#include "linkfree_soft/linkfree_test_util.hpp"
+#include "linkfree_soft/set_history_check.hpp"
 
 namespace pmds::test {
 namespace {
 
 namespace sim = pm::sim;
-using sets::LinkFreeBug;
+using linkfree_soft::LinkFreeBug;
 
 using namespace set_check;
 

@@ -1,9 +1,9 @@
-// pmds::sets — SOFT, "Sets with an Optimal Flushing Technique" (seed 000 §2.3, §4): a durable
-// lock-free sorted list, and the bucket list of the SOFT hash set.
+// pmds::linkfree_soft — SOFT, "Sets with an Optimal Flushing Technique" (seed 000 §2.3, §4): a
+// durable lock-free sorted list, and the bucket list of the SOFT hash set.
 //
 //   SoftList<Bug>        "list/soft": ListSet<SoftBucketList<Bug>>, one list in a pool
-//                        (sets/list_set.hpp)
-//   SoftBucketList<Bug>  the bucket-list interface of sets/hash_set.hpp, so that
+//                        (linkfree_soft/list_set.hpp)
+//   SoftBucketList<Bug>  the bucket-list interface of linkfree_soft/hash_set.hpp, so that
 //   SoftHashSet<Bug>     = HashSet<SoftBucketList<Bug>> is "hash/soft"
 //
 // Each key has two representations: a persistent node (detail::SoftPNode: validStart, validEnd,
@@ -46,16 +46,16 @@
 
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
+#include "pmds/linkfree_soft/detail/set_root.hpp"
+#include "pmds/linkfree_soft/detail/soft_pnode.hpp"
+#include "pmds/linkfree_soft/hash_set.hpp"
+#include "pmds/linkfree_soft/list_set.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/allocator.hpp"
 #include "pmds/pm/pool.hpp"
 #include "pmds/reclaim/epoch.hpp"
-#include "pmds/sets/detail/set_root.hpp"
-#include "pmds/sets/detail/soft_pnode.hpp"
-#include "pmds/sets/hash_set.hpp"
-#include "pmds/sets/list_set.hpp"
 
-namespace pmds::sets {
+namespace pmds::linkfree_soft {
 
 namespace detail {
 
@@ -351,12 +351,13 @@ class SoftBucketList {
   }
 };
 
-// "list/soft": one SOFT list in a pool, sets/list_set.hpp.
+// "list/soft": one SOFT list in a pool, linkfree_soft/list_set.hpp.
 template <SoftBug Bug = SoftBug::none>
 using SoftList = ListSet<SoftBucketList<Bug>>;
 
-// "hash/soft": seed 000 §3's table of buckets with a SOFT list per bucket (sets/hash_set.hpp).
+// "hash/soft": seed 000 §3's table of buckets with a SOFT list per bucket
+// (linkfree_soft/hash_set.hpp).
 template <SoftBug Bug = SoftBug::none>
 using SoftHashSet = HashSet<SoftBucketList<Bug>>;
 
-}  // namespace pmds::sets
+}  // namespace pmds::linkfree_soft

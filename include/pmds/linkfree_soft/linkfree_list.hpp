@@ -1,9 +1,10 @@
-// pmds::sets — the link-free durable list and its hash-bucket form (seed 000 §3, Listings 1-5).
+// pmds::linkfree_soft — the link-free durable list and its hash-bucket form (seed 000 §3, Listings
+// 1-5).
 //
 //   LinkFreeBucketList<Bug>  the list algorithm as a bucket list (hash_set.hpp's interface):
 //                            Harris's lock-free list with the link-free persistence rules.
 //   LinkFreeList<Bug>        "list/linkfree": ListSet<LinkFreeBucketList<Bug>>, one such list
-//                            in a pool (sets/list_set.hpp).
+//                            in a pool (linkfree_soft/list_set.hpp).
 //   LinkFreeHashSet          "hash/linkfree": HashSet<LinkFreeBucketList<>>.
 //
 // Persisted: each node's validity bits, key, value and deletion mark (detail/linkfree_node.hpp
@@ -25,16 +26,16 @@
 #include <vector>
 
 #include "pmds/interfaces.hpp"
+#include "pmds/linkfree_soft/detail/linkfree_node.hpp"
+#include "pmds/linkfree_soft/detail/set_root.hpp"
+#include "pmds/linkfree_soft/hash_set.hpp"
+#include "pmds/linkfree_soft/list_set.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/allocator.hpp"
 #include "pmds/pm/pool.hpp"
 #include "pmds/reclaim/epoch.hpp"
-#include "pmds/sets/detail/linkfree_node.hpp"
-#include "pmds/sets/detail/set_root.hpp"
-#include "pmds/sets/hash_set.hpp"
-#include "pmds/sets/list_set.hpp"
 
-namespace pmds::sets {
+namespace pmds::linkfree_soft {
 
 namespace detail::linkfree {
 
@@ -273,7 +274,7 @@ struct LinkFreeBucketList {
   }
 };
 
-// "list/linkfree": one link-free list in a pool (seed 000 §3), sets/list_set.hpp.
+// "list/linkfree": one link-free list in a pool (seed 000 §3), linkfree_soft/list_set.hpp.
 template <LinkFreeBug Bug = LinkFreeBug::none>
 using LinkFreeList = ListSet<LinkFreeBucketList<Bug>>;
 
@@ -282,4 +283,4 @@ template <LinkFreeBug Bug = LinkFreeBug::none>
 using LinkFreeHashSetT = HashSet<LinkFreeBucketList<Bug>>;
 using LinkFreeHashSet = LinkFreeHashSetT<>;
 
-}  // namespace pmds::sets
+}  // namespace pmds::linkfree_soft

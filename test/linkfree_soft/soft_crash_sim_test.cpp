@@ -1,15 +1,15 @@
 // labels: slow
-// SOFT list, hash set and skip list under the simulated Px86 backend (DESIGN.md §3): direct crash
-// tests. A workload (1 to 3 threads, random operations on a few keys) runs with a crash handler
-// at a drawn crash-point event; the handler snapshots the durable-state model and stamps the
-// history; crash images of the pool (every image when there are few, else the minimum, the
-// maximum and random ones) are written back to the pool file, which is opened and recovered.
-// Each recovered set must be explained by the history (durable linearizability, checked
-// exactly per key: every completed operation took effect, each pending one may or may not
-// have), and must then work on: new inserts first reuse the slots the crash left half-created,
-// and a clean reopen must give back exactly the model.
+// SOFT list, hash set and skip list under the simulated Px86 backend (docs/ARCHITECTURE.md §3):
+// direct crash tests. A workload (1 to 3 threads, random operations on a few keys) runs with a
+// crash handler at a drawn crash-point event; the handler snapshots the durable-state model and
+// stamps the history; crash images of the pool (every image when there are few, else the minimum,
+// the maximum and random ones) are written back to the pool file, which is opened and recovered.
+// Each recovered set must be explained by the history (durable linearizability, checked exactly per
+// key: every completed operation took effect, each pending one may or may not have), and must then
+// work on: new inserts first reuse the slots the crash left half-created, and a clean reopen must
+// give back exactly the model.
 // The same test logic must report violations for SOFT's planted bugs within a bounded number of
-// crash points (a checker that accepts everything proves nothing, DESIGN.md §4).
+// crash points (a checker that accepts everything proves nothing, docs/ARCHITECTURE.md §4).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,14 +24,14 @@
 #include <thread>
 #include <vector>
 
-#include "sets/soft_test_support.hpp"
+#include "linkfree_soft/soft_test_support.hpp"
 
 namespace {
 
 using namespace soft_test;
 namespace sim = pm::sim;
-using sets::SoftBug;
-using sets::detail::SoftPNode;
+using linkfree_soft::SoftBug;
+using linkfree_soft::detail::SoftPNode;
 
 static_assert(pm::backend == pm::Backend::simulated);
 

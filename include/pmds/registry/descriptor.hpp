@@ -1,0 +1,528 @@
+// pmds — the registry's mechanism: descriptors, type-erased entries, instances. The list of
+// registered structures is pmds/registry.hpp, which includes this header (never the reverse:
+// the mechanism knows no structure).
+//
+// A registered structure is a *descriptor* type, usually written with Describe<...>:
+//
+//   Describe<"hash/izraelevitz", Kind::map,
+//            factories::AlgoHash<algo::MichaelHashTable<algo::izraelevitz>>,
+//            "Michael hash table, Izraelevitz transform: flush+fence after every shared access">
+//
+// where the factory says how to build the concrete type (see Factory below) and the criterion
+// is the type's own (T::criterion, or its memory policy's P::criterion). From the descriptors
+// the registry makes two things:
+//
+//   1. A runtime table, entries(): name, kind, criterion, description, capabilities, and
+//      type-erased function pointers to create one (in DRAM, or in a new pool file), open and
+//      recover one from a pool file, apply one operation, and read the contents. Instance owns
+//      what those create (the structure and its pool). One indirect call per operation: good for
+//      the crash lab and the tools, not for a throughput loop.
+//   2. Hot-path instantiation: instantiate<Fn, Driver>() returns one function pointer per
+//      entry, Driver<Descriptor>::run, each compiled against the concrete type, so a benchmark
+//      or crash-lab workload loop calls the structure's member functions directly (inlined,
+//      no virtual call per operation). for_each_descriptor() visits the descriptor types.
+//      The benchmark harness (pmds/bench/runner.hpp) is the reference client.
+//
+// Durable structures live in a pmds::pm::Pool whose layout name is the entry name, so opening a
+// pool with the wrong structure fails with PoolErrc::layout_mismatch before anything is read.
+// A factory keeps its root in pool.root(0) (or as it documents); one structure per pool.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "pmds/error.hpp"
+#include "pmds/interfaces.hpp"
+#include "pmds/pm/pool.hpp"
+
+namespace pmds::registry {
+
+// ---------------------------------------------------------------------------------------------
+// What an entry is.
+
+enum class Kind : std::uint8_t { set, map, queue, stack, priority_queue, register_object };
+
+constexpr const char* to_string(Kind k) {
+  switch (k) {
+    case Kind::set:
+      return "set";
+    case Kind::map:
+      return "map";
+    case Kind::queue:
+      return "queue";
+    case Kind::stack:
+      return "stack";
+    case Kind::priority_queue:
+      return "priority-queue";
+    case Kind::register_object:
+      return "register";
+  }
+  return "?";
+}
+
+// How to size a new structure (and, for open, how far to probe its keys when reading contents).
+struct CreateOptions {
+  std::uint64_t key_range = 1024;  // keys in use lie in [1, key_range]
+  std::uint64_t buckets = 0;       // hash tables: 0 = bucket_count_for(key_range)
+  std::uint64_t pool_size = 0;     // durable: pool file bytes; 0 = default_pool_size(key_range)
+};
+
+// Seed 000 §6 runs 1M keys over 2^20 buckets: one bucket per key of the range, a power of two.
+inline std::uint64_t bucket_count_for(const CreateOptions& o) {
+  if (o.buckets != 0) return o.buckets;
+  return std::bit_ceil(std::max<std::uint64_t>(o.key_range, 16));
+}
+
+// Room for the whole key range in nodes of up to 192 bytes plus slack for per-thread chunks and
+// nodes awaiting reclamation, at least 64 MiB.
+inline std::uint64_t default_pool_size(const CreateOptions& o) {
+  if (o.pool_size != 0) return o.pool_size;
+  const std::uint64_t mib = 1ull << 20;
+  const std::uint64_t want = 64 * mib + 192 * o.key_range + 8 * bucket_count_for(o);
+  return (want + mib - 1) / mib * mib;
+}
+
+// A factory says how to build T (a class with static members):
+//   using type = T;
+//   static std::unique_ptr<T> create(pm::Pool* pool, const CreateOptions&);
+//       transient: pool is nullptr, build in DRAM; durable: build in the fresh pool
+//   static std::unique_ptr<T> open(pm::Pool& pool, const CreateOptions&);   (durable only)
+//       recover the structure the pool holds (after a clean or a dirty shutdown)
+template <class F>
+concept Factory = requires(pm::Pool* pool, const CreateOptions& o) {
+  typename F::type;
+  { F::create(pool, o) } -> std::same_as<std::unique_ptr<typename F::type>>;
+};
+template <class F>
+concept DurableFactory = Factory<F> && requires(pm::Pool& pool, const CreateOptions& o) {
+  { F::open(pool, o) } -> std::same_as<std::unique_ptr<typename F::type>>;
+};
+
+// A compile-time string, so names can be template arguments.
+template <std::size_t N>
+struct Text {
+  char chars[N] = {};
+  constexpr Text(const char (&s)[N]) { std::copy_n(s, N, chars); }  // NOLINT: implicit on purpose
+  constexpr std::string_view view() const { return {chars, N - 1}; }
+  // "structure/technique": exactly one '/', neither first nor last. A plain loop over the
+  // array: GCC 12 with -fsanitize=undefined cannot evaluate string_view::find on a template
+  // parameter object in a constant expression.
+  constexpr bool is_structure_slash_technique() const {
+    std::size_t slashes = 0;
+    for (std::size_t i = 0; i + 1 < N; ++i) slashes += chars[i] == '/' ? 1 : 0;
+    return N >= 4 && slashes == 1 && chars[0] != '/' && chars[N - 2] != '/';
+  }
+};
+
+template <Kind K, class T>
+constexpr bool satisfies_kind() {
+  if constexpr (K == Kind::set) return Set<T>;
+  if constexpr (K == Kind::map) return Map<T>;
+  if constexpr (K == Kind::queue) return Queue<T>;
+  if constexpr (K == Kind::stack) return Stack<T>;
+  if constexpr (K == Kind::priority_queue) return PriorityQueue<T>;
+  if constexpr (K == Kind::register_object) return Register<T>;
+  return false;
+}
+
+// What a structure type guarantees after a crash, stated once by the type: its own
+// T::criterion (the bespoke techniques), or its memory policy's T::Policy::criterion (every
+// algo/ structure), so the registry never restates it.
+template <class T>
+concept HasCriterion = requires {
+  { T::criterion } -> std::convertible_to<Criterion>;
+};
+template <class T>
+concept HasPolicyCriterion = requires {
+  { T::Policy::criterion } -> std::convertible_to<Criterion>;
+};
+template <class T>
+requires HasCriterion<T> || HasPolicyCriterion<T>
+constexpr Criterion criterion_of() {
+  if constexpr (HasCriterion<T>)
+    return T::criterion;
+  else
+    return T::Policy::criterion;
+}
+
+// One registry line. Name is "structure/technique"; a structure with Criterion::none is transient
+// (DRAM), any other criterion lives in a pool.
+template <Text Name, Kind K, Factory F, Text Description>
+struct Describe {
+  using factory = F;
+  using type = typename F::type;
+  static constexpr std::string_view name = Name.view();
+  static constexpr std::string_view description = Description.view();
+  static constexpr Kind kind = K;
+  static constexpr Criterion criterion = criterion_of<type>();
+  static constexpr bool durable = criterion != Criterion::none;
+
+  static_assert(Name.is_structure_slash_technique(), "registry names are \"structure/technique\"");
+  static_assert(satisfies_kind<K, type>(), "the type does not implement its kind's interface");
+  static_assert(!durable || DurableFactory<F>, "a durable entry needs F::open to recover");
+};
+
+template <class... Ds>
+struct TypeList {
+  static constexpr std::size_t size = sizeof...(Ds);
+};
+
+// ---------------------------------------------------------------------------------------------
+// Type-erased single operations (crash lab, tests, tools; not the benchmark hot path).
+
+enum class OpCode : std::uint8_t {
+  insert,          // set/map: insert(key, value) -> ok = inserted
+  remove,          // set/map: remove(key) -> ok = removed
+  contains,        // set/map: contains(key) -> ok = present
+  get,             // map: get(key) -> ok = present, value
+  put,             // updatable map: put(key, value) -> ok = key was absent
+  enqueue,         // queue: enqueue(value) -> ok
+  dequeue,         // queue: dequeue() -> ok = not empty, value
+  push,            // stack: push(value) -> ok
+  pop,             // stack: pop() -> ok = not empty, value
+  pq_insert,       // priority queue: insert(key) -> ok
+  delete_min,      // priority queue: delete_min() -> ok = not empty, value = key
+  get_min,         // priority queue: get_min() -> ok = not empty, value = key
+  read,            // register: read() -> ok, number
+  fetch_multiply,  // register: fetch_multiply(factor) -> ok, number = value before
+  sync,            // buffered techniques: sync() -> ok
+};
+
+constexpr const char* to_string(OpCode c) {
+  constexpr const char* names[] = {
+      "insert", "remove",    "contains",   "get",     "put",  "enqueue",        "dequeue", "push",
+      "pop",    "pq_insert", "delete_min", "get_min", "read", "fetch_multiply", "sync"};
+  const auto i = static_cast<std::size_t>(c);
+  return i < std::size(names) ? names[i] : "?";
+}
+
+struct Operation {
+  OpCode code = OpCode::contains;
+  Key key = 1;
+  Value value = 0;
+  double factor = 1.0;
+};
+
+struct OpResult {
+  bool ok = false;
+  std::uint64_t value = 0;  // valid for get/dequeue/pop/delete_min/get_min when ok
+  double number = 0;        // register operations
+};
+
+// The elements a structure holds, read when it is quiescent. Sets and maps: (key, value) in
+// ascending key order (value 0 for sets without get). Queues, stacks, priority queues: the values
+// in the order they come out (reading drains the structure). Registers: one item whose key is
+// the bit pattern of the double.
+struct Item {
+  std::uint64_t key = 0;
+  std::uint64_t value = 0;
+  friend bool operator==(const Item&, const Item&) = default;
+};
+
+class UnsupportedOperation : public Error {
+ public:
+  using Error::Error;
+};
+
+class UnknownStructure : public Error {
+ public:
+  using Error::Error;
+};
+
+struct Entry {
+  std::size_t index = 0;       // position in entries() and in instantiate<>()'s table
+  std::string_view name;       // "hash/izraelevitz"
+  std::string_view structure;  // "hash"
+  std::string_view technique;  // "izraelevitz"
+  std::string_view description;
+  Kind kind = Kind::set;
+  Criterion criterion = Criterion::none;
+  bool durable = false;      // lives in a pool (criterion != none)
+  bool can_update = false;   // put (YCSB A/B updates)
+  bool can_scan = false;     // scan (YCSB E)
+  bool can_sync = false;     // sync (buffered techniques)
+  bool can_iterate = false;  // for_each
+
+  void* (*create)(pm::Pool* pool, const CreateOptions&) = nullptr;
+  void* (*open)(pm::Pool& pool, const CreateOptions&) = nullptr;  // null when !durable
+  void (*destroy)(void* object) = nullptr;
+  OpResult (*apply)(void* object, const Operation&) = nullptr;
+  std::vector<Item> (*contents)(void* object, const CreateOptions&) = nullptr;
+};
+
+namespace detail {
+
+template <class T>
+OpResult apply_to(T& s, const Operation& op, std::string_view name) {
+  // The value an optional-returning operation produced, as an OpResult.
+  const auto from_optional = [](const std::optional<std::uint64_t>& v) {
+    return OpResult{v.has_value(), v.value_or(0), 0};
+  };
+  const auto done = [](bool ok) { return OpResult{ok, 0, 0}; };
+  switch (op.code) {
+    case OpCode::insert:
+      if constexpr (Set<T>) return done(s.insert(op.key, op.value));
+      break;
+    case OpCode::remove:
+      if constexpr (Set<T>) return done(s.remove(op.key));
+      break;
+    case OpCode::contains:
+      if constexpr (Set<T>) return done(s.contains(op.key));
+      break;
+    case OpCode::get:
+      if constexpr (Map<T>) return from_optional(s.get(op.key));
+      break;
+    case OpCode::put:
+      if constexpr (UpdatableMap<T>) return done(s.put(op.key, op.value));
+      break;
+    case OpCode::enqueue:
+      if constexpr (Queue<T>) {
+        s.enqueue(op.value);
+        return done(true);
+      }
+      break;
+    case OpCode::dequeue:
+      if constexpr (Queue<T>) return from_optional(s.dequeue());
+      break;
+    case OpCode::push:
+      if constexpr (Stack<T>) {
+        s.push(op.value);
+        return done(true);
+      }
+      break;
+    case OpCode::pop:
+      if constexpr (Stack<T>) return from_optional(s.pop());
+      break;
+    case OpCode::pq_insert:
+      if constexpr (PriorityQueue<T>) {
+        s.insert(op.key);
+        return done(true);
+      }
+      break;
+    case OpCode::delete_min:
+      if constexpr (PriorityQueue<T>) return from_optional(s.delete_min());
+      break;
+    case OpCode::get_min:
+      if constexpr (PriorityQueue<T>) return from_optional(s.get_min());
+      break;
+    case OpCode::read:
+      if constexpr (Register<T>) return OpResult{true, 0, s.read()};
+      break;
+    case OpCode::fetch_multiply:
+      if constexpr (Register<T>) return OpResult{true, 0, s.fetch_multiply(op.factor)};
+      break;
+    case OpCode::sync:
+      if constexpr (Syncable<T>) {
+        s.sync();
+        return done(true);
+      }
+      break;
+  }
+  throw UnsupportedOperation("pmds: " + std::string(name) + " does not support operation " +
+                             to_string(op.code));
+}
+
+template <class T>
+std::vector<Item> contents_of(T& s, const CreateOptions& o) {
+  std::vector<Item> items;
+  if constexpr (Set<T>) {
+    if constexpr (Iterable<T>) {
+      s.for_each([&](Key k, Value v) { items.push_back({k, v}); });
+      std::sort(items.begin(), items.end(),
+                [](const Item& a, const Item& b) { return a.key < b.key; });
+    } else {
+      const Key last = std::min<std::uint64_t>(o.key_range, max_user_key);
+      for (Key k = min_user_key; k <= last; ++k) {
+        if constexpr (Map<T>) {
+          if (const auto v = s.get(k)) items.push_back({k, *v});
+        } else if (s.contains(k)) {
+          items.push_back({k, 0});
+        }
+      }
+    }
+  } else if constexpr (Queue<T>) {
+    while (const auto v = s.dequeue()) items.push_back({*v, 0});
+  } else if constexpr (Stack<T>) {
+    while (const auto v = s.pop()) items.push_back({*v, 0});
+  } else if constexpr (PriorityQueue<T>) {
+    while (const auto v = s.delete_min()) items.push_back({*v, 0});
+  } else if constexpr (Register<T>) {
+    items.push_back({std::bit_cast<std::uint64_t>(s.read()), 0});
+  }
+  return items;
+}
+
+template <class D>
+Entry make_entry(std::size_t index) {
+  using T = typename D::type;
+  using F = typename D::factory;
+  Entry e;
+  e.index = index;
+  e.name = D::name;
+  e.structure = D::name.substr(0, D::name.find('/'));
+  e.technique = D::name.substr(D::name.find('/') + 1);
+  e.description = D::description;
+  e.kind = D::kind;
+  e.criterion = D::criterion;
+  e.durable = D::durable;
+  e.can_update = UpdatableMap<T>;
+  e.can_scan = Scannable<T>;
+  e.can_sync = Syncable<T>;
+  e.can_iterate = Iterable<T>;
+  e.create = [](pm::Pool* pool, const CreateOptions& o) -> void* {
+    return F::create(pool, o).release();
+  };
+  if constexpr (D::durable) {
+    e.open = [](pm::Pool& pool, const CreateOptions& o) -> void* {
+      return F::open(pool, o).release();
+    };
+  }
+  e.destroy = [](void* p) { std::default_delete<T>()(static_cast<T*>(p)); };
+  e.apply = [](void* p, const Operation& op) { return apply_to(*static_cast<T*>(p), op, D::name); };
+  e.contents = [](void* p, const CreateOptions& o) { return contents_of(*static_cast<T*>(p), o); };
+  return e;
+}
+
+template <class List>
+struct Table;
+template <class... Ds>
+struct Table<TypeList<Ds...>> {
+  static std::vector<Entry> build() {
+    std::vector<Entry> v;
+    [[maybe_unused]] std::size_t i = 0;
+    (v.push_back(make_entry<Ds>(i++)), ...);
+    return v;
+  }
+  template <class Fn, template <class> class Driver>
+  static constexpr std::array<Fn, sizeof...(Ds)> functions() {
+    return {static_cast<Fn>(&Driver<Ds>::run)...};
+  }
+  template <class F>
+  static void visit(F&& f) {
+    (f.template operator()<Ds>(), ...);
+  }
+};
+
+}  // namespace detail
+
+// An Entry for a descriptor that is not in the registry (tests, experiments). Its index is 0.
+template <class D>
+Entry entry_of() {
+  return detail::make_entry<D>(0);
+}
+
+// Entries for a TypeList of descriptors kept apart from the registry (the crash lab's
+// planted-bug fixtures); indices count from 0 within the list.
+template <class List>
+std::vector<Entry> make_entries() {
+  return detail::Table<List>::build();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Instance: a live structure, with the pool it lives in (durable) — destroyed before the pool is
+// closed. Moving transfers ownership.
+
+class Instance {
+ public:
+  // A new structure. Durable entries create a new pool file at pool_path (which must not exist)
+  // of default_pool_size(options) bytes with layout = entry name; transient ones ignore the path.
+  static Instance create(const Entry& entry, const CreateOptions& options,
+                         const std::string& pool_path = {}) {
+    Instance inst(entry, options);
+    if (entry.durable) {
+      if (pool_path.empty())
+        throw Error("pmds: " + std::string(entry.name) + " is durable and needs a pool file path");
+      inst.pool_ = std::make_unique<pm::Pool>(
+          pm::Pool::create(pool_path, default_pool_size(options), entry.name));
+    }
+    inst.object_ = entry.create(inst.pool_.get(), options);
+    return inst;
+  }
+
+  // Opens the pool file at pool_path (layout must be the entry's name) and recovers the
+  // structure it holds. Only for durable entries.
+  static Instance open(const Entry& entry, const std::string& pool_path,
+                       const CreateOptions& options = {}) {
+    if (!entry.durable)
+      throw Error("pmds: " + std::string(entry.name) +
+                  " is transient: there is nothing to open in a pool");
+    Instance inst(entry, options);
+    inst.pool_ = std::make_unique<pm::Pool>(pm::Pool::open(pool_path, entry.name));
+    inst.object_ = entry.open(*inst.pool_, options);
+    return inst;
+  }
+
+  Instance(Instance&& o) noexcept
+      : entry_(o.entry_),
+        options_(o.options_),
+        pool_(std::move(o.pool_)),
+        object_(std::exchange(o.object_, nullptr)) {}
+  Instance& operator=(Instance&& o) noexcept {
+    if (this != &o) {
+      close();
+      entry_ = o.entry_;
+      options_ = o.options_;
+      pool_ = std::move(o.pool_);
+      object_ = std::exchange(o.object_, nullptr);
+    }
+    return *this;
+  }
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+  ~Instance() { close(); }
+
+  // Destroys the structure and keeps its pool open (to measure or inspect the pool after).
+  // Idempotent.
+  void destroy() {
+    if (object_ != nullptr) entry_->destroy(std::exchange(object_, nullptr));
+  }
+
+  // Destroys the structure, then closes its pool (a clean shutdown). Idempotent.
+  void close() {
+    destroy();
+    if (pool_) {
+      pool_->close();
+      pool_.reset();
+    }
+  }
+
+  const Entry& entry() const { return *entry_; }
+  const CreateOptions& options() const { return options_; }
+  void* object() const { return object_; }
+  pm::Pool* pool() const { return pool_.get(); }
+
+  // The concrete structure; D must be the descriptor this instance was made from.
+  template <class D>
+  typename D::type& as() const {
+    if (D::name != entry_->name)
+      throw Error("pmds: instance of " + std::string(entry_->name) + " used as " +
+                  std::string(D::name));
+    return *static_cast<typename D::type*>(object_);
+  }
+
+  OpResult apply(const Operation& op) const { return entry_->apply(object_, op); }
+  std::vector<Item> contents() const { return entry_->contents(object_, options_); }
+
+ private:
+  Instance(const Entry& entry, const CreateOptions& options) : entry_(&entry), options_(options) {}
+
+  const Entry* entry_;
+  CreateOptions options_;
+  std::unique_ptr<pm::Pool> pool_;
+  void* object_ = nullptr;
+};
+
+}  // namespace pmds::registry

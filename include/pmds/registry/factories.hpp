@@ -1,0 +1,109 @@
+// pmds — the registry's factories: how each family of structures is built in DRAM or in a new
+// pool, and opened (recovered) from an existing one (concept Factory, registry/descriptor.hpp).
+// The list in pmds/registry.hpp names one factory per entry.
+#pragma once
+
+#include <memory>
+
+#include "pmds/algo/atomic_float.hpp"
+#include "pmds/algo/harris_michael_list.hpp"
+#include "pmds/algo/locked_heap.hpp"
+#include "pmds/algo/michael_hash.hpp"
+#include "pmds/algo/ms_queue.hpp"
+#include "pmds/algo/natarajan_mittal_bst.hpp"
+#include "pmds/algo/policy.hpp"
+#include "pmds/algo/skip_list.hpp"
+#include "pmds/algo/treiber_stack.hpp"
+#include "pmds/linkfree_soft/hash_set.hpp"
+#include "pmds/linkfree_soft/linkfree_list.hpp"
+#include "pmds/linkfree_soft/linkfree_skiplist.hpp"
+#include "pmds/linkfree_soft/soft_list.hpp"
+#include "pmds/linkfree_soft/soft_skiplist.hpp"
+#include "pmds/reference/psync_bound.hpp"
+#include "pmds/registry/descriptor.hpp"
+
+namespace pmds::registry {
+
+namespace factories {
+
+// algo/ structures (policy.hpp): S<transient>() in DRAM; S<durable>(pool, root slot 0) to
+// create, S(pool, 0, algo::recover) to open and recover.
+template <class T>
+struct Algo {
+  using type = T;
+  static std::unique_ptr<T> create(pm::Pool* pool, const CreateOptions&) {
+    if constexpr (T::Policy::durable)
+      return std::make_unique<T>(*pool, 0);
+    else
+      return std::make_unique<T>();
+  }
+  static std::unique_ptr<T> open(pm::Pool& pool,
+                                 const CreateOptions&) requires(T::Policy::durable) {
+    return std::make_unique<T>(pool, 0, algo::recover);
+  }
+};
+
+// algo/ hash tables: as Algo, with the bucket count (bucket_count_for: one per key of the range,
+// a power of two — seed 000 §6 runs 1M keys over 2^20 buckets). Open reads it from the pool.
+template <class T>
+struct AlgoHash {
+  using type = T;
+  static std::unique_ptr<T> create(pm::Pool* pool, const CreateOptions& o) {
+    if constexpr (T::Policy::durable)
+      return std::make_unique<T>(*pool, 0, bucket_count_for(o));
+    else
+      return std::make_unique<T>(bucket_count_for(o));
+  }
+  static std::unique_ptr<T> open(pm::Pool& pool,
+                                 const CreateOptions&) requires(T::Policy::durable) {
+    return std::make_unique<T>(pool, 0, algo::recover);
+  }
+};
+
+// algo/ lock-protected heap (transient only), its vector reserved for the key range.
+template <class T>
+struct AlgoHeap {
+  using type = T;
+  static std::unique_ptr<T> create(pm::Pool*, const CreateOptions& o) {
+    return std::make_unique<T>(static_cast<std::size_t>(o.key_range));
+  }
+};
+
+// linkfree_soft/ (seed 000: link-free and SOFT): S(create_new, pool) and S(open_existing, pool),
+// which recovers from the durable areas.
+template <class T>
+struct DurableSet {
+  using type = T;
+  static std::unique_ptr<T> create(pm::Pool* pool, const CreateOptions&) {
+    return std::make_unique<T>(linkfree_soft::create_new, *pool);
+  }
+  static std::unique_ptr<T> open(pm::Pool& pool, const CreateOptions&) {
+    return std::make_unique<T>(linkfree_soft::open_existing, pool);
+  }
+};
+
+// linkfree_soft::HashSet<L>: as DurableSet, with the bucket count (kept in the pool for open).
+template <class T>
+struct DurableHashSet {
+  using type = T;
+  static std::unique_ptr<T> create(pm::Pool* pool, const CreateOptions& o) {
+    return std::make_unique<T>(linkfree_soft::create_new, *pool, bucket_count_for(o));
+  }
+  static std::unique_ptr<T> open(pm::Pool& pool, const CreateOptions&) {
+    return std::make_unique<T>(linkfree_soft::open_existing, pool);
+  }
+};
+
+// reference::PsyncBound over a transient entry's factory F: F's structure plus one psync per
+// successful update (the benchmark reference of reference/psync_bound.hpp; transient itself).
+template <class F>
+struct PsyncBoundOf {
+  using type = reference::PsyncBound<typename F::type>;
+  static std::unique_ptr<type> create(pm::Pool* pool, const CreateOptions& o) {
+    return std::make_unique<type>(F::create(pool, o));
+  }
+};
+
+}  // namespace factories
+
+}  // namespace pmds::registry
