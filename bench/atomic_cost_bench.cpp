@@ -1,12 +1,13 @@
-// atomic_cost_bench — does pm::atomic cost anything under the hardware backend? (DESIGN.md §2:
-// "pm::atomic<T> must compile to the same code as std::atomic<T>; a benchmark shows it".)
+// atomic_cost_bench — does pm::atomic cost anything under the hardware backend?
+// (docs/ARCHITECTURE.md §2: "pm::atomic<T> must compile to the same code as std::atomic<T>; a
+// benchmark shows it".)
 //
 // The same Harris–Michael list (algo/harris_michael_list.hpp) on the transient policy twice:
 // words of std::atomic (TransientPolicy<StdWords>) and of pm::atomic (TransientPolicy<PmWords>).
 // Key range 1024, prefilled with 512 random keys, uniform keys, 90% contains, 5% insert,
-// 5% remove (DESIGN.md §5, seed 000's list setting). For each thread count, every repetition
-// runs both variants back to back on fresh lists, alternating which goes first, so drift and
-// noise from other processes hit both alike; the program prints each variant's median
+// 5% remove (docs/ARCHITECTURE.md §6, seed 000's list setting). For each thread count, every
+// repetition runs both variants back to back on fresh lists, alternating which goes first, so
+// drift and noise from other processes hit both alike; the program prints each variant's median
 // throughput and spread, and the median of the per-repetition ratios pm::atomic / std::atomic,
 // measured in this one run. The project's requirement: that ratio within 2% of 1.
 // Two throughputs per run: operations per wall-clock second, and operations per second of the

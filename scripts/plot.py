@@ -11,8 +11,8 @@ agree on every run parameter but one of
 and draws one figure per sweep, one line per structure, with the min-max spread over
 repetitions as error bars. When a durable structure's transient twin ("hash/transient" for
 "hash/izraelevitz") is in the same sweep, a second panel shows the throughput ratio to it (the
-ratios DESIGN.md §5 asks for, measured in the same run). For each set of durable records it
-also draws flushes/op and fences/op (seed 004 Fig. 2 and 5 report pwbs/op).
+ratios docs/ARCHITECTURE.md §6 describes, measured in the same run). For each set of durable
+records it also draws flushes/op and fences/op (seed 004 Fig. 2 and 5 report pwbs/op).
 
 Figures go to DIR (default: the current directory); their names are printed, one per line.
 """

@@ -15,7 +15,7 @@
 #              PMDS_SUITE_DURATION (seconds per measurement, default 1),
 #              PMDS_SUITE_REPS (repetitions, default 1).
 #
-# Workloads and sizes (DESIGN.md §5, the seeds' defaults):
+# Workloads and sizes (docs/ARCHITECTURE.md §6, the seeds' defaults):
 #   lists             set mix, 90% reads, key range 256 (seed 000 §6)
 #   hash tables       set mix, 90% reads, key range 2^20 over 2^20 buckets (seed 000 §6)
 #   other sets/maps   set mix, 90% reads, key range 2^16 (skip lists, trees: prefilling 2^19

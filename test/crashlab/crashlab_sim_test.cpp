@@ -1,5 +1,5 @@
 // labels: crashlab no-sanitizer
-// The crash lab's default suite, simulated power failures (DESIGN.md §3–4):
+// The crash lab's default suite, simulated power failures (docs/ARCHITECTURE.md §3–4):
 //   - every registered durable structure survives at least 500 simulated crashes x 3 crash
 //     images with no violation of its criterion (PMDS_SOAK=1: 10,000 crashes);
 //   - every planted-bug fixture IS reported within that budget, and its bug-free control is not

@@ -1,5 +1,6 @@
-// The Px86 simulator's model (DESIGN.md §3): known store/flush/fence/RMW sequences on an attached
-// buffer, each checked against the EXACT set of reachable crash images (exhaustive enumeration).
+// The Px86 simulator's model (docs/ARCHITECTURE.md §3): known store/flush/fence/RMW sequences on an
+// attached buffer, each checked against the EXACT set of reachable crash images (exhaustive
+// enumeration).
 #include <gtest/gtest.h>
 
 #include <cstdint>

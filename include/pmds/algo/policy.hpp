@@ -1,9 +1,9 @@
 // pmds — memory policies: the seam between a lock-free algorithm and where its words live.
 //
 // Every lock-free algorithm in include/pmds/algo/ is written once, as a class template over a
-// memory policy P (DESIGN.md §1: "the same lock-free algorithm is not copied per technique
-// where a policy can carry the difference" — Mirror's own claim, seed 001 §3.2: replace
-// std::atomic with patomic and the allocator). A policy supplies three things:
+// memory policy P (docs/ARCHITECTURE.md §1: "the same lock-free algorithm is not copied per
+// technique where a policy can carry the difference" — Mirror's own claim, seed 001 §3.2:
+// replace std::atomic with patomic and the allocator). A policy supplies three things:
 //
 //   1. P::shared<T>   the type of every word other threads can read (a node's key, value and
 //                     links; a structure's head, tail, top). T is trivially copyable, <= 8 bytes.
@@ -93,8 +93,9 @@ enum class Access : std::uint8_t {
   link,   // the CAS that makes a new node reachable (list/skip-list/BST insert, enqueue, push)
 };
 
-// The crash lab's planted-bug fixtures (DESIGN.md §4). Each must be reported as a violation of
-// durable linearizability; with PlantedBug::none every `if constexpr` on it compiles away.
+// The crash lab's planted-bug fixtures (docs/ARCHITECTURE.md §4). Each must be reported as a
+// violation of durable linearizability; with PlantedBug::none every `if constexpr` on it compiles
+// away.
 enum class PlantedBug : std::uint8_t {
   none,
   link_not_flushed,      // (a) the linking CAS is neither flushed nor fenced
@@ -103,11 +104,11 @@ enum class PlantedBug : std::uint8_t {
   contents_not_flushed,  // (c) a node is linked without its contents ever being flushed
   recovery_drops_node,   // (d) recovery unlinks one valid node
 };
-// Where each bug is a real one (DESIGN.md §4: on x86 a locked RMW orders earlier flushes as a
-// fence does): (a), (c), (d) in every structure; (b) only where the linking CAS is the last
-// locked instruction of the operation — list, hash, BST insert, stack push, and skip-list
-// inserts of height 1. The queue's enqueue swings the tail with a CAS after the link, which
-// makes (b) harmless there.
+// Where each bug is a real one (docs/ARCHITECTURE.md §4: on x86 a locked RMW orders earlier
+// flushes as a fence does): (a), (c), (d) in every structure; (b) only where the linking CAS is
+// the last locked instruction of the operation — list, hash, BST insert, stack push, and
+// skip-list inserts of height 1. The queue's enqueue swings the tail with a CAS after the link,
+// which makes (b) harmless there.
 
 constexpr const char* to_string(PlantedBug b) {
   switch (b) {
@@ -366,7 +367,8 @@ struct IzraelevitzPolicy {
     }
 
     // Flushes the node's lines without a fence: the linking CAS that follows is a locked
-    // instruction, which on x86 orders the earlier flushes as an sfence would (DESIGN.md §4).
+    // instruction, which on x86 orders the earlier flushes as an sfence would
+    // (docs/ARCHITECTURE.md §3).
     void publish(const void* node, std::size_t n) noexcept {
       if constexpr (Bug == PlantedBug::contents_not_flushed) return;  // planted bug (c)
       pm::flush_range(node, n);

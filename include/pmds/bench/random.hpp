@@ -1,4 +1,5 @@
-// pmds bench — random numbers and key distributions for the benchmark harness (DESIGN.md §5).
+// pmds bench — random numbers and key distributions for the benchmark harness
+// (docs/ARCHITECTURE.md §6).
 //
 //   Rng          a small, fast per-thread generator (splitmix64 output function over a Weyl
 //                sequence): one add and a few multiplies per number, no shared state;

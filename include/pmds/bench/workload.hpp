@@ -1,5 +1,5 @@
-// pmds bench — what a benchmark run is: the workloads of DESIGN.md §5, the operation types the
-// harness counts, and the run configuration that `pmds bench` options fill in.
+// pmds bench — what a benchmark run is: the workloads of docs/ARCHITECTURE.md §6, the operation
+// types the harness counts, and the run configuration that `pmds bench` options fill in.
 //
 // Workloads (and the structure kinds they apply to):
 //   set          set/map mix over [1, key_range] prefilled to --prefill keys (default half):

@@ -1,4 +1,4 @@
-// pmds — the persistence access layer (DESIGN.md §2).
+// pmds — the persistence access layer (docs/ARCHITECTURE.md §2).
 //
 // Every word that lives in persistent memory is read and written through this header:
 //   pm::atomic<T>          the std::atomic surface, T of 1, 2, 4, 8 or 16 bytes;
@@ -274,7 +274,7 @@ requires(sizeof(T) == 16) class alignas(16) atomic<T> {
 #else  // PMDS_BACKEND_SIMULATED
 
 // Simulated backend: the value lives in plain memory and every access goes to the simulator,
-// which performs it under its global lock and records it (DESIGN.md §3).
+// which performs it under its global lock and records it (docs/ARCHITECTURE.md §3).
 template <PersistentWord T>
 class alignas(sizeof(T)) atomic {
  public:

@@ -1,4 +1,4 @@
-// pmds — the compile-time choice of persistence backend (DESIGN.md §2).
+// pmds — the compile-time choice of persistence backend (docs/ARCHITECTURE.md §2).
 //
 // One backend per program: define at most one of PMDS_BACKEND_COUNTING or
 // PMDS_BACKEND_SIMULATED before including any pmds header (the CMake targets

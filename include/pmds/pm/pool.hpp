@@ -9,8 +9,8 @@
 //
 // Mapping: through libpmem2, so a file on a DAX filesystem gets MAP_SYNC (stores are durable
 // once flushed) and a regular file or a /dev/shm file works too (the crash model is then the
-// simulator's or a process crash's, DESIGN.md §3). Device DAX (a character device) is not
-// supported: a pool is a file that create() makes.
+// simulator's or a process crash's, docs/ARCHITECTURE.md §3). Device DAX (a character device)
+// is not supported: a pool is a file that create() makes.
 //
 // Pointers: ABSOLUTE. A pool is always mapped at the base address recorded in its header (a
 // libpmem2 VM reservation at that address); open() fails with base_unavailable when that range
@@ -23,7 +23,8 @@
 // shuffled nodes, and 0.98-1.04x once every hop misses to L3 or DRAM. So a small but real cost
 // on the hot searches of small structures (the 256- and 1024-key lists of seed 000), paid on
 // every pointer of every structure, and offsets would also make 16-byte pointer+counter words
-// and every algorithm's code differ from the transient twin DESIGN.md compares against.
+// and every algorithm's code differ from the transient twin that benchmarks compare against
+// (docs/ARCHITECTURE.md §6).
 // The price of absolute pointers is that a process cannot open two pools recorded at
 // overlapping bases; create() draws the base at random in [17 TiB, 64 TiB) (1 GiB aligned;
 // [64 GiB, 512 GiB) under ThreadSanitizer) so two pools created independently collide with

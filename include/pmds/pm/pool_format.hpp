@@ -111,7 +111,8 @@ inline Geometry geometry_for(std::size_t size, std::size_t chunk_size) {
 
 // ---------------------------------------------------------------------------------------------
 // Chunk directory words. One 8-byte word per chunk, changed only by a CAS then persisted, so a
-// crash leaves each word either before or after a change (DESIGN.md §3: a word is in one line).
+// crash leaves each word either before or after a change (docs/ARCHITECTURE.md §3: a word is in
+// one line).
 //   bits  0..7   state: 0 free, 1 used (any other value: corrupted)
 //   bits  8..15  owner: the pmds::thread_id() of the thread that claimed the chunk
 //   bits 16..31  zero

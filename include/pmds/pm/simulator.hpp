@@ -1,4 +1,4 @@
-// pmds — the Px86 crash simulator: the simulated persistence backend (DESIGN.md §3).
+// pmds — the Px86 crash simulator: the simulated persistence backend (docs/ARCHITECTURE.md §3).
 //
 // The model is x86 persistency, Px86 (Raad, Wickerson, Neiger, Vafeiadis, POPL 2020), the model
 // Jaaru implements:
@@ -39,8 +39,8 @@
 //     TSan and ASan; a fork that has to wait in the prepare handler for a busy lock is not.
 //   * A crash handler must not throw (access-layer operations are noexcept).
 //
-// Optional diagnostic (DESIGN.md §3, "a thread acting on a value it read that is not yet
-// durable"): when a thread loads bytes last written by ANOTHER thread's store that is not yet
+// Optional diagnostic (docs/ARCHITECTURE.md §3, "a thread acting on a value it read that is not
+// yet durable"): when a thread loads bytes last written by ANOTHER thread's store that is not yet
 // certainly durable, the simulator remembers that store; if at this thread's next recorded store
 // or RMW (after the RMW's own fence effect) the remembered store is still not durable and lies on
 // another line, warning_count() grows by one. It is a heuristic: it over-approximates "acting on"

@@ -1,5 +1,5 @@
-// Package checker — the crash criteria of DESIGN.md §4 reduced to linearizability checks that
-// porcupine decides, and the violation report (criterion, object, smallest excerpt).
+// Package checker — the crash criteria of docs/ARCHITECTURE.md §4 reduced to linearizability
+// checks that porcupine decides, and the violation report (criterion, object, smallest excerpt).
 //
 // The reductions (timestamps t become 2t so that the crash fits between them):
 //

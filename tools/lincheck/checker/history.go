@@ -56,7 +56,7 @@ const (
 	KindRegister
 )
 
-// Criterion a history is checked for (DESIGN.md §4).
+// Criterion a history is checked for (docs/ARCHITECTURE.md §4).
 type Criterion string
 
 const (
