@@ -6,6 +6,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libpmem2-dev libpmem-dev        # pool mapping (libpmem2), eADR query and nt-memcpy (libpmem)
   libxenium-dev                   # reclamation library (see include/pmds/reclaim/epoch.hpp)
+  nlohmann-json3-dev libcli11-dev # JSON output and input; command-line options (CLI11)
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   golang-go                       # only used when no Go toolchain is on PATH (tools/lincheck)
   python3 python3-matplotlib      # scripts/plot.py

@@ -1,7 +1,7 @@
 // labels: crashlab
 // The crash lab's parts that need no crash: history recording (what a crash at any instruction
 // leaves readable), the JSON lines lincheck reads (checked end to end through lincheck, good
-// and bad), the workload generator's determinism, the JSON reader.
+// and bad), the workload generator's determinism, the lab's own JSON records read back.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -13,8 +13,8 @@
 
 #include "pmds/crashlab/fixtures.hpp"
 #include "pmds/crashlab/history.hpp"
-#include "pmds/crashlab/json.hpp"
 #include "pmds/crashlab/process.hpp"
+#include "pmds/crashlab/report.hpp"
 #include "pmds/crashlab/workload.hpp"
 
 namespace {
@@ -129,16 +129,17 @@ TEST(CrashlabHistoryJson, StatesOfEveryKind) {
   registry::Entry e = list_entry();
   e.kind = registry::Kind::stack;
   // Contents of a stack come top first; the checker's state is bottom first.
-  EXPECT_EQ(state_json(e, {{3, 0}, {2, 0}, {1, 0}}), "{\"items\":[1,2,3]}");
+  EXPECT_EQ(state_json(e, {{3, 0}, {2, 0}, {1, 0}}).dump(), "{\"items\":[1,2,3]}");
   e.kind = registry::Kind::queue;
-  EXPECT_EQ(state_json(e, {{3, 0}, {2, 0}}), "{\"items\":[3,2]}");
+  EXPECT_EQ(state_json(e, {{3, 0}, {2, 0}}).dump(), "{\"items\":[3,2]}");
   e.kind = registry::Kind::register_object;
-  EXPECT_EQ(state_json(e, {{std::bit_cast<std::uint64_t>(1.5), 0}}), "{\"value\":1.5}");
+  EXPECT_EQ(state_json(e, {{std::bit_cast<std::uint64_t>(1.5), 0}}).dump(), "{\"value\":1.5}");
   e.kind = registry::Kind::set;
   e.can_iterate = false;  // read back by probing: no values
-  EXPECT_EQ(state_json(e, {{7, 0}}), "{\"keys\":[[7]]}");
+  EXPECT_EQ(state_json(e, {{7, 0}}).dump(), "{\"keys\":[[7]]}");
   e.kind = registry::Kind::map;
-  EXPECT_EQ(state_json(e, {{7, 70}}), "{\"keys\":[[7,70]]}");
+  EXPECT_EQ(state_json(e, {{7, 70}}).dump(), "{\"keys\":[[7,70]]}");
+  EXPECT_EQ(state_json(e, {}).dump(), "{\"keys\":[]}");
 }
 
 TEST(CrashlabWorkload, IsAFunctionOfItsSeed) {
@@ -171,21 +172,39 @@ TEST(CrashlabWorkload, IsAFunctionOfItsSeed) {
 }
 
 TEST(CrashlabJson, ReadsWhatTheLabWrites) {
-  const json::Value v = json::parse(
-      R"({"a":[1,"x\"y",true,null,{"b":-2.5e3}],"c":"\u00e9\n","d":18446744073709551615})");
-  EXPECT_EQ(v["a"].items.size(), 5u);
-  EXPECT_EQ(v["a"].items[0].u64(), 1u);
-  EXPECT_EQ(v["a"].items[1].str(), "x\"y");
-  EXPECT_TRUE(v["a"].items[2].boolean);
-  EXPECT_TRUE(v["a"].items[3].is_null());
-  EXPECT_DOUBLE_EQ(v["a"].items[4]["b"].number(), -2500);
-  EXPECT_EQ(v["c"].str(), "\xc3\xa9\n");
-  EXPECT_EQ(v["d"].u64(), 18446744073709551615ull);
-  EXPECT_TRUE(v["missing"].is_null());
-  EXPECT_EQ(json::parse(json_string("a\"b\\c\n")).str(), "a\"b\\c\n");
-  EXPECT_THROW(json::parse("{\"a\":}"), Error);
-  EXPECT_THROW(json::parse("[1,2"), Error);
-  EXPECT_THROW(json::parse("{} x"), Error);
+  Violation v;
+  v.kind = "simulated";
+  v.criterion = "durable";
+  v.object = "key 5";
+  v.message = "quote \" backslash \\ newline \n \xc3\xa9";
+  v.excerpt = {"insert(5) -> true", "recovered: {}"};
+  v.replay = "pmds crashtest --structure x --replay 1:2:0";
+  v.crash_number = 3;
+  LabResult r;
+  r.structure = "list/izraelevitz";
+  r.criterion = "durable";
+  r.simulated_crashes = 18446744073709551615ull;
+  r.violations = 1;
+  r.sim_seconds = 2.5;
+  r.details = {v};
+  r.errors = {"a lab error"};
+  const std::string line = json_line(result_json(r));
+  EXPECT_EQ(line.find('\n'), std::string::npos) << line;  // one record per line (pipes)
+  const LabResult back = result_from_json(nlohmann::json::parse(line));
+  EXPECT_EQ(back.structure, r.structure);
+  EXPECT_EQ(back.simulated_crashes, r.simulated_crashes);
+  EXPECT_EQ(back.violations, 1u);
+  EXPECT_DOUBLE_EQ(back.sim_seconds, 2.5);
+  EXPECT_EQ(back.errors, r.errors);
+  ASSERT_EQ(back.details.size(), 1u);
+  EXPECT_EQ(back.details[0].message, v.message);
+  EXPECT_EQ(back.details[0].excerpt, v.excerpt);
+  EXPECT_EQ(back.details[0].replay, v.replay);
+  EXPECT_EQ(back.details[0].crash_number, 3u);
+  EXPECT_TRUE(back.details[0].history_file.empty());
+  // A missing field keeps its default; bytes that are not UTF-8 are replaced, not thrown on.
+  EXPECT_EQ(result_from_json(nlohmann::json::parse("{}")).violations, 0u);
+  EXPECT_NO_THROW(json_line(Json{{"message", "\xff"}}));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // pmds bench — runs the benchmark harness (pmds/bench/runner.hpp) on registered structures and
-// writes the table (stdout), JSON and CSV. Options: pmds/bench/options.hpp (--help).
+// writes the table (stdout), JSON and CSV. Options: pmds/bench/options.hpp (--help), parsed by
+// main.cpp.
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -38,42 +39,37 @@ std::optional<std::ofstream> open_output(const std::string& path, const char* op
 
 }  // namespace
 
-int bench_command(std::span<const std::string_view> args, std::string_view command_line) {
-  bench::ParsedBench parsed;
-  std::vector<const registry::Entry*> chosen;
-  try {
-    parsed = bench::parse_bench_options(args);
-    if (parsed.help) {
-      std::cout << bench::bench_help;
-      return exit_ok;
-    }
-    if (!parsed.structure_spec.empty()) {
-      chosen = registry::select(parsed.structure_spec);
-    } else {
-      for (const registry::Entry& e : registry::entries())
-        if (!parsed.workload_given || !bench::unsupported_reason(e, parsed.config.workload))
-          chosen.push_back(&e);
-      if (chosen.empty())
-        throw bench::OptionError(
-            registry::entries().empty()
-                ? std::string("pmds bench: no structure is registered yet")
-                : std::string("pmds bench: no registered structure supports --workload ") +
-                      bench::to_string(parsed.config.workload) + " (see pmds list)");
-    }
-    const std::string& pool = parsed.config.pool_path;
-    if (!pool.empty()) {
-      std::error_code ec;
-      if (std::filesystem::exists(pool, ec))
-        throw bench::OptionError("pmds bench: --pool " + pool +
-                                 " already exists; pmds bench makes its own pool there and "
-                                 "will not overwrite a file (remove it or choose another path)");
-    }
-  } catch (const Error& e) {  // OptionError, registry::UnknownStructure
-    std::cerr << e.what() << "\n";
+int bench_command(const bench::ParsedBench& parsed, std::string_view command_line) {
+  const auto usage_error = [](const std::string& message) {
+    std::cerr << message << "\n";
     return exit_usage;
+  };
+  std::vector<const registry::Entry*> chosen;
+  if (!parsed.structure_spec.empty()) {
+    try {
+      chosen = registry::select(parsed.structure_spec);
+    } catch (const Error& e) {  // registry::UnknownStructure
+      return usage_error(e.what());
+    }
+  } else {
+    for (const registry::Entry& e : registry::entries())
+      if (!parsed.workload_given || !bench::unsupported_reason(e, parsed.config.workload))
+        chosen.push_back(&e);
+    if (chosen.empty())
+      return usage_error(registry::entries().empty()
+                             ? std::string("pmds bench: no structure is registered yet")
+                             : std::string("pmds bench: no registered structure supports "
+                                           "--workload ") +
+                                   bench::to_string(parsed.config.workload) + " (see pmds list)");
   }
+  const std::string& pool = parsed.config.pool_path;
+  std::error_code exists_ec;
+  if (!pool.empty() && std::filesystem::exists(pool, exists_ec))
+    return usage_error("pmds bench: --pool " + pool +
+                       " already exists; pmds bench makes its own pool there and will not "
+                       "overwrite a file (remove it or choose another path)");
 
-  bench::Config& cfg = parsed.config;
+  const bench::Config& cfg = parsed.config;
   try {
     auto json = open_output(cfg.json_path, "--json");
     auto csv = open_output(cfg.csv_path, "--csv");

@@ -12,9 +12,9 @@
 #include <fstream>
 #include <iostream>
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "commands.hpp"
 #include "crashtest_options.hpp"
 #include "crashtest_select.hpp"
 #include "pmds/crashlab/process.hpp"
@@ -74,7 +74,7 @@ void run_process_part(const registry::Entry& e, const crashtest::Options& o, Lab
                        " without a result");
     return;
   }
-  const LabResult p = result_from_json(json::parse(std::string_view(out).substr(0, nl)));
+  const LabResult p = result_from_json(nlohmann::json::parse(out.substr(0, nl)));
   r.process_crashes += p.process_crashes;
   r.violations += p.violations;
   r.undecided += p.undecided;
@@ -85,11 +85,11 @@ void run_process_part(const registry::Entry& e, const crashtest::Options& o, Lab
   for (const auto& x : p.errors) r.errors.push_back(x);
 }
 
-int run(const std::vector<std::string_view>& args) {
-  bool help = false;
-  const auto parsed = crashtest::parse(args, help);
-  if (!parsed) return help ? 0 : 2;
-  const crashtest::Options& o = *parsed;
+int run(int argc, char** argv) {
+  CLI::App app{crashtest::description, "pmds crashtest"};
+  crashtest::Options o;
+  crashtest::add_options(app, o);
+  if (const auto done = cli::parse_command_line(app, argc, argv)) return *done;
   const auto entries = crashtest::select(o);
   if (!entries) return 2;
   std::optional<ReplayPoint> replay;
@@ -162,11 +162,10 @@ int run(const std::vector<std::string_view>& args) {
   }
   std::cout << "\n" << summary_table(results);
   if (!o.json_file.empty()) {
+    Json records = Json::array();
+    for (const auto& r : results) records.push_back(result_json(r));
     std::ofstream f(o.json_file);
-    f << "[\n";
-    for (std::size_t i = 0; i < results.size(); ++i)
-      f << "  " << result_json(results[i]) << (i + 1 < results.size() ? ",\n" : "\n");
-    f << "]\n";
+    f << records.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
     if (!f) {
       std::cerr << "pmds crashtest: cannot write " << o.json_file << "\n";
       return 1;
@@ -180,9 +179,8 @@ int run(const std::vector<std::string_view>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string_view> args(argv + 1, argv + argc);
   try {
-    return run(args);
+    return run(argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "pmds crashtest: " << e.what() << "\n";
     return 1;

@@ -1,66 +1,28 @@
-// pmds crashtest — command-line options shared by the two crash-lab programs:
+// pmds crashtest — command-line options, declared once (add_options) for the three programs that
+// parse them:
+//   pmds                   `pmds crashtest --help`, and checks them before it execs
 //   pmds-crashlab          (simulated backend) the simulated power failures, and the driver
 //                          `pmds crashtest` execs;
 //   pmds-crashlab-process  (hardware backend) the real process crashes, run by pmds-crashlab.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
-#include <cstdlib>
-#include <iostream>
-#include <optional>
+#include <limits>
 #include <string>
-#include <string_view>
 #include <vector>
+
+#include "pmds/bench/options.hpp"
 
 namespace pmds::crashtest {
 
-inline constexpr const char* help =
-    R"(usage: pmds crashtest (--structure NAME[,NAME...] | --all | --fixtures) [options]
-
-The crash lab (DESIGN.md sections 3-4): crashes durable structures and checks that
-what recovery finds is allowed by the structure's criterion (durable, buffered or
-detectable linearizability), with tools/lincheck (porcupine).
-
-  Simulated power failures (Px86 model): a workload runs under the simulator and is
-  crashed just before a drawn persistence event (fence, RMW, clflush); for each
-  crash, K crash images (all-minimum, all-maximum, random per cache line) are each
-  recovered in a fresh process (that recovery itself sometimes crashed and redone)
-  and checked. Real process crashes: a workload on a real pool file is killed with
-  SIGKILL at random moments; a fresh process recovers, the allocator's slots are
-  checked for leaks, and the history is checked.
-
-selection:
-  --structure LIST    names or patterns ("list/*", "*/izraelevitz"), comma separated
-  --all               every registered durable structure
-  --fixtures          the planted-bug fixtures (each MUST show violations) and their
-                      bug-free control
-options:
-  --crashes N         simulated crash points per structure (default 500)
-  --images K          crash images per crash point (default 3)
-  --process-crashes N real process crashes per structure (default 20)
-  --soak              10000 simulated and 200 process crashes (also PMDS_SOAK=1)
-  --threads T         workload threads (default 3)
-  --ops N             operations per thread, simulated workload (default 30)
-  --process-ops N     operations per thread, process workload (default 100)
-  --keys R            key range of sets and maps (default 16)
-  --reads P           percent of read operations (default 20)
-  --prefill N         elements inserted before the workload (default R/2; 4 for queues)
-  --switch P          simulated scheduler: chance to switch thread per access (0.01)
-  --recovery-crashes P  percent of recoveries crashed and redone (default 20)
-  --crashes-per-run N crash points per simulated workload run (default 25)
-  --pool-mib N        pool size of a simulated run, MiB (default 16)
-  --seed S            seed of everything (default 1)
-  --stop-at-first     stop a structure at its first violation
-  --keep-histories    keep the history file of each reported violation
-  --json FILE         one JSON record per structure (a JSON array)
-  --replay W:E:I[:R]  re-run one simulated crash check printed by a violation
-  --quiet             no progress line
-Exit status: 0 no violation, 1 a violation or a lab error, 2 bad usage.
-)";
+inline constexpr const char* description =
+    "the crash lab: crash structures at every persistence event and check\n"
+    "the recovered state against their criterion";
 
 struct Options {
-  std::string structures;
-  bool all = false, fixtures = false;
+  std::vector<std::string> structures;  // names or patterns, in the order given
+  bool all = false, fixtures = false, soak = false;
   std::uint64_t crashes = 500, process_crashes = 20;
   std::size_t images = 3, threads = 3, ops = 30, process_ops = 100, prefill = 0;
   std::uint64_t keys = 16, seed = 1, pool_mib = 16;
@@ -71,104 +33,116 @@ struct Options {
   std::string json_file, replay;
 };
 
-// Parses args; on bad usage prints why and returns nullopt (help: prints and sets `help_shown`).
-inline std::optional<Options> parse(const std::vector<std::string_view>& args, bool& help_shown) {
-  Options o;
-  help_shown = false;
-  if (const char* s = std::getenv("PMDS_SOAK"); s != nullptr && std::string_view(s) == "1") {
-    o.crashes = 10000;
-    o.process_crashes = 200;
-  }
-  const auto fail = [](const std::string& m) -> std::optional<Options> {
-    std::cerr << "pmds crashtest: " << m << " (pmds crashtest --help)\n";
-    return std::nullopt;
-  };
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string_view a = args[i];
-    const auto value = [&]() -> std::optional<std::string> {
-      if (i + 1 >= args.size()) return std::nullopt;
-      return std::string(args[++i]);
-    };
-    const auto number = [&](auto& out) -> bool {
-      const auto v = value();
-      if (!v || v->empty() || v->find_first_not_of("0123456789") != std::string::npos) return false;
-      out = static_cast<std::remove_reference_t<decltype(out)>>(std::stoull(*v));
-      return true;
-    };
-    if (a == "--help" || a == "-h") {
-      std::cout << help;
-      help_shown = true;
-      return std::nullopt;
-    } else if (a == "--structure") {
-      const auto v = value();
-      if (!v) return fail("--structure needs a name");
-      o.structures += (o.structures.empty() ? "" : ",") + *v;
-    } else if (a == "--all") {
-      o.all = true;
-    } else if (a == "--fixtures") {
-      o.fixtures = true;
-    } else if (a == "--soak") {
-      o.crashes = 10000;
-      o.process_crashes = 200;
-    } else if (a == "--crashes") {
-      if (!number(o.crashes)) return fail("--crashes needs a number");
-    } else if (a == "--process-crashes") {
-      if (!number(o.process_crashes)) return fail("--process-crashes needs a number");
-    } else if (a == "--images") {
-      if (!number(o.images) || o.images == 0) return fail("--images needs a number >= 1");
-    } else if (a == "--threads") {
-      if (!number(o.threads) || o.threads == 0 || o.threads > 32)
-        return fail("--threads needs a number in 1..32");
-    } else if (a == "--ops") {
-      if (!number(o.ops)) return fail("--ops needs a number");
-    } else if (a == "--process-ops") {
-      if (!number(o.process_ops)) return fail("--process-ops needs a number");
-    } else if (a == "--keys") {
-      if (!number(o.keys) || o.keys == 0) return fail("--keys needs a number >= 1");
-    } else if (a == "--reads") {
-      if (!number(o.reads) || o.reads > 100) return fail("--reads needs a percentage");
-    } else if (a == "--prefill") {
-      if (!number(o.prefill)) return fail("--prefill needs a number");
-    } else if (a == "--recovery-crashes") {
-      if (!number(o.recovery_crashes) || o.recovery_crashes > 100)
-        return fail("--recovery-crashes needs a percentage");
-    } else if (a == "--crashes-per-run") {
-      if (!number(o.crashes_per_run) || o.crashes_per_run == 0)
-        return fail("--crashes-per-run needs a number >= 1");
-    } else if (a == "--pool-mib") {
-      if (!number(o.pool_mib) || o.pool_mib < 2) return fail("--pool-mib needs a number >= 2");
-    } else if (a == "--seed") {
-      if (!number(o.seed)) return fail("--seed needs a number");
-    } else if (a == "--switch") {
-      const auto v = value();
-      char* end = nullptr;
-      if (!v) return fail("--switch needs a probability");
-      o.switch_probability = std::strtod(v->c_str(), &end);
-      if (end == v->c_str() || *end != '\0' || o.switch_probability < 0 || o.switch_probability > 1)
-        return fail("--switch needs a probability in [0, 1]");
-    } else if (a == "--stop-at-first") {
-      o.stop_at_first = true;
-    } else if (a == "--keep-histories") {
-      o.keep_histories = true;
-    } else if (a == "--quiet") {
-      o.quiet = true;
-    } else if (a == "--json") {
-      const auto v = value();
-      if (!v) return fail("--json needs a file name");
-      o.json_file = *v;
-    } else if (a == "--json-line") {  // internal: pmds-crashlab-process's result on stdout
-      o.json_line = true;
-    } else if (a == "--replay") {
-      const auto v = value();
-      if (!v) return fail("--replay needs W:E:I[:R]");
-      o.replay = *v;
-    } else {
-      return fail("unknown option " + std::string(a));
+// Declares the options on `app`, filling `o` when it parses.
+inline void add_options(CLI::App& app, Options& o) {
+  using bench::real_number;
+  using bench::whole_number;
+  constexpr std::uint64_t any = std::numeric_limits<std::uint64_t>::max();
+  app.footer(
+      "The crash lab (docs/ARCHITECTURE.md §3-§4): crashes durable structures and checks that\n"
+      "what recovery finds is allowed by the structure's criterion (durable, buffered or\n"
+      "detectable linearizability), with tools/lincheck (porcupine).\n"
+      "\n"
+      "  Simulated power failures (Px86 model): a workload runs under the simulator and is\n"
+      "  crashed just before a drawn persistence event (fence, RMW, clflush); for each\n"
+      "  crash, K crash images (all-minimum, all-maximum, random per cache line) are each\n"
+      "  recovered in a fresh process (that recovery itself sometimes crashed and redone)\n"
+      "  and checked. Real process crashes: a workload on a real pool file is killed with\n"
+      "  SIGKILL at random moments; a fresh process recovers, the allocator's slots are\n"
+      "  checked for leaks, and the history is checked.\n"
+      "\n"
+      "Exit status: 0 no violation, 1 a violation or a lab error, 2 bad usage.");
+  // An option given twice: the last one counts (--structure: all of them); flags take no value.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.option_defaults()->disable_flag_override();
+  app.option_defaults()->group("options");
+
+  const std::string selection = "selection (at least one)";
+  app.add_option("--structure", o.structures,
+                 "names or patterns (\"list/*\", \"*/izraelevitz\"), comma separated")
+      ->type_name("LIST")
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->group(selection);
+  app.add_flag("--all", o.all, "every registered durable structure")->group(selection);
+  app.add_flag("--fixtures", o.fixtures,
+               "the planted-bug fixtures (each MUST show violations) and their\n"
+               "bug-free control")
+      ->group(selection);
+
+  CLI::Option* crashes =
+      app.add_option("--crashes", o.crashes, "simulated crash points per structure (default 500)")
+          ->type_name("N")
+          ->transform(whole_number(0, any));
+  app.add_option("--images", o.images, "crash images per crash point (default 3)")
+      ->type_name("K")
+      ->transform(whole_number(1, any));
+  CLI::Option* process_crashes = app.add_option("--process-crashes", o.process_crashes,
+                                                "real process crashes per structure (default 20)")
+                                     ->type_name("N")
+                                     ->transform(whole_number(0, any));
+  app.add_flag("--soak", o.soak, "10000 simulated and 200 process crashes (also PMDS_SOAK=1)")
+      ->envname("PMDS_SOAK");
+  app.add_option("--threads", o.threads, "workload threads (default 3)")
+      ->type_name("T")
+      ->transform(whole_number(1, 32));
+  app.add_option("--ops", o.ops, "operations per thread, simulated workload (default 30)")
+      ->type_name("N")
+      ->transform(whole_number(0, any));
+  app.add_option("--process-ops", o.process_ops,
+                 "operations per thread, process workload (default 100)")
+      ->type_name("N")
+      ->transform(whole_number(0, any));
+  app.add_option("--keys", o.keys, "key range of sets and maps (default 16)")
+      ->type_name("R")
+      ->transform(whole_number(1, any));
+  app.add_option("--reads", o.reads, "percent of read operations (default 20)")
+      ->type_name("P")
+      ->transform(whole_number(0, 100));
+  app.add_option("--prefill", o.prefill,
+                 "elements inserted before the workload (default R/2; 4 for queues)")
+      ->type_name("N")
+      ->transform(whole_number(0, any));
+  app.add_option("--switch", o.switch_probability,
+                 "simulated scheduler: chance to switch thread per access (0.01)")
+      ->type_name("P")
+      ->check(real_number(0, 1, false));
+  app.add_option("--recovery-crashes", o.recovery_crashes,
+                 "percent of recoveries crashed and redone (default 20)")
+      ->type_name("P")
+      ->transform(whole_number(0, 100));
+  app.add_option("--crashes-per-run", o.crashes_per_run,
+                 "crash points per simulated workload run (default 25)")
+      ->type_name("N")
+      ->transform(whole_number(1, any));
+  app.add_option("--pool-mib", o.pool_mib, "pool size of a simulated run, MiB (default 16)")
+      ->type_name("N")
+      ->transform(whole_number(2, any >> 20));
+  app.add_option("--seed", o.seed, "seed of everything (default 1)")
+      ->type_name("S")
+      ->transform(whole_number(0, any));
+  app.add_flag("--stop-at-first", o.stop_at_first, "stop a structure at its first violation");
+  app.add_flag("--keep-histories", o.keep_histories,
+               "keep the history file of each reported violation");
+  app.add_option("--json", o.json_file, "one JSON record per structure (a JSON array)")
+      ->type_name("FILE")
+      ->check(bench::non_empty("a file name"));
+  app.add_option("--replay", o.replay, "re-run one simulated crash check printed by a violation")
+      ->type_name("W:E:I[:R]");
+  app.add_flag("--quiet", o.quiet, "no progress line");
+  // Internal (no group: not in --help): pmds-crashlab-process prints its result as one JSON line.
+  app.add_flag("--json-line", o.json_line)->group("");
+  app.set_help_flag("-h,--help", "this text")->group("options");
+
+  app.callback([&o, crashes, process_crashes] {
+    if (o.structures.empty() && !o.all && !o.fixtures)
+      throw CLI::RequiredError("choose structures: --structure NAME, --all or --fixtures",
+                               CLI::ExitCodes::RequiredError);
+    if (o.soak) {  // explicit counts win
+      if (crashes->count() == 0) o.crashes = 10000;
+      if (process_crashes->count() == 0) o.process_crashes = 200;
     }
-  }
-  if (o.structures.empty() && !o.all && !o.fixtures)
-    return fail("choose structures: --structure NAME, --all or --fixtures");
-  return o;
+  });
 }
 
 }  // namespace pmds::crashtest

@@ -5,9 +5,9 @@
 
 #include <cstdio>
 #include <iostream>
-#include <string_view>
 #include <vector>
 
+#include "commands.hpp"
 #include "crashtest_options.hpp"
 #include "crashtest_select.hpp"
 #include "pmds/crashlab/process_lab.hpp"
@@ -15,27 +15,27 @@
 
 int main(int argc, char** argv) {
   using namespace pmds::crashlab;
-  std::vector<std::string_view> args(argv + 1, argv + argc);
   try {
-    bool help = false;
-    const auto o = pmds::crashtest::parse(args, help);
-    if (!o) return help ? 0 : 2;
-    const auto entries = pmds::crashtest::select(*o);
+    CLI::App app{pmds::crashtest::description, "pmds-crashlab-process"};
+    pmds::crashtest::Options o;
+    pmds::crashtest::add_options(app, o);
+    if (const auto done = pmds::cli::parse_command_line(app, argc, argv)) return *done;
+    const auto entries = pmds::crashtest::select(o);
     if (!entries) return 2;
     std::vector<LabResult> results;
     for (const auto* e : *entries) {
       ProcessOptions po;
-      po.workload = {.threads = o->threads,
-                     .ops = o->process_ops,
-                     .key_range = o->keys,
-                     .read_percent = o->reads,
+      po.workload = {.threads = o.threads,
+                     .ops = o.process_ops,
+                     .key_range = o.keys,
+                     .read_percent = o.reads,
                      .sync_percent = 5,
-                     .prefill = o->prefill};
-      po.seed = o->seed;
-      po.crashes = o->process_crashes;
-      po.stop_at_first_violation = o->stop_at_first;
-      po.keep_histories = o->keep_histories;
-      if (!o->quiet)
+                     .prefill = o.prefill};
+      po.seed = o.seed;
+      po.crashes = o.process_crashes;
+      po.stop_at_first_violation = o.stop_at_first;
+      po.keep_histories = o.keep_histories;
+      if (!o.quiet)
         po.progress = [&](const LabResult& r) {
           std::fprintf(stderr, "%-44s process crashes %llu  violations %llu\n", e->name.data(),
                        static_cast<unsigned long long>(r.process_crashes),
@@ -43,8 +43,8 @@ int main(int argc, char** argv) {
         };
       results.push_back(run_process_crashes(*e, po));
     }
-    if (o->json_line) {
-      for (const auto& r : results) std::cout << result_json(r) << "\n";
+    if (o.json_line) {
+      for (const auto& r : results) std::cout << json_line(result_json(r)) << "\n";
     } else {
       for (const auto& r : results)
         for (const auto& v : r.details) std::cout << describe(r.structure, v);

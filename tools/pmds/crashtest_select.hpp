@@ -25,12 +25,7 @@ inline std::optional<std::vector<const registry::Entry*>> select(const Options& 
     for (const auto* e : crashlab::durable_entries()) add(e);
   if (o.fixtures)
     for (const auto& e : crashlab::fixture_entries()) add(&e);
-  std::size_t start = 0;
-  const std::string& s = o.structures;
-  while (start < s.size()) {
-    const std::size_t end = std::min(s.find(',', start), s.size());
-    const std::string item = s.substr(start, end - start);
-    start = end + 1;
+  for (const std::string& item : o.structures) {
     if (const registry::Entry* f = crashlab::find_entry(item);
         f != nullptr && registry::find(item) == nullptr) {
       add(f);  // a fixture, by its exact name

@@ -5,19 +5,22 @@
 //   pmds inspect POOL         a pool file's header, layout, size, clean/dirty, chunk usage
 //   pmds plot [options] JSON  PNG figures from `pmds bench --json` files (scripts/plot.py)
 //   pmds crashtest [options]  the crash lab (the pmds-crashlab program next to this one)
+// One CLI11 parser declares every command and its options (`pmds COMMAND --help`).
 // Exit status: 0 success, 1 failure, 2 bad usage.
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "commands.hpp"
+#include "crashtest_options.hpp"
+#include "pmds/bench/options.hpp"
 #include "pmds/bench/workload.hpp"
 #include "pmds/pm/pool.hpp"
 #include "pmds/registry.hpp"
@@ -25,88 +28,33 @@
 namespace pmds::cli {
 namespace {
 
-constexpr const char* main_help = R"(usage: pmds COMMAND [options]
-
-Durable concurrent data structures for persistent memory: tools.
-
-commands:
-  list        every registered structure x technique, its kind and criterion
-  bench       run a benchmark workload (throughput, flushes/op, fences/op, bytes,
-              recovery time); writes a table, JSON and CSV
-  inspect     show a pool file: header, layout, size, clean or dirty shutdown,
-              chunk usage
-  plot        PNG figures from `pmds bench --json` files
-  crashtest   the crash lab: crash structures at every persistence event and check
-              the recovered state against their criterion
-
-`pmds COMMAND --help` describes each command.
-)";
-
-constexpr const char* list_help = R"(usage: pmds list [--names] [--kind KIND]
-
-Lists every registered structure x technique: name, kind, durability criterion
-(none = transient), capabilities and description.
-
-  --names       only the names, one per line (for scripts)
-  --kind KIND   only this kind: set, map, queue, stack, priority-queue, register
-  --help        this text
-)";
-
-constexpr const char* inspect_help = R"(usage: pmds inspect POOL
-
-Reads a pool file without modifying it and shows its header (format version,
-layout, size, base address), whether its last shutdown was clean (a dirty pool is
-still open or crashed; recovery runs at the next open), the root slots, and chunk
-usage by slot size.
-
-  --help        this text
-)";
-
-constexpr const char* plot_help = R"(usage: pmds plot [--out DIR] FILE.json...
-
-Draws PNG figures from `pmds bench --json` files: one figure per sweep found in
-them (throughput against threads, against key range, against read percentage),
-plus flushes/op and fences/op. Runs scripts/plot.py with /usr/bin/python3
-(matplotlib).
-
-  --out DIR     where to write the PNG files (default: the current directory)
-  --help        this text
-)";
-
-bool is_help(std::string_view a) {
-  return a == "--help" || a == "-h";
-}
-
-int usage_error(const std::string& message) {
-  std::cerr << message << "\n";
-  return exit_usage;
-}
-
-int list_command(std::span<const std::string_view> args) {
+struct ListOptions {
   bool names_only = false;
   std::string kind;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (is_help(args[i])) {
-      std::cout << list_help;
-      return exit_ok;
-    } else if (args[i] == "--names") {
-      names_only = true;
-    } else if (args[i] == "--kind") {
-      if (i + 1 >= args.size()) return usage_error("pmds list: --kind needs a value");
-      kind = std::string(args[++i]);
-      bool known = false;
-      for (const auto k :
-           {registry::Kind::set, registry::Kind::map, registry::Kind::queue, registry::Kind::stack,
-            registry::Kind::priority_queue, registry::Kind::register_object})
-        known = known || kind == registry::to_string(k);
-      if (!known)
-        return usage_error("pmds list: unknown kind \"" + kind +
-                           "\"; choose set, map, queue, stack, priority-queue or register");
-    } else {
-      return usage_error("pmds list: unknown argument \"" + std::string(args[i]) +
-                         "\" (see pmds list --help)");
-    }
-  }
+};
+
+CLI::App* add_list_command(CLI::App& app, ListOptions& o) {
+  CLI::App* list =
+      app.add_subcommand("list", "every registered structure x technique, its kind and criterion");
+  list->footer(
+      "Lists every registered structure x technique: name, kind, durability criterion\n"
+      "(none = transient), capabilities and description.");
+  std::vector<std::string> kinds;
+  for (const auto k :
+       {registry::Kind::set, registry::Kind::map, registry::Kind::queue, registry::Kind::stack,
+        registry::Kind::priority_queue, registry::Kind::register_object})
+    kinds.emplace_back(registry::to_string(k));
+  list->add_flag("--names", o.names_only, "only the names, one per line (for scripts)");
+  list->add_option("--kind", o.kind,
+                   "only this kind: set, map, queue, stack, priority-queue, register")
+      ->type_name("KIND")
+      ->check(CLI::IsMember(kinds).description(""));
+  return list;
+}
+
+int list_command(const ListOptions& o) {
+  const std::string& kind = o.kind;
+  const bool names_only = o.names_only;
   std::vector<const registry::Entry*> shown;
   for (const registry::Entry& e : registry::entries())
     if (kind.empty() || kind == registry::to_string(e.kind)) shown.push_back(&e);
@@ -152,20 +100,19 @@ std::string human_bytes(std::size_t n) {
   return buf;
 }
 
-int inspect_command(std::span<const std::string_view> args) {
-  std::string path;
-  for (const auto a : args) {
-    if (is_help(a)) {
-      std::cout << inspect_help;
-      return exit_ok;
-    }
-    if (a.starts_with("-"))
-      return usage_error("pmds inspect: unknown option " + std::string(a) +
-                         " (see pmds inspect --help)");
-    if (!path.empty()) return usage_error("pmds inspect: give exactly one pool file");
-    path = std::string(a);
-  }
-  if (path.empty()) return usage_error("pmds inspect: which pool file? (pmds inspect POOL)");
+CLI::App* add_inspect_command(CLI::App& app, std::string& path) {
+  CLI::App* inspect = app.add_subcommand(
+      "inspect", "show a pool file: header, layout, size, clean or dirty shutdown,\nchunk usage");
+  inspect->footer(
+      "Reads a pool file without modifying it and shows its header (format version,\n"
+      "layout, size, base address), whether its last shutdown was clean (a dirty pool is\n"
+      "still open or crashed; recovery runs at the next open), the root slots, and chunk\n"
+      "usage by slot size.");
+  inspect->add_option("POOL", path, "the pool file")->type_name("")->required();
+  return inspect;
+}
+
+int inspect_command(const std::string& path) {
   pm::PoolInfo info;
   try {
     info = pm::inspect_pool(path);
@@ -240,13 +187,25 @@ std::filesystem::path plot_script() {
   return std::filesystem::path(PMDS_SOURCE_DIR) / "scripts" / "plot.py";
 }
 
-int plot_command(std::span<const std::string_view> args) {
-  for (const auto a : args)
-    if (is_help(a)) {
-      std::cout << plot_help;
-      return exit_ok;
-    }
-  if (args.empty()) return usage_error("pmds plot: give at least one JSON file (pmds plot --help)");
+struct PlotOptions {
+  std::string out;
+  std::vector<std::string> files;
+};
+
+CLI::App* add_plot_command(CLI::App& app, PlotOptions& o) {
+  CLI::App* plot = app.add_subcommand("plot", "PNG figures from `pmds bench --json` files");
+  plot->footer(
+      "Draws PNG figures from `pmds bench --json` files: one figure per sweep found in\n"
+      "them (throughput against threads, against key range, against read percentage),\n"
+      "plus flushes/op and fences/op. Runs scripts/plot.py with /usr/bin/python3\n"
+      "(matplotlib).");
+  plot->add_option("--out", o.out, "where to write the PNG files (default: the current directory)")
+      ->type_name("DIR");
+  plot->add_option("FILE.json", o.files, "`pmds bench --json` files")->type_name("")->required();
+  return plot;
+}
+
+int plot_command(const PlotOptions& o) {
   const auto script = plot_script();
   std::error_code ec;
   if (!std::filesystem::exists(script, ec)) {
@@ -254,11 +213,15 @@ int plot_command(std::span<const std::string_view> args) {
     return exit_failure;
   }
   std::vector<std::string> rest{script.string()};
-  for (const auto a : args) rest.emplace_back(a);
+  if (!o.out.empty()) rest.insert(rest.end(), {"--out", o.out});
+  rest.emplace_back("--");
+  rest.insert(rest.end(), o.files.begin(), o.files.end());
   return exec_program("/usr/bin/python3", rest);
 }
 
-int crashtest_command(std::span<const std::string_view> args) {
+// `args`: the arguments after "crashtest", already checked by the same declarations
+// (crashtest_options.hpp) that pmds-crashlab parses them with.
+int crashtest_command(const std::vector<std::string>& args) {
   const auto program = own_directory() / "pmds-crashlab";
   std::error_code ec;
   if (!std::filesystem::exists(program, ec)) {
@@ -266,42 +229,52 @@ int crashtest_command(std::span<const std::string_view> args) {
               << " is not built (build target pmds-crashlab)\n";
     return exit_failure;
   }
-  std::vector<std::string> rest;
-  for (const auto a : args) rest.emplace_back(a);
-  return exec_program(program.string(), rest);
+  return exec_program(program.string(), args);
 }
 
 }  // namespace
 }  // namespace pmds::cli
 
 int main(int argc, char** argv) {
+  using namespace pmds;
   using namespace pmds::cli;
-  std::vector<std::string_view> args(argv + 1, argv + argc);
-  if (args.empty()) {
-    std::cerr << main_help;
+  CLI::App app{"Durable concurrent data structures for persistent memory: tools.", "pmds"};
+  app.require_subcommand(0, 1);                 // none: the help, on stderr (exit 2)
+  app.set_help_flag("-h,--help", "this text");  // inherited by the commands
+
+  ListOptions list_options;
+  CLI::App* list = add_list_command(app, list_options);
+  bench::ParsedBench bench_options;
+  CLI::App* bench =
+      app.add_subcommand("bench",
+                         "run a benchmark workload (throughput, flushes/op, fences/op, bytes,\n"
+                         "recovery time); writes a table, JSON and CSV");
+  bench::add_bench_options(*bench, bench_options);
+  std::string pool;
+  CLI::App* inspect = add_inspect_command(app, pool);
+  PlotOptions plot_options;
+  CLI::App* plot = add_plot_command(app, plot_options);
+  crashtest::Options crashtest_options;
+  crashtest::add_options(*app.add_subcommand("crashtest", crashtest::description),
+                         crashtest_options);
+  app.footer("`pmds COMMAND --help` describes each command.");
+
+  if (const auto done = parse_command_line(app, argc, argv)) return *done;
+  if (app.get_subcommands().empty()) {
+    std::cerr << app.help();
     return exit_usage;
   }
-  const std::string_view command = args.front();
-  const std::span<const std::string_view> rest(args.data() + 1, args.size() - 1);
   std::string command_line = "pmds";
-  for (const auto a : args) {
-    command_line += ' ';
-    command_line += a;
-  }
+  for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
   try {
-    if (is_help(command) || command == "help") {
-      std::cout << main_help;
-      return exit_ok;
-    }
-    if (command == "list") return list_command(rest);
-    if (command == "bench") return bench_command(rest, command_line);
-    if (command == "inspect") return inspect_command(rest);
-    if (command == "plot") return plot_command(rest);
-    if (command == "crashtest") return crashtest_command(rest);
+    if (list->parsed()) return list_command(list_options);
+    if (bench->parsed()) return bench_command(bench_options, command_line);
+    if (inspect->parsed()) return inspect_command(pool);
+    if (plot->parsed()) return plot_command(plot_options);
+    // The one command left; pmds has no option of its own, so argv[1] is "crashtest".
+    return crashtest_command(std::vector<std::string>(argv + 2, argv + argc));
   } catch (const std::exception& e) {
-    std::cerr << "pmds " << command << ": error: " << e.what() << "\n";
+    std::cerr << "pmds " << argv[1] << ": error: " << e.what() << "\n";
     return exit_failure;
   }
-  std::cerr << "pmds: unknown command \"" << command << "\"\n\n" << main_help;
-  return exit_usage;
 }

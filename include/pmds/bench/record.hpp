@@ -7,15 +7,16 @@
 // repetitions, Mops/s), mops_min, mops_max, flushes_per_op, fences_per_op, bytes_per_element.
 // Numbers that do not apply (bytes per element of an empty queue, recovery of a transient
 // structure) are null. CSV: the same scalar fields, one row per record, op counts as columns.
+// The JSON is written with nlohmann-json (Debian: nlohmann-json3-dev).
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -103,136 +104,88 @@ struct Record {
 
 namespace detail {
 
-inline std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
+using Json = nlohmann::ordered_json;
+
+// The scalar fields of a record, in output order (the JSON record's first fields, the CSV
+// columns); null where a number does not apply.
+inline Json scalar_fields(const Record& r) {
+  const auto optional = [](const auto& x) { return x ? Json(*x) : Json(nullptr); };
+  return {{"structure", r.structure},
+          {"technique", r.technique},
+          {"kind", r.kind},
+          {"criterion", r.criterion},
+          {"workload", r.workload},
+          {"threads", r.threads},
+          {"status", r.status},
+          {"note", r.note},
+          {"mops", r.mops},
+          {"mops_min", r.mops_min},
+          {"mops_max", r.mops_max},
+          {"flushes_per_op", r.flushes_per_op},
+          {"fences_per_op", r.fences_per_op},
+          {"rmws_per_op", r.rmws_per_op},
+          {"bytes_per_element", optional(r.bytes_per_element)},
+          {"pool_bytes_per_element", optional(r.pool_bytes_per_element)},
+          {"dram_bytes_per_element", optional(r.dram_bytes_per_element)},
+          {"elements", r.elements},
+          {"elements_after_prefill", r.elements_after_prefill},
+          {"pool_bytes", r.pool_bytes},
+          {"dram_bytes", optional(r.dram_bytes)},
+          {"recovery_ms", optional(r.recovery_ms)},
+          {"recovery_elements", optional(r.recovery_elements)},
+          {"recovered_elements", optional(r.recovered_elements)},
+          {"ops", r.ops.total()},
+          {"seconds", r.seconds_total},
+          {"distribution", r.distribution},
+          {"zipf_theta", r.zipf_theta},
+          {"key_range", r.key_range},
+          {"prefill", r.prefill},
+          {"buckets", r.buckets},
+          {"reads_pct", r.reads_pct},
+          {"duration_s", r.duration_s},
+          {"warmup_s", r.warmup_s},
+          {"reps", r.reps},
+          {"local_work", r.local_work},
+          {"seed", r.seed},
+          {"fence_latency_ns", r.fence_latency_ns},
+          {"backend", r.backend},
+          {"flush_instruction", r.flush_instruction}};
 }
 
-inline std::string json_number(double x) {
-  if (!std::isfinite(x)) return "null";
+// CSV numbers: six significant digits; empty where the number does not apply.
+inline std::string csv_number(double x) {
+  if (!std::isfinite(x)) return "";
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.6g", x);
   return buf;
 }
-inline std::string json_number(const std::optional<double>& x) {
-  return x ? json_number(*x) : "null";
-}
-inline std::string json_number(const std::optional<std::uint64_t>& x) {
-  return x ? std::to_string(*x) : "null";
-}
 
-// The scalar fields of a record, in output order, as (name, JSON text, CSV text).
-struct Field {
-  std::string name, json, csv;
-};
-
-inline std::vector<Field> scalar_fields(const Record& r) {
-  std::vector<Field> f;
-  const auto str = [&](const char* n, const std::string& v) {
-    f.push_back({n, json_string(v), v});
-  };
-  const auto num = [&](const char* n, const std::string& text) {
-    f.push_back({n, text, text == "null" ? "" : text});
-  };
-  const auto u64 = [&](const char* n, std::uint64_t v) { num(n, std::to_string(v)); };
-  str("structure", r.structure);
-  str("technique", r.technique);
-  str("kind", r.kind);
-  str("criterion", r.criterion);
-  str("workload", r.workload);
-  u64("threads", r.threads);
-  str("status", r.status);
-  str("note", r.note);
-  num("mops", json_number(r.mops));
-  num("mops_min", json_number(r.mops_min));
-  num("mops_max", json_number(r.mops_max));
-  num("flushes_per_op", json_number(r.flushes_per_op));
-  num("fences_per_op", json_number(r.fences_per_op));
-  num("rmws_per_op", json_number(r.rmws_per_op));
-  num("bytes_per_element", json_number(r.bytes_per_element));
-  num("pool_bytes_per_element", json_number(r.pool_bytes_per_element));
-  num("dram_bytes_per_element", json_number(r.dram_bytes_per_element));
-  u64("elements", r.elements);
-  u64("elements_after_prefill", r.elements_after_prefill);
-  num("pool_bytes", json_number(r.pool_bytes));
-  num("dram_bytes", json_number(r.dram_bytes));
-  num("recovery_ms", json_number(r.recovery_ms));
-  num("recovery_elements", json_number(r.recovery_elements));
-  num("recovered_elements", json_number(r.recovered_elements));
-  u64("ops", r.ops.total());
-  num("seconds", json_number(r.seconds_total));
-  str("distribution", r.distribution);
-  num("zipf_theta", json_number(r.zipf_theta));
-  u64("key_range", r.key_range);
-  u64("prefill", r.prefill);
-  u64("buckets", r.buckets);
-  u64("reads_pct", r.reads_pct);
-  num("duration_s", json_number(r.duration_s));
-  num("warmup_s", json_number(r.warmup_s));
-  u64("reps", r.reps);
-  u64("local_work", r.local_work);
-  u64("seed", r.seed);
-  u64("fence_latency_ns", r.fence_latency_ns);
-  str("backend", r.backend);
-  str("flush_instruction", r.flush_instruction);
-  return f;
+inline std::string csv_text(const Json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_null()) return "";
+  if (v.is_number_float()) return csv_number(v.get<double>());
+  return v.dump();
 }
 
 }  // namespace detail
 
+// NaN and infinities are written as null.
 inline void write_json(std::ostream& out, const std::vector<Record>& records,
                        const std::string& command) {
-  out << "{\n  \"pmds_bench\": 1,\n  \"command\": " << detail::json_string(command)
-      << ",\n  \"results\": [";
-  for (std::size_t i = 0; i < records.size(); ++i) {
-    const Record& r = records[i];
-    out << (i == 0 ? "\n" : ",\n") << "    {";
-    bool first = true;
-    for (const auto& f : detail::scalar_fields(r)) {
-      out << (first ? "" : ", ") << detail::json_string(f.name) << ": " << f.json;
-      first = false;
-    }
-    out << ", \"mops_reps\": [";
-    for (std::size_t k = 0; k < r.mops_reps.size(); ++k)
-      out << (k == 0 ? "" : ", ") << detail::json_number(r.mops_reps[k]);
-    out << "], \"op_mix\": {";
-    bool first_op = true;
-    for (std::size_t k = 0; k < op_type_count; ++k) {
-      if (r.ops.calls[k] == 0) continue;
-      out << (first_op ? "" : ", ") << detail::json_string(to_string(static_cast<Op>(k)))
-          << ": {\"calls\": " << r.ops.calls[k] << ", \"successes\": " << r.ops.successes[k] << "}";
-      first_op = false;
-    }
-    out << "}}";
+  using detail::Json;
+  Json results = Json::array();
+  for (const Record& r : records) {
+    Json record = detail::scalar_fields(r);
+    record["mops_reps"] = r.mops_reps;
+    Json& mix = record["op_mix"] = Json::object();
+    for (std::size_t k = 0; k < op_type_count; ++k)
+      if (r.ops.calls[k] != 0)
+        mix[to_string(static_cast<Op>(k))] = {{"calls", r.ops.calls[k]},
+                                              {"successes", r.ops.successes[k]}};
+    results.push_back(std::move(record));
   }
-  out << "\n  ]\n}\n";
+  const Json doc = {{"pmds_bench", 1}, {"command", command}, {"results", std::move(results)}};
+  out << doc.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
 }
 
 inline std::string csv_cell(const std::string& s) {
@@ -243,11 +196,10 @@ inline std::string csv_cell(const std::string& s) {
 }
 
 inline void write_csv(std::ostream& out, const std::vector<Record>& records) {
-  const Record empty;
-  const auto header = detail::scalar_fields(empty);
   bool first = true;
-  for (const auto& f : header) {
-    out << (first ? "" : ",") << f.name;
+  const detail::Json header = detail::scalar_fields(Record{});
+  for (const auto& [name, value] : header.items()) {
+    out << (first ? "" : ",") << name;
     first = false;
   }
   for (std::size_t k = 0; k < op_type_count; ++k) {
@@ -257,8 +209,9 @@ inline void write_csv(std::ostream& out, const std::vector<Record>& records) {
   out << ",mops_reps\n";
   for (const Record& r : records) {
     first = true;
-    for (const auto& f : detail::scalar_fields(r)) {
-      out << (first ? "" : ",") << csv_cell(f.csv);
+    const detail::Json fields = detail::scalar_fields(r);
+    for (const auto& [name, value] : fields.items()) {
+      out << (first ? "" : ",") << csv_cell(detail::csv_text(value));
       first = false;
     }
     for (std::size_t k = 0; k < op_type_count; ++k)
@@ -266,7 +219,7 @@ inline void write_csv(std::ostream& out, const std::vector<Record>& records) {
     std::string reps;
     for (std::size_t k = 0; k < r.mops_reps.size(); ++k) {
       if (k != 0) reps += ';';
-      reps += detail::json_number(r.mops_reps[k]);
+      reps += detail::csv_number(r.mops_reps[k]);
     }
     out << "," << csv_cell(reps) << "\n";
   }

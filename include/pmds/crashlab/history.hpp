@@ -1,4 +1,5 @@
-// pmds crash lab — recording histories (DESIGN.md §4) and writing them for tools/lincheck.
+// pmds crash lab — recording histories (docs/ARCHITECTURE.md §4) and writing them for
+// tools/lincheck.
 //
 // A HistoryLog lives in a caller-provided memory block: an anonymous shared mapping in the
 // simulated lab (the lab process reads what its workload child recorded), a file-backed shared
@@ -23,10 +24,9 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "pmds/error.hpp"
@@ -212,27 +212,12 @@ inline const char* model_name(Kind k) {
   return "?";
 }
 
-inline std::string json_double(double x) {
-  char b[40];
-  std::snprintf(b, sizeof b, "%.17g", x);
-  return b;
-}
+// JSON values keep their keys in the order written (nlohmann::ordered_json).
+using Json = nlohmann::ordered_json;
 
-inline std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", c);
-      out += b;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
+// One JSON value on one line; bytes that are not UTF-8 (in a message) are replaced, not thrown on.
+inline std::string json_line(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 // Whether recovered sets/maps are compared with values (a set read back by contains() probing
@@ -241,37 +226,35 @@ inline bool compares_values(const registry::Entry& e) {
   return e.kind == Kind::map || (e.kind == Kind::set && e.can_iterate);
 }
 
-// One "op" line.
-inline std::string op_line(const Record& r) {
+// One "op" line (a pending op, not returned, has no "ret" and no "result").
+inline Json op_json(const Record& r) {
   const auto code = static_cast<OpCode>(r.code);
-  std::string name = registry::to_string(code), args, result;
-  const bool done = r.ret != 0;
-  const auto word_or_null = [&] { return r.ok ? std::to_string(r.result_value) : "null"; };
-  const auto boolean = [&] { return std::string(r.ok ? "true" : "false"); };
+  std::string name = registry::to_string(code);
+  Json args = Json::array(), result = nullptr;
+  const auto word_or_null = [&] { return r.ok ? Json(r.result_value) : Json(nullptr); };
+  const bool ok = r.ok != 0;
   switch (code) {
     case OpCode::insert:
     case OpCode::put:
-      args = std::to_string(r.key) + "," + std::to_string(r.value);
-      result = boolean();
+      args = {r.key, r.value};
+      result = ok;
       break;
     case OpCode::remove:
     case OpCode::contains:
-      args = std::to_string(r.key);
-      result = boolean();
+      args.push_back(r.key);
+      result = ok;
       break;
     case OpCode::get:
-      args = std::to_string(r.key);
+      args.push_back(r.key);
       result = word_or_null();
       break;
     case OpCode::enqueue:
     case OpCode::push:
-      args = std::to_string(r.value);
-      result = "null";
+      args.push_back(r.value);
       break;
     case OpCode::pq_insert:
       name = "insert";
-      args = std::to_string(r.key);
-      result = "null";
+      args.push_back(r.key);
       break;
     case OpCode::dequeue:
     case OpCode::pop:
@@ -280,63 +263,58 @@ inline std::string op_line(const Record& r) {
       result = word_or_null();
       break;
     case OpCode::read:
-      result = json_double(r.result_number);
+      result = r.result_number;
       break;
     case OpCode::fetch_multiply:
-      args = json_double(r.factor);
-      result = json_double(r.result_number);
+      args.push_back(r.factor);
+      result = r.result_number;
       break;
     case OpCode::sync:
-      result = "null";
       break;
   }
-  std::string line = "{\"type\":\"op\",\"thread\":" + std::to_string(r.thread) + ",\"op\":\"" +
-                     name + "\",\"args\":[" + args + "],\"call\":" + std::to_string(r.call);
-  if (done) line += ",\"ret\":" + std::to_string(r.ret) + ",\"result\":" + result;
-  return line + "}\n";
+  Json line = {
+      {"type", "op"}, {"thread", r.thread}, {"op", name}, {"args", args}, {"call", r.call}};
+  if (r.ret != 0) {
+    line["ret"] = r.ret;
+    line["result"] = result;
+  }
+  return line;
 }
 
 // The "state" object of contents read back (registry::Entry::contents order: sets/maps by key;
 // queues front to back; stacks top to bottom; priority queues in delete_min order; a register's
 // one item is the bit pattern of its double).
-inline std::string state_json(const registry::Entry& e, const std::vector<Item>& items) {
-  std::string s;
+inline Json state_json(const registry::Entry& e, const std::vector<Item>& items) {
   switch (e.kind) {
     case Kind::set:
     case Kind::map: {
       const bool values = compares_values(e);
-      s = "{\"keys\":[";
-      for (std::size_t i = 0; i < items.size(); ++i) {
-        if (i) s += ",";
-        s += "[" + std::to_string(items[i].key);
-        if (values) s += "," + std::to_string(items[i].value);
-        s += "]";
-      }
-      return s + "]}";
+      Json keys = Json::array();
+      for (const Item& it : items)
+        keys.push_back(values ? Json::array({it.key, it.value}) : Json::array({it.key}));
+      return {{"keys", keys}};
     }
     case Kind::queue:
     case Kind::stack:
     case Kind::priority_queue: {
-      s = "{\"items\":[";
+      Json out = Json::array();
       for (std::size_t i = 0; i < items.size(); ++i) {
         // A stack's contents come top first; the checker wants bottom first.
         const Item& it = e.kind == Kind::stack ? items[items.size() - 1 - i] : items[i];
-        if (i) s += ",";
-        s += std::to_string(it.key);
+        out.push_back(it.key);
       }
-      return s + "]}";
+      return {{"items", out}};
     }
     case Kind::register_object:
-      return "{\"value\":" +
-             json_double(items.empty() ? 0.0 : std::bit_cast<double>(items.front().key)) + "}";
+      return {{"value", items.empty() ? 0.0 : std::bit_cast<double>(items.front().key)}};
   }
-  return "{}";
+  return Json::object();
 }
 
 // What a checked history consists of.
 struct HistoryText {
   const registry::Entry* entry = nullptr;
-  std::string meta_json = "{}";             // copied into the verdict
+  Json meta = Json::object();               // copied into the verdict
   const std::vector<Item>* init = nullptr;  // contents before the first record (null: empty)
   std::vector<Record> records;
   bool crashed = false;
@@ -366,15 +344,18 @@ inline std::string criterion_label(Criterion c) {
 // The whole history as JSON lines, header to end.
 inline std::string to_json_lines(const HistoryText& h) {
   const registry::Entry& e = *h.entry;
-  std::string out = "{\"type\":\"header\",\"model\":\"" + std::string(model_name(e.kind)) +
-                    "\",\"criterion\":\"" + checked_criterion(e.criterion) +
-                    "\",\"meta\":" + h.meta_json + "}\n";
-  if (h.init != nullptr) out += "{\"type\":\"init\",\"state\":" + state_json(e, *h.init) + "}\n";
-  for (const Record& r : h.records) out += op_line(r);
-  if (h.crashed) out += "{\"type\":\"crash\",\"time\":" + std::to_string(h.crash_time) + "}\n";
+  std::string out = json_line({{"type", "header"},
+                               {"model", model_name(e.kind)},
+                               {"criterion", checked_criterion(e.criterion)},
+                               {"meta", h.meta}}) +
+                    "\n";
+  if (h.init != nullptr)
+    out += json_line({{"type", "init"}, {"state", state_json(e, *h.init)}}) + "\n";
+  for (const Record& r : h.records) out += json_line(op_json(r)) + "\n";
+  if (h.crashed) out += json_line({{"type", "crash"}, {"time", h.crash_time}}) + "\n";
   if (h.recovered != nullptr)
-    out += "{\"type\":\"recovered\",\"state\":" + state_json(e, *h.recovered) + "}\n";
-  return out + "{\"type\":\"end\"}\n";
+    out += json_line({{"type", "recovered"}, {"state", state_json(e, *h.recovered)}}) + "\n";
+  return out + json_line({{"type", "end"}}) + "\n";
 }
 
 }  // namespace pmds::crashlab

@@ -23,11 +23,12 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
-#include "pmds/crashlab/json.hpp"
 #include "pmds/error.hpp"
 
 extern char** environ;
@@ -327,13 +328,14 @@ class Lincheck {
       if (n <= 0) throw Error("pmds crashlab: lincheck stopped answering");
       buffer_.append(b, static_cast<std::size_t>(n));
     }
-    const json::Value v = json::parse(line);
+    // lincheck leaves out empty fields (Go's omitempty).
+    const auto v = nlohmann::json::parse(line);
     Verdict r;
-    r.verdict = v["verdict"].str("error");
-    r.criterion = v["criterion"].str();
-    r.object = v["object"].str();
-    r.message = v["message"].str();
-    for (const auto& x : v["excerpt"].items) r.excerpt.push_back(x.str());
+    r.verdict = v.value("verdict", "error");
+    r.criterion = v.value("criterion", "");
+    r.object = v.value("object", "");
+    r.message = v.value("message", "");
+    r.excerpt = v.value("excerpt", r.excerpt);
     return r;
   }
 

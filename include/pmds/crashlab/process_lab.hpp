@@ -1,5 +1,5 @@
-// pmds crash lab — real process crashes (DESIGN.md §3, last paragraph). Hardware (or counting)
-// backend: the workload runs at full speed with real concurrency.
+// pmds crash lab — real process crashes (docs/ARCHITECTURE.md §3, "Process crashes"). Hardware
+// (or counting) backend: the workload runs at full speed with real concurrency.
 //
 // run_process_crashes(entry, options): one real pool file (on /dev/shm, or $PMDS_CRASHLAB_DIR)
 // goes through `crashes` rounds. In each round a forked child opens the pool (recovering what
@@ -252,9 +252,7 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
       }
       HistoryText h;
       h.entry = &e;
-      h.meta_json = "{\"structure\":" + json_string(e.name) +
-                    ",\"seed\":" + std::to_string(o.seed) + ",\"round\":" + std::to_string(round) +
-                    "}";
+      h.meta = {{"structure", std::string(e.name)}, {"seed", o.seed}, {"round", round}};
       h.init = &state;
       h.records = records;
       h.crashed = true;

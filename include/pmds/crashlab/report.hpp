@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "pmds/crashlab/history.hpp"
-#include "pmds/crashlab/json.hpp"
 
 namespace pmds::crashlab {
 
@@ -36,8 +35,8 @@ struct LabResult {
   std::uint64_t first_violation_process_crash = 0;  // process crash number, 0: none
   std::uint64_t workload_runs = 0;
   std::uint64_t events = 0;  // simulator events executed by the workloads (crash-point range)
-  // The simulator's diagnostic (DESIGN.md §3): times a thread stored after loading a value
-  // another thread had not made durable yet. Informational: not a violation by itself.
+  // The simulator's diagnostic (docs/ARCHITECTURE.md §3): times a thread stored after loading a
+  // value another thread had not made durable yet. Informational: not a violation by itself.
   std::uint64_t not_durable_reads = 0;
   double sim_seconds = 0, process_seconds = 0;
   std::vector<Violation> details;   // the first few violations
@@ -47,81 +46,74 @@ struct LabResult {
   bool passed() const { return violations == 0 && errors.empty(); }
 };
 
-inline std::string violation_json(const Violation& v) {
-  std::string s =
-      "{\"kind\":" + json_string(v.kind) + ",\"criterion\":" + json_string(v.criterion) +
-      ",\"object\":" + json_string(v.object) + ",\"message\":" + json_string(v.message) +
-      ",\"replay\":" + json_string(v.replay) + ",\"crash\":" + std::to_string(v.crash_number);
-  if (!v.history_file.empty()) s += ",\"history_file\":" + json_string(v.history_file);
-  s += ",\"excerpt\":[";
-  for (std::size_t i = 0; i < v.excerpt.size(); ++i)
-    s += (i ? "," : "") + json_string(v.excerpt[i]);
-  return s + "]}";
+inline Json violation_json(const Violation& v) {
+  Json j = {{"kind", v.kind},       {"criterion", v.criterion}, {"object", v.object},
+            {"message", v.message}, {"replay", v.replay},       {"crash", v.crash_number}};
+  if (!v.history_file.empty()) j["history_file"] = v.history_file;
+  j["excerpt"] = v.excerpt;
+  return j;
 }
 
-inline Violation violation_from_json(const json::Value& j) {
+// Reading back what violation_json and result_json wrote: a missing field keeps its default.
+inline Violation violation_from_json(const nlohmann::json& j) {
   Violation v;
-  v.kind = j["kind"].str();
-  v.criterion = j["criterion"].str();
-  v.object = j["object"].str();
-  v.message = j["message"].str();
-  v.replay = j["replay"].str();
-  v.history_file = j["history_file"].str();
-  v.crash_number = j["crash"].u64();
-  for (const auto& x : j["excerpt"].items) v.excerpt.push_back(x.str());
+  v.kind = j.value("kind", v.kind);
+  v.criterion = j.value("criterion", v.criterion);
+  v.object = j.value("object", v.object);
+  v.message = j.value("message", v.message);
+  v.replay = j.value("replay", v.replay);
+  v.history_file = j.value("history_file", v.history_file);
+  v.crash_number = j.value("crash", v.crash_number);
+  v.excerpt = j.value("excerpt", v.excerpt);
   return v;
 }
 
 // The JSON record of one structure (`pmds crashtest --json`).
-inline std::string result_json(const LabResult& r) {
-  const auto num = [](double x) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.3f", x);
-    return std::string(b);
-  };
-  std::string s =
-      "{\"structure\":" + json_string(r.structure) + ",\"criterion\":" + json_string(r.criterion) +
-      ",\"simulated_crashes\":" + std::to_string(r.simulated_crashes) +
-      ",\"images_checked\":" + std::to_string(r.images_checked) +
-      ",\"recovery_crashes\":" + std::to_string(r.recovery_crashes) +
-      ",\"process_crashes\":" + std::to_string(r.process_crashes) +
-      ",\"violations\":" + std::to_string(r.violations) +
-      ",\"undecided\":" + std::to_string(r.undecided) +
-      ",\"first_violation_crash\":" + std::to_string(r.first_violation_crash) +
-      ",\"first_violation_process_crash\":" + std::to_string(r.first_violation_process_crash) +
-      ",\"workload_runs\":" + std::to_string(r.workload_runs) +
-      ",\"simulator_events\":" + std::to_string(r.events) +
-      ",\"not_durable_reads\":" + std::to_string(r.not_durable_reads) +
-      ",\"simulated_seconds\":" + num(r.sim_seconds) +
-      ",\"process_seconds\":" + num(r.process_seconds) + ",\"crashes_per_second\":" +
-      num(r.sim_seconds > 0 ? static_cast<double>(r.simulated_crashes) / r.sim_seconds : 0) +
-      ",\"details\":[";
-  for (std::size_t i = 0; i < r.details.size(); ++i)
-    s += (i ? "," : "") + violation_json(r.details[i]);
-  s += "],\"errors\":[";
-  for (std::size_t i = 0; i < r.errors.size(); ++i) s += (i ? "," : "") + json_string(r.errors[i]);
-  return s + "]}";
+inline Json result_json(const LabResult& r) {
+  Json details = Json::array();
+  for (const auto& v : r.details) details.push_back(violation_json(v));
+  return {{"structure", r.structure},
+          {"criterion", r.criterion},
+          {"simulated_crashes", r.simulated_crashes},
+          {"images_checked", r.images_checked},
+          {"recovery_crashes", r.recovery_crashes},
+          {"process_crashes", r.process_crashes},
+          {"violations", r.violations},
+          {"undecided", r.undecided},
+          {"first_violation_crash", r.first_violation_crash},
+          {"first_violation_process_crash", r.first_violation_process_crash},
+          {"workload_runs", r.workload_runs},
+          {"simulator_events", r.events},
+          {"not_durable_reads", r.not_durable_reads},
+          {"simulated_seconds", r.sim_seconds},
+          {"process_seconds", r.process_seconds},
+          {"crashes_per_second",
+           r.sim_seconds > 0 ? static_cast<double>(r.simulated_crashes) / r.sim_seconds : 0.0},
+          {"details", details},
+          {"errors", r.errors}};
 }
 
-inline LabResult result_from_json(const json::Value& j) {
+inline LabResult result_from_json(const nlohmann::json& j) {
   LabResult r;
-  r.structure = j["structure"].str();
-  r.criterion = j["criterion"].str();
-  r.simulated_crashes = j["simulated_crashes"].u64();
-  r.images_checked = j["images_checked"].u64();
-  r.recovery_crashes = j["recovery_crashes"].u64();
-  r.process_crashes = j["process_crashes"].u64();
-  r.violations = j["violations"].u64();
-  r.undecided = j["undecided"].u64();
-  r.first_violation_crash = j["first_violation_crash"].u64();
-  r.first_violation_process_crash = j["first_violation_process_crash"].u64();
-  r.workload_runs = j["workload_runs"].u64();
-  r.events = j["simulator_events"].u64();
-  r.not_durable_reads = j["not_durable_reads"].u64();
-  r.sim_seconds = j["simulated_seconds"].number();
-  r.process_seconds = j["process_seconds"].number();
-  for (const auto& v : j["details"].items) r.details.push_back(violation_from_json(v));
-  for (const auto& e : j["errors"].items) r.errors.push_back(e.str());
+  r.structure = j.value("structure", r.structure);
+  r.criterion = j.value("criterion", r.criterion);
+  r.simulated_crashes = j.value("simulated_crashes", r.simulated_crashes);
+  r.images_checked = j.value("images_checked", r.images_checked);
+  r.recovery_crashes = j.value("recovery_crashes", r.recovery_crashes);
+  r.process_crashes = j.value("process_crashes", r.process_crashes);
+  r.violations = j.value("violations", r.violations);
+  r.undecided = j.value("undecided", r.undecided);
+  r.first_violation_crash = j.value("first_violation_crash", r.first_violation_crash);
+  r.first_violation_process_crash =
+      j.value("first_violation_process_crash", r.first_violation_process_crash);
+  r.workload_runs = j.value("workload_runs", r.workload_runs);
+  r.events = j.value("simulator_events", r.events);
+  r.not_durable_reads = j.value("not_durable_reads", r.not_durable_reads);
+  r.sim_seconds = j.value("simulated_seconds", r.sim_seconds);
+  r.process_seconds = j.value("process_seconds", r.process_seconds);
+  for (const auto& v : j.value("details", nlohmann::json::array()))
+    r.details.push_back(violation_from_json(v));
+  r.errors = j.value("errors", r.errors);
   return r;
 }
 

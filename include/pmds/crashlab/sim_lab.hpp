@@ -1,4 +1,4 @@
-// pmds crash lab — simulated power failures (DESIGN.md §3–4). Simulated backend only.
+// pmds crash lab — simulated power failures (docs/ARCHITECTURE.md §3–4). Simulated backend only.
 //
 // run_simulated(entry, options) crashes one registered structure `options.crashes` times:
 //
@@ -6,9 +6,9 @@
 //     creates the structure in a fresh pool file (attached to the Px86 simulator), runs the
 //     prefill and then the workload threads under the deterministic scheduler, recording the
 //     history. Crash points: `crashes_per_run` simulator events drawn uniformly over the run
-//     (crash-point events are fences, RMWs and clflushes, DESIGN.md §3). At each one the
-//     simulator calls the lab's handler just before the event takes effect, every other thread
-//     stopped; the handler takes the snapshot, and for each of K crash images (all-minimum,
+//     (crash-point events are fences, RMWs and clflushes, docs/ARCHITECTURE.md §3). At each one
+//     the simulator calls the lab's handler just before the event takes effect, every other
+//     thread stopped; the handler takes the snapshot, and for each of K crash images (all-minimum,
 //     all-maximum, random choices per line; every image when there are at most K):
 //       writes the image as a pool file,
 //       starts a fresh recovery process (crashlab/child.hpp) that maps it at the pool's base,
@@ -182,7 +182,7 @@ class WorkloadProcess {
     try {
       execute();
     } catch (const std::exception& ex) {
-      send("{\"type\":\"error\",\"message\":" + json_string(ex.what()) + "}");
+      send({{"type", "error"}, {"message", ex.what()}});
       finish(1);
     }
     finish(0);
@@ -242,11 +242,12 @@ class WorkloadProcess {
     pm::sim::set_schedule_hook(nullptr);
     pm::sim::clear_crash_handler();
     if (!error.empty()) throw Error(error);
-    send("{\"type\":\"done\",\"events\":" + std::to_string(pm::sim::event_count() - base_) +
-         ",\"recovery_events\":" + std::to_string(recovery_estimate_) +
-         ",\"warnings\":" + std::to_string(pm::sim::warning_count()) +
-         ",\"switches\":" + std::to_string(scheduler_->switches()) +
-         ",\"stolen\":" + std::to_string(scheduler_->stolen()) + "}");
+    send({{"type", "done"},
+          {"events", pm::sim::event_count() - base_},
+          {"recovery_events", recovery_estimate_},
+          {"warnings", pm::sim::warning_count()},
+          {"switches", scheduler_->switches()},
+          {"stolen", scheduler_->stolen()}});
   }
 
   // Ends the workload process. Its helper processes (lincheck, the recovery server) are ended
@@ -264,7 +265,7 @@ class WorkloadProcess {
       pm::sim::set_crash_handler(base_ + events_[next_], [this] { on_crash(); });
   }
 
-  void send(const std::string& line) { write_all(out_, line + "\n"); }
+  void send(const Json& line) { write_all(out_, json_line(line) + "\n"); }
 
   // The crash handler: the simulator lock is held, every other thread is stopped.
   void on_crash() {
@@ -272,7 +273,7 @@ class WorkloadProcess {
     const std::uint64_t event = pm::sim::event_count() - base_;
     ++next_;
     const std::uint64_t crash_number = crash_number_++;
-    std::string violations;
+    Json violations = Json::array();
     std::size_t images = 0, recovery_crashes = 0, undecided = 0, found = 0;
     try {
       const std::uint64_t crash_time = log_->now();
@@ -288,17 +289,20 @@ class WorkloadProcess {
         std::vector<Violation> vs = check(point, crash_number, crash_time, records, rec, undecided);
         for (auto& v : vs) {
           ++found;
-          violations += (violations.empty() ? "" : ",") + violation_json(v);
+          violations.push_back(violation_json(v));
         }
       }
     } catch (const std::exception& ex) {
-      send("{\"type\":\"error\",\"message\":" + json_string(ex.what()) + "}");
+      send({{"type", "error"}, {"message", ex.what()}});
       finish(1);
     }
-    send("{\"type\":\"crash\",\"event\":" + std::to_string(event) + ",\"images\":" +
-         std::to_string(images) + ",\"recovery_crashes\":" + std::to_string(recovery_crashes) +
-         ",\"undecided\":" + std::to_string(undecided) +
-         ",\"violation_count\":" + std::to_string(found) + ",\"violations\":[" + violations + "]}");
+    send({{"type", "crash"},
+          {"event", event},
+          {"images", images},
+          {"recovery_crashes", recovery_crashes},
+          {"undecided", undecided},
+          {"violation_count", found},
+          {"violations", violations}});
     if (found > 0 && o_.stop_at_first_violation) finish(0);
     arm_next();
   }
@@ -373,8 +377,7 @@ class WorkloadProcess {
     }
     HistoryText h;
     h.entry = &e_;
-    h.meta_json =
-        "{\"structure\":" + json_string(e_.name) + ",\"replay\":" + json_string(point.text()) + "}";
+    h.meta = {{"structure", std::string(e_.name)}, {"replay", point.text()}};
     h.init = e_.kind == registry::Kind::register_object ? &init_ : nullptr;
     h.records = records;
     h.crashed = true;
@@ -481,34 +484,36 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
       buffer.append(b, static_cast<std::size_t>(n));
       std::size_t nl;
       while ((nl = buffer.find('\n')) != std::string::npos) {
-        const json::Value j = json::parse(std::string_view(buffer).substr(0, nl));
+        const auto j = nlohmann::json::parse(buffer.substr(0, nl));
         buffer.erase(0, nl + 1);
-        const std::string type = j["type"].str();
+        const auto count = [&j](const char* key) { return j.value(key, std::uint64_t{0}); };
+        const std::string type = j.value("type", "");
         if (type == "crash") {
           ++r.simulated_crashes;
-          r.images_checked += j["images"].u64();
-          r.recovery_crashes += j["recovery_crashes"].u64();
-          r.undecided += j["undecided"].u64();
-          const std::uint64_t found = j["violation_count"].u64();
+          r.images_checked += count("images");
+          r.recovery_crashes += count("recovery_crashes");
+          r.undecided += count("undecided");
+          const std::uint64_t found = count("violation_count");
           if (found > 0 && r.first_violation_crash == 0)
             r.first_violation_crash = r.simulated_crashes;
           r.violations += found;
-          for (const auto& v : j["violations"].items)
+          for (const auto& v : j.value("violations", nlohmann::json::array()))
             if (r.details.size() < o.keep_details) r.details.push_back(violation_from_json(v));
           r.sim_seconds =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
           if (o.progress) o.progress(r);
         } else if (type == "done") {
           done = true;
-          estimate = std::max<std::uint64_t>(j["events"].u64(), 1);
-          r.events += j["events"].u64();
-          r.not_durable_reads += j["warnings"].u64();
-          recovery_estimate = std::max(recovery_estimate, j["recovery_events"].u64());
-          if (j["stolen"].u64() > 0)
+          estimate = std::max<std::uint64_t>(count("events"), 1);
+          r.events += count("events");
+          r.not_durable_reads += count("warnings");
+          recovery_estimate = std::max(recovery_estimate, count("recovery_events"));
+          if (count("stolen") > 0)
             r.errors.push_back("scheduler: a thread blocked outside the access layer; run " +
                                std::to_string(wseed) + " may not replay exactly");
         } else if (type == "error") {
-          r.errors.push_back("workload run " + std::to_string(wseed) + ": " + j["message"].str());
+          r.errors.push_back("workload run " + std::to_string(wseed) + ": " +
+                             j.value("message", ""));
         }
       }
     }
