@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "pmds/pm/pool.hpp"
 #include "pmds/linkfree_soft/soft_list.hpp"
 #include "pmds/linkfree_soft/soft_skiplist.hpp"
+#include "pmds/pm/pool.hpp"
 
 namespace {
 
@@ -62,7 +62,7 @@ void run(const char* name, std::size_t keys, int repeat, Make make) {
     k.erase(std::unique(k.begin(), k.end()), k.end());
     while (k.size() < keys) k.push_back(k.back() + 1);
     auto pool = pm::Pool::create(path, pool_size, name);
-    auto set = make(pool, linkfree_soft::create_new);
+    auto set = make(pool, create_new);
     for (auto it = k.rbegin(); it != k.rend(); ++it)
       if (!set->insert(*it, *it / 3)) ::_exit(2);
     ::_exit(0);  // no close: the pool is dirty, as after a crash
@@ -81,17 +81,17 @@ void run(const char* name, std::size_t keys, int repeat, Make make) {
     const bool dirty = !pool.was_clean_shutdown();
     t0 = std::chrono::steady_clock::now();
     const double cpu0 = thread_cpu_seconds();
-    auto set = make(pool, linkfree_soft::open_existing);
+    auto set = make(pool, open_existing);
     const double recover_s = seconds_since(t0);
     const double recover_cpu = thread_cpu_seconds() - cpu0;
     const auto& st = set->recovery_stats();
     std::printf(
         "%-14s keys %zu  run %d (%s pool)  Pool::open %.3f s  recovery %.3f s wall, %.3f s CPU "
         "(live %zu, slots scanned %zu)\n",
-        name, keys, r + 1, dirty ? "dirty" : "clean", open_s, recover_s, recover_cpu, st.live_nodes,
+        name, keys, r + 1, dirty ? "dirty" : "clean", open_s, recover_s, recover_cpu, st.live_slots,
         st.slots_scanned);
-    if (st.live_nodes != keys) {
-      std::fprintf(stderr, "%s: recovered %zu keys, expected %zu\n", name, st.live_nodes, keys);
+    if (st.live_slots != keys) {
+      std::fprintf(stderr, "%s: recovered %zu keys, expected %zu\n", name, st.live_slots, keys);
       std::exit(1);
     }
     recover_times.push_back(recover_s);
@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
     });
   if (only.empty() || only == "hash")
     run<linkfree_soft::SoftHashSet<>>("hash/soft", keys, repeat, [keys](pm::Pool& p, auto tag) {
-      if constexpr (std::is_same_v<decltype(tag), linkfree_soft::CreateTag>)
+      if constexpr (std::is_same_v<decltype(tag), CreateTag>)
         return std::make_unique<linkfree_soft::SoftHashSet<>>(tag, p, std::bit_ceil(keys));
       else
         return std::make_unique<linkfree_soft::SoftHashSet<>>(tag, p);

@@ -58,6 +58,31 @@ constexpr const char* to_string(Criterion c) {
   return "?";
 }
 
+// Constructor tags of every durable structure, the one convention they all follow:
+//   S s(create_new, pool, args...);   a new, empty structure in an unused pool
+//   S s(open_existing, pool);         the structure the pool holds, recovered
+// (transient structures are built without a pool: S s(args...)).
+struct CreateTag {
+  explicit CreateTag() = default;
+};
+struct OpenTag {
+  explicit OpenTag() = default;
+};
+inline constexpr CreateTag create_new{};
+inline constexpr OpenTag open_existing{};
+
+// What the recovery that opened a durable structure found: s.recovery_stats() of every durable
+// structure (zeros for one created new).
+struct RecoveryStats {
+  std::size_t slots_scanned = 0;   // pool slots recovery examined
+  std::size_t live_slots = 0;      // slots the structure holds after recovery: its nodes (and,
+                                   // for algo/ structures, its anchor and bucket directories)
+  std::size_t freed_slots = 0;     // slots recovery returned to the free lists
+  std::size_t duplicate_keys = 0;  // sets: live nodes whose key another live node has (0 unless
+                                   // a planted bug made them; the extras are freed)
+  double seconds = 0;              // wall time of the whole recovery
+};
+
 // A set with an 8-byte value per key. insert does not update an existing key (seed 000).
 template <class S>
 concept Set = requires(S s, Key k, Value v) {

@@ -79,7 +79,7 @@ class Instance {
   explicit Instance(Args&&... args) : path_(S::name) {
     if constexpr (S::Policy::durable) {
       pool_.emplace(pm::Pool::create(path_.path(), pool_size, layout()));
-      s_ = std::make_unique<S>(*pool_, 0, std::forward<Args>(args)...);
+      s_ = std::make_unique<S>(create_new, *pool_, std::forward<Args>(args)...);
     } else {
       s_ = std::make_unique<S>(std::forward<Args>(args)...);
     }
@@ -94,7 +94,7 @@ class Instance {
       s_.reset();
       pool_.reset();
       pool_.emplace(pm::Pool::open(path_.path(), layout()));
-      s_ = std::make_unique<S>(*pool_, 0, recover);
+      s_ = std::make_unique<S>(open_existing, *pool_);
     }
   }
   static std::string layout() { return std::string("algo/") + S::name; }
@@ -142,13 +142,25 @@ void fill_in_child(const std::string& path, Make&& make, Fill&& fill, bool clean
 
 // After recovery: every slot of every used chunk is either live (reached by the trace) or on
 // a free list; the trace reached exactly `expected_live` slots.
-inline void expect_slot_accounting(pm::Pool& pool, const pm::RecoveryStats& stats,
+inline void expect_slot_accounting(pm::Pool& pool, const RecoveryStats& stats,
                                    std::size_t expected_live) {
   std::size_t total = 0;
   pool.allocator().for_each_slot([&](void*, std::size_t) { ++total; });
   EXPECT_EQ(stats.live_slots, expected_live);
   EXPECT_EQ(pool.allocator().free_slots(), total - expected_live);
-  EXPECT_EQ(stats.free_slots + stats.live_slots, total);
+  EXPECT_EQ(stats.freed_slots + stats.live_slots, total);
+  EXPECT_EQ(stats.slots_scanned, total);
+}
+
+// Creating a structure in a pool that already holds one, and opening a pool that holds none,
+// throw PoolError before anything is written or read.
+template <class S>
+void pool_misuse_is_a_typed_error() {
+  Instance<S> s;  // a structure in a pool
+  EXPECT_THROW(S(create_new, s.pool()), PoolError);
+  TempPath path("empty");
+  auto empty = pm::Pool::create(path.path(), pool_size, Instance<S>::layout());
+  EXPECT_THROW(S(open_existing, empty), PoolError);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -372,9 +384,9 @@ void set_recovery_in_new_process(Make make, LiveSlots live_slots, bool clean_clo
 
   auto pool = pm::Pool::open(path.path(), Instance<S>::layout());
   EXPECT_EQ(pool.was_clean_shutdown(), clean_close);
-  S s(pool, 0, recover);
+  S s(open_existing, pool);
   EXPECT_EQ(contents_of(s), expected);
-  expect_slot_accounting(pool, s.memory().recovery_stats(), live_slots(s, expected.size()));
+  expect_slot_accounting(pool, s.recovery_stats(), live_slots(s, expected.size()));
   use_after_recovery(s, expected, std::min<Key>(own_keys, 64));
 }
 
@@ -431,7 +443,7 @@ void set_recovery_after_kill(Make make, Key own_keys, std::uint64_t min_ops = 30
 
   auto pool = pm::Pool::open(path.path(), Instance<S>::layout());
   EXPECT_FALSE(pool.was_clean_shutdown());
-  S s(pool, 0, recover);
+  S s(open_existing, pool);
   const auto contents = contents_of(s);
   std::map<Key, Value> recovered_keys;
   for (int t = 0; t < c.threads; ++t) {
@@ -454,7 +466,7 @@ void set_recovery_after_kill(Make make, Key own_keys, std::uint64_t min_ops = 30
   }
   std::size_t total = 0;
   pool.allocator().for_each_slot([&](void*, std::size_t) { ++total; });
-  const pm::RecoveryStats& stats = s.memory().recovery_stats();
+  const RecoveryStats& stats = s.recovery_stats();
   EXPECT_EQ(pool.allocator().free_slots() + stats.live_slots, total);
   use_after_recovery(s, contents, std::min<Key>(own_keys, 64));
 }

@@ -103,7 +103,7 @@ void recover_in_new_process(bool clean_close) {
   TempPath path("register-recovery");
   constexpr int per_thread = 300;
   fill_in_child<R>(
-      path.path(), [](pm::Pool& pool) { return std::make_unique<R>(pool, 0); },
+      path.path(), [](pm::Pool& pool) { return std::make_unique<R>(create_new, pool); },
       [&](R& r) {
         std::vector<std::thread> workers;
         for (int t = 0; t < 2; ++t)
@@ -118,7 +118,7 @@ void recover_in_new_process(bool clean_close) {
 
   auto pool = pm::Pool::open(path.path(), Instance<R>::layout());
   EXPECT_EQ(pool.was_clean_shutdown(), clean_close);
-  R r(pool, 0, recover);
+  R r(open_existing, pool);
   const double expected = 1.5 * std::ldexp(1.0, 2 * per_thread);
   EXPECT_EQ(r.read(), expected);
   expect_slot_accounting(pool, r.memory().recovery_stats(), 1);
@@ -138,12 +138,12 @@ TEST(AtomicFloatRecovery, WrongOrEmptyRootSlotIsATypedError) {
   TempPath path("register-errors");
   auto pool = pm::Pool::create(path.path(), pool_size, "algo/register");
   // Nothing created yet: open fails.
-  EXPECT_THROW((AtomicFloat<izraelevitz>(pool, 0, recover)), PoolError);
-  { AtomicFloat<izraelevitz> r(pool, 0); }
+  EXPECT_THROW((AtomicFloat<izraelevitz>(open_existing, pool)), PoolError);
+  { AtomicFloat<izraelevitz> r(create_new, pool); }
   // Occupied slot: create fails.
-  EXPECT_THROW((AtomicFloat<izraelevitz>(pool, 0)), PoolError);
+  EXPECT_THROW((AtomicFloat<izraelevitz>(create_new, pool)), PoolError);
   // A register opened as a stack is reported, not misread.
-  EXPECT_THROW((TreiberStack<izraelevitz>(pool, 0, recover)), PoolError);
+  EXPECT_THROW((TreiberStack<izraelevitz>(open_existing, pool)), PoolError);
 }
 
 }  // namespace

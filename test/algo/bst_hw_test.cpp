@@ -43,7 +43,7 @@ TYPED_TEST(BstTest, ConcurrentStress) {
 }
 
 using DurableBst = NatarajanMittalTree<izraelevitz>;
-auto make_bst = [](pm::Pool& pool) { return std::make_unique<DurableBst>(pool, 0); };
+auto make_bst = [](pm::Pool& pool) { return std::make_unique<DurableBst>(create_new, pool); };
 // Live after recovery: anchor, sentinels R and S and their three leaves, and per key one leaf
 // and one internal node (completed removes took both out).
 auto bst_live = [](const DurableBst&, std::size_t keys) { return 6 + 2 * keys; };
@@ -55,12 +55,8 @@ TEST(BstRecovery, NewProcessAfterCleanClose) {
   set_recovery_in_new_process<DurableBst>(make_bst, bst_live, true);
 }
 
-TEST(BstRecovery, WrongSlotsAreErrors) {
-  using List = NatarajanMittalTree<izraelevitz>;
-  Instance<List> list;
-  EXPECT_THROW(List(list.pool(), 0), PoolError);                     // occupied slot
-  EXPECT_THROW(List(list.pool(), 1, recover), PoolError);            // empty slot
-  EXPECT_THROW(List(list.pool(), pm::Pool::root_count), PoolError);  // no such slot
+TEST(BstRecovery, OccupiedOrEmptyPoolIsATypedError) {
+  pool_misuse_is_a_typed_error<NatarajanMittalTree<izraelevitz>>();
 }
 
 // The planted recovery bug (d) is a real fixture: the recovered list misses one key that the
@@ -69,12 +65,13 @@ TEST(BstRecovery, PlantedRecoveryBugDropsAKey) {
   TempPath path("bst-planted");
   {
     auto pool = pm::Pool::create(path.path(), pool_size, "algo/bst");
-    DurableBst list(pool, 0);
+    DurableBst list(create_new, pool);
     for (Key k = 1; k <= 10; ++k) list.insert(k, value_of(k));
   }
   {
     auto pool = pm::Pool::open(path.path(), "algo/bst");
-    NatarajanMittalTree<IzraelevitzPolicy<PlantedBug::recovery_drops_node>> buggy(pool, 0, recover);
+    NatarajanMittalTree<IzraelevitzPolicy<PlantedBug::recovery_drops_node>> buggy(open_existing,
+                                                                                  pool);
     EXPECT_EQ(buggy.size(), 9u);
     EXPECT_FALSE(buggy.contains(1));
   }

@@ -56,7 +56,9 @@ TEST(HashTest, ManySegments) {
 }
 
 using DurableHash = MichaelHashTable<izraelevitz>;
-auto make_hash = [](pm::Pool& pool) { return std::make_unique<DurableHash>(pool, 0, 5000); };
+auto make_hash = [](pm::Pool& pool) {
+  return std::make_unique<DurableHash>(create_new, pool, 5000);
+};
 // Live after recovery: anchor, directory, segments, and one node per key.
 auto hash_live = [](const DurableHash& h, std::size_t keys) {
   return 2 + (h.bucket_count() + DurableHash::segment_buckets - 1) / DurableHash::segment_buckets +

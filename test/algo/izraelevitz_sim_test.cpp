@@ -24,7 +24,7 @@ std::map<Key, Value> recovered_image(pm::sim::ImageKind kind) {
   TempPath pool_path("sim-list"), image_path("sim-list-image");
   {
     auto pool = pm::Pool::create(pool_path.path(), 8u << 20, "algo/list");
-    HarrisMichaelList<IzraelevitzPolicy<Bug>> list(pool, 0);
+    HarrisMichaelList<IzraelevitzPolicy<Bug>> list(create_new, pool);
     // 1 last: its node is then linked at the head, away from the nodes the insert reads and
     // flushes (a new node sharing a line with its predecessor is flushed with the link's line,
     // which would hide bug (c)).
@@ -35,7 +35,7 @@ std::map<Key, Value> recovered_image(pm::sim::ImageKind kind) {
   }
   auto pool = pm::Pool::open(image_path.path(), "algo/list");
   EXPECT_FALSE(pool.was_clean_shutdown());
-  HarrisMichaelList<izraelevitz> list(pool, 0, recover);
+  HarrisMichaelList<izraelevitz> list(open_existing, pool);
   return contents_of(list);
 }
 

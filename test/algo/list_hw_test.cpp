@@ -43,7 +43,7 @@ TYPED_TEST(ListTest, ConcurrentStress) {
 }
 
 using DurableList = HarrisMichaelList<izraelevitz>;
-auto make_list = [](pm::Pool& pool) { return std::make_unique<DurableList>(pool, 0); };
+auto make_list = [](pm::Pool& pool) { return std::make_unique<DurableList>(create_new, pool); };
 // Live after recovery: the anchor and one node per key (completed removes unlinked theirs).
 auto list_live = [](const DurableList&, std::size_t keys) { return 1 + keys; };
 
@@ -54,12 +54,8 @@ TEST(ListRecovery, NewProcessAfterCleanClose) {
   set_recovery_in_new_process<DurableList>(make_list, list_live, true, 40);
 }
 
-TEST(ListRecovery, WrongSlotsAreErrors) {
-  using List = HarrisMichaelList<izraelevitz>;
-  Instance<List> list;
-  EXPECT_THROW(List(list.pool(), 0), PoolError);                     // occupied slot
-  EXPECT_THROW(List(list.pool(), 1, recover), PoolError);            // empty slot
-  EXPECT_THROW(List(list.pool(), pm::Pool::root_count), PoolError);  // no such slot
+TEST(ListRecovery, OccupiedOrEmptyPoolIsATypedError) {
+  pool_misuse_is_a_typed_error<HarrisMichaelList<izraelevitz>>();
 }
 
 // The planted recovery bug (d) is a real fixture: the recovered list misses one key that the
@@ -68,12 +64,13 @@ TEST(ListRecovery, PlantedRecoveryBugDropsAKey) {
   TempPath path("list-planted");
   {
     auto pool = pm::Pool::create(path.path(), pool_size, "algo/list");
-    DurableList list(pool, 0);
+    DurableList list(create_new, pool);
     for (Key k = 1; k <= 10; ++k) list.insert(k, value_of(k));
   }
   {
     auto pool = pm::Pool::open(path.path(), "algo/list");
-    HarrisMichaelList<IzraelevitzPolicy<PlantedBug::recovery_drops_node>> buggy(pool, 0, recover);
+    HarrisMichaelList<IzraelevitzPolicy<PlantedBug::recovery_drops_node>> buggy(open_existing,
+                                                                                pool);
     EXPECT_EQ(buggy.size(), 9u);
     EXPECT_FALSE(buggy.contains(1));
   }

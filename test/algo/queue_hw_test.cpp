@@ -71,7 +71,7 @@ void recover_in_new_process(bool clean_close) {
   TempPath path("queue-recovery");
   constexpr int n = 3000, d = 1000, per_producer = 2000;
   fill_in_child<Q>(
-      path.path(), [](pm::Pool& pool) { return std::make_unique<Q>(pool, 0); },
+      path.path(), [](pm::Pool& pool) { return std::make_unique<Q>(create_new, pool); },
       [&](Q& q) {
         for (int i = 1; i <= n; ++i) q.enqueue(static_cast<Value>(i));
         for (int i = 1; i <= d; ++i) q.dequeue();
@@ -87,7 +87,7 @@ void recover_in_new_process(bool clean_close) {
 
   auto pool = pm::Pool::open(path.path(), Instance<Q>::layout());
   EXPECT_EQ(pool.was_clean_shutdown(), clean_close);
-  Q q(pool, 0, recover);
+  Q q(open_existing, pool);
   std::vector<Value> contents;
   q.for_each([&](Value v) { contents.push_back(v); });
   ASSERT_EQ(contents.size(), static_cast<std::size_t>(n - d + 2 * per_producer));
@@ -117,11 +117,11 @@ TEST(QueueRecovery, PlantedRecoveryBugDropsTheFront) {
   TempPath path("queue-planted");
   {
     auto pool = pm::Pool::create(path.path(), pool_size, "algo/queue");
-    MichaelScottQueue<izraelevitz> q(pool, 0);
+    MichaelScottQueue<izraelevitz> q(create_new, pool);
     for (Value v = 1; v <= 3; ++v) q.enqueue(v);
   }
   auto pool = pm::Pool::open(path.path(), "algo/queue");
-  MichaelScottQueue<IzraelevitzPolicy<PlantedBug::recovery_drops_node>> q(pool, 0, recover);
+  MichaelScottQueue<IzraelevitzPolicy<PlantedBug::recovery_drops_node>> q(open_existing, pool);
   EXPECT_EQ(q.dequeue(), std::optional<Value>(2));
 }
 

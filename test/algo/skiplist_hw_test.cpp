@@ -43,7 +43,9 @@ TYPED_TEST(SkipListTest, ConcurrentStress) {
 }
 
 using DurableSkipList = SkipList<izraelevitz>;
-auto make_skiplist = [](pm::Pool& pool) { return std::make_unique<DurableSkipList>(pool, 0); };
+auto make_skiplist = [](pm::Pool& pool) {
+  return std::make_unique<DurableSkipList>(create_new, pool);
+};
 // Live after recovery: the anchor, the head and one node per key (completed removes unlinked
 // theirs at every level).
 auto skiplist_live = [](const DurableSkipList&, std::size_t keys) { return 2 + keys; };
@@ -55,12 +57,8 @@ TEST(SkipListRecovery, NewProcessAfterCleanClose) {
   set_recovery_in_new_process<DurableSkipList>(make_skiplist, skiplist_live, true);
 }
 
-TEST(SkipListRecovery, WrongSlotsAreErrors) {
-  using List = SkipList<izraelevitz>;
-  Instance<List> list;
-  EXPECT_THROW(List(list.pool(), 0), PoolError);                     // occupied slot
-  EXPECT_THROW(List(list.pool(), 1, recover), PoolError);            // empty slot
-  EXPECT_THROW(List(list.pool(), pm::Pool::root_count), PoolError);  // no such slot
+TEST(SkipListRecovery, OccupiedOrEmptyPoolIsATypedError) {
+  pool_misuse_is_a_typed_error<SkipList<izraelevitz>>();
 }
 
 // The planted recovery bug (d) is a real fixture: the recovered list misses one key that the
@@ -69,12 +67,12 @@ TEST(SkipListRecovery, PlantedRecoveryBugDropsAKey) {
   TempPath path("skiplist-planted");
   {
     auto pool = pm::Pool::create(path.path(), pool_size, "algo/skiplist");
-    DurableSkipList list(pool, 0);
+    DurableSkipList list(create_new, pool);
     for (Key k = 1; k <= 10; ++k) list.insert(k, value_of(k));
   }
   {
     auto pool = pm::Pool::open(path.path(), "algo/skiplist");
-    SkipList<IzraelevitzPolicy<PlantedBug::recovery_drops_node>> buggy(pool, 0, recover);
+    SkipList<IzraelevitzPolicy<PlantedBug::recovery_drops_node>> buggy(open_existing, pool);
     EXPECT_EQ(buggy.size(), 9u);
     EXPECT_FALSE(buggy.contains(1));
   }

@@ -63,7 +63,7 @@ void recover_in_new_process(bool clean_close) {
   TempPath path("stack-recovery");
   constexpr int n = 3000, d = 1000, per_producer = 2000;
   fill_in_child<S>(
-      path.path(), [](pm::Pool& pool) { return std::make_unique<S>(pool, 0); },
+      path.path(), [](pm::Pool& pool) { return std::make_unique<S>(create_new, pool); },
       [&](S& s) {
         for (int i = 1; i <= n; ++i) s.push(static_cast<Value>(i));
         for (int i = 1; i <= d; ++i) s.pop();
@@ -79,7 +79,7 @@ void recover_in_new_process(bool clean_close) {
 
   auto pool = pm::Pool::open(path.path(), Instance<S>::layout());
   EXPECT_EQ(pool.was_clean_shutdown(), clean_close);
-  S s(pool, 0, recover);
+  S s(open_existing, pool);
   std::vector<Value> contents;
   s.for_each([&](Value v) { contents.push_back(v); });
   ASSERT_EQ(contents.size(), static_cast<std::size_t>(n - d + 2 * per_producer));
@@ -93,7 +93,7 @@ void recover_in_new_process(bool clean_close) {
   for (int i = 0; i < n - d; ++i)
     ASSERT_EQ(contents[2 * per_producer + i], static_cast<Value>(n - d - i));
   // Live: the anchor and one node per value.
-  expect_slot_accounting(pool, s.memory().recovery_stats(), 1 + contents.size());
+  expect_slot_accounting(pool, s.recovery_stats(), 1 + contents.size());
   for (Value v : contents) ASSERT_EQ(s.pop(), std::optional<Value>(v));
   EXPECT_EQ(s.pop(), std::nullopt);
   pool_stress([&](Value v) { s.push(v); }, [&] { return s.pop(); }, 2, 2000, false);
@@ -110,11 +110,11 @@ TEST(StackRecovery, PlantedRecoveryBugDropsTheTop) {
   TempPath path("stack-planted");
   {
     auto pool = pm::Pool::create(path.path(), pool_size, "algo/stack");
-    TreiberStack<izraelevitz> s(pool, 0);
+    TreiberStack<izraelevitz> s(create_new, pool);
     for (Value v = 1; v <= 3; ++v) s.push(v);
   }
   auto pool = pm::Pool::open(path.path(), "algo/stack");
-  TreiberStack<IzraelevitzPolicy<PlantedBug::recovery_drops_node>> s(pool, 0, recover);
+  TreiberStack<IzraelevitzPolicy<PlantedBug::recovery_drops_node>> s(open_existing, pool);
   EXPECT_EQ(s.pop(), std::optional<Value>(2));
 }
 

@@ -187,7 +187,7 @@ void concurrent_stress(int threads, int ops_per_thread) {
   auto reopened = pm::Pool::open(path.str(), "test");
   auto recovered = Kind::open(reopened);
   check(*recovered);
-  EXPECT_EQ(recovered->recovery_stats().live_nodes, recovered->size());
+  EXPECT_EQ(recovered->recovery_stats().live_slots, recovered->size());
   EXPECT_EQ(recovered->recovery_stats().duplicate_keys, 0u);
 }
 
@@ -253,9 +253,9 @@ TYPED_TEST(LinkFreeSetTest, ReopenRecoversContentsAndFreesTheRest) {
     auto set = TypeParam::open(pool);
     EXPECT_EQ(contents_of(*set), model);
     const auto& st = set->recovery_stats();
-    EXPECT_EQ(st.live_nodes, model.size());
+    EXPECT_EQ(st.live_slots, model.size());
     EXPECT_EQ(st.duplicate_keys, 0u);
-    EXPECT_EQ(st.slots_scanned, st.live_nodes + st.freed_slots);
+    EXPECT_EQ(st.slots_scanned, st.live_slots + st.freed_slots);
     // The set works after recovery, and freed slots are reused before new chunks are claimed.
     const std::size_t chunks = pool.allocator().used_chunks();
     for (Key k = 1; k <= 3000; k += 3) ASSERT_TRUE(set->insert(k * 7, k + 1));
@@ -329,7 +329,7 @@ TYPED_TEST(LinkFreeSetTest, ChildInsertsAndExitsParentRecoversExactly) {
     EXPECT_FALSE(pool.was_clean_shutdown());
     auto set = TypeParam::open(pool);
     EXPECT_EQ(contents_of(*set), expected_after(phase)) << "phase " << phase;
-    EXPECT_EQ(set->recovery_stats().live_nodes, expected_after(phase).size());
+    EXPECT_EQ(set->recovery_stats().live_slots, expected_after(phase).size());
   }
 }
 
@@ -362,7 +362,7 @@ TYPED_TEST(LinkFreeSetTest, FullPoolThrowsPoolFullAndTheSetStaysUsable) {
   EXPECT_FALSE(set->insert(kTop, 5));
   EXPECT_EQ(set->get(kTop), std::optional<Value>(kTop));
   for (Key k = lowest; k < lowest + 100; ++k) ASSERT_TRUE(set->remove(k));
-  set->drain_reclamation();
+  set->drain();
   for (Key k = lowest - 100; k < lowest; ++k) ASSERT_TRUE(set->insert(k, k));
   EXPECT_EQ(set->size(), count);
   EXPECT_TRUE(set->contains(lowest - 100));

@@ -55,8 +55,8 @@ void recover_many(const char* name, bool random_order, Make make) {
   std::printf(
       "  %s: recovered %zu live nodes (%zu slots scanned, %zu freed) in %.3f s "
       "(recovery's own clock: %.3f s)\n",
-      name, st.live_nodes, st.slots_scanned, st.freed_slots, seconds, st.seconds);
-  EXPECT_EQ(st.live_nodes, kKeys);
+      name, st.live_slots, st.slots_scanned, st.freed_slots, seconds, st.seconds);
+  EXPECT_EQ(st.live_slots, kKeys);
   EXPECT_EQ(st.duplicate_keys, 0u);
   // Exact contents.
   std::size_t seen = 0;
@@ -80,7 +80,7 @@ void recover_many(const char* name, bool random_order, Make make) {
 TEST(LinkFreeRecovery, HashSetOfManyKeys) {
   using Kind = SetKind<linkfree_soft::LinkFreeHashSet>;
   recover_many<Kind>("hash/linkfree (2^20 buckets), random insert order", true, [](pm::Pool& pool) {
-    return std::make_unique<linkfree_soft::LinkFreeHashSet>(linkfree_soft::create_new, pool, std::size_t{1} << 20);
+    return std::make_unique<linkfree_soft::LinkFreeHashSet>(create_new, pool, std::size_t{1} << 20);
   });
 }
 

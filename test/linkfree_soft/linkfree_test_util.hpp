@@ -1,6 +1,6 @@
-// Test helpers for the link-free sets (test/linkfree_soft/linkfree_*_test.cpp): a pool file that removes
-// itself (pool/pool_test_util.hpp), and one "kind" per structure so every test runs over list,
-// hash and skip list alike.
+// Test helpers for the link-free sets (test/linkfree_soft/linkfree_*_test.cpp): a pool file that
+// removes itself (pool/pool_test_util.hpp), and one "kind" per structure so every test runs over
+// list, hash and skip list alike.
 #pragma once
 
 #include <cstdint>
@@ -8,9 +8,9 @@
 #include <memory>
 #include <string>
 
-#include "pmds/pm/pool.hpp"
 #include "pmds/linkfree_soft/linkfree_list.hpp"
 #include "pmds/linkfree_soft/linkfree_skiplist.hpp"
+#include "pmds/pm/pool.hpp"
 #include "pool/pool_test_util.hpp"
 
 namespace pmds::test {
@@ -24,12 +24,12 @@ struct SetKind {
   using Set = S;
   static std::unique_ptr<S> create(pm::Pool& pool) {
     if constexpr (Buckets != 0)
-      return std::make_unique<S>(linkfree_soft::create_new, pool, Buckets);
+      return std::make_unique<S>(create_new, pool, Buckets);
     else
-      return std::make_unique<S>(linkfree_soft::create_new, pool);
+      return std::make_unique<S>(create_new, pool);
   }
   static std::unique_ptr<S> open(pm::Pool& pool) {
-    return std::make_unique<S>(linkfree_soft::open_existing, pool);
+    return std::make_unique<S>(open_existing, pool);
   }
 };
 

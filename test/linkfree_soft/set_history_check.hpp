@@ -1,6 +1,6 @@
 // A per-key checker of durable linearizability for set histories, shared by the seed 000 sets'
-// direct crash tests (test/linkfree_soft/linkfree_sim_test.cpp, soft_crash_sim_test.cpp). The crash lab
-// (include/pmds/crashlab) checks every registered structure with tools/lincheck instead; these
+// direct crash tests (test/linkfree_soft/linkfree_sim_test.cpp, soft_crash_sim_test.cpp). The crash
+// lab (include/pmds/crashlab) checks every registered structure with tools/lincheck instead; these
 // tests check the recovered contents in process, exactly and fast, for their planted bugs.
 #pragma once
 

@@ -126,7 +126,7 @@ TYPED_TEST(SoftFenceTest, SingleThreadAtMostOneFencePerUpdateNonePerRead) {
   EXPECT_EQ(d.flushes, 0u);
   EXPECT_EQ(d.fences, 0u);
   EXPECT_EQ(d.rmws, 0u);
-  EXPECT_GT(r->recovery_stats().live_nodes, 0u);
+  EXPECT_GT(r->recovery_stats().live_slots, 0u);
 }
 
 TYPED_TEST(SoftFenceTest, ContendedThreadsAtMostOneFencePerUpdateNonePerRead) {

@@ -21,8 +21,8 @@
 namespace {
 
 using namespace soft_test;
-using pmds::ReservedKey;
 using linkfree_soft::SoftBug;
+using pmds::ReservedKey;
 
 constexpr std::size_t kPoolSize = 32u << 20;
 
@@ -124,10 +124,10 @@ TYPED_TEST(SoftSetTest, ReopenRecoversExactlyTheContentsAndStaysUsable) {
   }
   auto& r = this->reopen();
   EXPECT_EQ(contents(r), model);
-  EXPECT_EQ(r.recovery_stats().live_nodes, model.size());
+  EXPECT_EQ(r.recovery_stats().live_slots, model.size());
   EXPECT_EQ(r.recovery_stats().duplicate_keys, 0u);
   EXPECT_EQ(r.recovery_stats().slots_scanned,
-            r.recovery_stats().live_nodes + r.recovery_stats().freed_slots);
+            r.recovery_stats().live_slots + r.recovery_stats().freed_slots);
   for (const auto& [k, v] : model) ASSERT_EQ(r.get(k), v);
   // Recovered nodes behave as any other: remove some, insert new ones (into freed slots).
   for (Key k = 2; k <= 500; k += 3) {
@@ -380,7 +380,7 @@ TYPED_TEST(SoftSetTest, ProcessExitWithoutCloseKeepsExactlyItsContents) {
   std::map<Key, Value> expected;
   for (Key k = 2; k <= 3000; k += 2) expected[k] = k * 3;
   EXPECT_EQ(contents(*this->set_), expected);
-  EXPECT_EQ(this->set_->recovery_stats().live_nodes, expected.size());
+  EXPECT_EQ(this->set_->recovery_stats().live_slots, expected.size());
 }
 
 // A process killed (SIGKILL) in the middle of a run of updates: every update it completed is in
@@ -508,7 +508,7 @@ TYPED_TEST(SoftSetTest, RecoveryKeepsOneOfDuplicateKeys) {
 TEST(SoftSkipListScan, ScansMatchTheModel) {
   pool_test::TempPath path("soft_scan");
   auto pool = pm::Pool::create(path, kPoolSize, "skiplist/soft");
-  linkfree_soft::SoftSkipList<> s(linkfree_soft::create_new, pool);
+  linkfree_soft::SoftSkipList<> s(create_new, pool);
   std::map<Key, Value> model;
   std::mt19937_64 rng(3);
   for (int i = 0; i < 3000; ++i) {
@@ -536,7 +536,9 @@ TEST(SoftSkipListScan, ScansMatchTheModel) {
 
 struct alignas(64) PNodeBuffer {
   unsigned char bytes[64] = {};
-  linkfree_soft::detail::SoftPNode& node() { return *reinterpret_cast<linkfree_soft::detail::SoftPNode*>(bytes); }
+  linkfree_soft::detail::SoftPNode& node() {
+    return *reinterpret_cast<linkfree_soft::detail::SoftPNode*>(bytes);
+  }
 };
 
 void set_flags(linkfree_soft::detail::SoftPNode& p, int start, int end, int del) {

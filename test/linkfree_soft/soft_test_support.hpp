@@ -10,16 +10,18 @@
 #include <map>
 #include <memory>
 
-#include "pmds/pm/pool.hpp"
+#include "linkfree_soft/set_history_check.hpp"
 #include "pmds/linkfree_soft/soft_list.hpp"
 #include "pmds/linkfree_soft/soft_skiplist.hpp"
+#include "pmds/pm/pool.hpp"
 #include "pool/pool_test_util.hpp"
-#include "linkfree_soft/set_history_check.hpp"
 
 namespace soft_test {
 
 using pmds::Key;
 using pmds::Value;
+using pmds::create_new;
+using pmds::open_existing;
 namespace pm = pmds::pm;
 namespace linkfree_soft = pmds::linkfree_soft;
 
@@ -29,11 +31,9 @@ struct ListKind {
   using type = linkfree_soft::SoftList<Bug>;
   static constexpr const char* layout = "list/soft";
   static constexpr linkfree_soft::SoftBug bug = Bug;
-  static std::unique_ptr<type> create(pm::Pool& p) {
-    return std::make_unique<type>(linkfree_soft::create_new, p);
-  }
+  static std::unique_ptr<type> create(pm::Pool& p) { return std::make_unique<type>(create_new, p); }
   static std::unique_ptr<type> open(pm::Pool& p) {
-    return std::make_unique<type>(linkfree_soft::open_existing, p);
+    return std::make_unique<type>(open_existing, p);
   }
   // Quiescent: frees every retired node now (their slots return to the allocator).
   static void drain(type& s) { s.shared().domain().drain(); }
@@ -47,10 +47,10 @@ struct HashKind {
   static constexpr linkfree_soft::SoftBug bug = Bug;
   static constexpr std::size_t buckets = 8;
   static std::unique_ptr<type> create(pm::Pool& p) {
-    return std::make_unique<type>(linkfree_soft::create_new, p, buckets);
+    return std::make_unique<type>(create_new, p, buckets);
   }
   static std::unique_ptr<type> open(pm::Pool& p) {
-    return std::make_unique<type>(linkfree_soft::open_existing, p);
+    return std::make_unique<type>(open_existing, p);
   }
   static void drain(type& s) { s.shared().domain().drain(); }
 };
@@ -60,11 +60,9 @@ struct SkipKind {
   using type = linkfree_soft::SoftSkipList<Bug>;
   static constexpr const char* layout = "skiplist/soft";
   static constexpr linkfree_soft::SoftBug bug = Bug;
-  static std::unique_ptr<type> create(pm::Pool& p) {
-    return std::make_unique<type>(linkfree_soft::create_new, p);
-  }
+  static std::unique_ptr<type> create(pm::Pool& p) { return std::make_unique<type>(create_new, p); }
   static std::unique_ptr<type> open(pm::Pool& p) {
-    return std::make_unique<type>(linkfree_soft::open_existing, p);
+    return std::make_unique<type>(open_existing, p);
   }
   static void drain(type& s) { s.domain().drain(); }
 };

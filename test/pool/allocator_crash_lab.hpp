@@ -268,7 +268,7 @@ inline Violations check_image(const std::string& path, const std::vector<void*>&
   }
   if (pool.was_clean_shutdown()) v.note(v.clean_flag_set, "a crash image says clean shutdown");
   auto& a = pool.allocator();
-  const pm::RecoveryStats stats = a.recover(is_live);
+  const pm::AllocatorRecoveryStats stats = a.recover(is_live);
   std::size_t total_slots = 0, used = 0;
   a.for_each_used_chunk([&](std::size_t, void*, std::size_t size, std::size_t) {
     total_slots += a.slots_per_chunk(size);
@@ -278,7 +278,7 @@ inline Violations check_image(const std::string& path, const std::vector<void*>&
       a.used_chunks() != used || a.used_chunks() + a.free_chunks() != a.chunk_count() ||
       a.free_slots() != stats.free_slots)
     v.note(v.accounting, "recovery accounting does not add up");
-  const pm::RecoveryStats again = a.recover(is_live);
+  const pm::AllocatorRecoveryStats again = a.recover(is_live);
   if (again.live_slots != stats.live_slots || again.free_slots != stats.free_slots)
     v.note(v.accounting, "a second recover() disagrees with the first");
   for (void* p : required) {

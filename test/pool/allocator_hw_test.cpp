@@ -248,7 +248,7 @@ TEST(Allocator, RecoverAccounting) {
     std::memcpy(&w, slot, sizeof w);
     return w == kLive;
   };
-  const pm::RecoveryStats stats = a.recover(is_live);
+  const pm::AllocatorRecoveryStats stats = a.recover(is_live);
   std::size_t total = 0;
   std::map<std::size_t, std::size_t> chunks_by_size;
   a.for_each_used_chunk([&](std::size_t, void*, std::size_t size, std::size_t owner) {
@@ -312,7 +312,7 @@ TEST(Allocator, RecoverAfterAKilledProcess) {
   pm::Pool pool = pm::Pool::open(path, "test/alloc");
   EXPECT_FALSE(pool.was_clean_shutdown());
   auto& a = pool.allocator();
-  const pm::RecoveryStats stats = a.recover([](void* slot, std::size_t) {
+  const pm::AllocatorRecoveryStats stats = a.recover([](void* slot, std::size_t) {
     std::uint64_t w;
     std::memcpy(&w, slot, sizeof w);
     return w == kLive;

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <new>
 
+#include "pmds/algo/anchored_structure.hpp"
 #include "pmds/algo/policy.hpp"
 #include "pmds/interfaces.hpp"
 
@@ -27,31 +28,24 @@ namespace pmds::algo {
 
 template <class P>
 requires MemoryPolicy<P>
-class AtomicFloat {
+class AtomicFloat : public AnchoredStructure<P> {
+  using AnchoredStructure<P>::mem_;
+
  public:
-  using Policy = P;
   static constexpr const char* name = "register";
   static constexpr std::uint64_t kind = 0x706d64732e666c74;  // "pmds.flt"
   // The value a new register holds (the crash lab records it with a first read).
   static constexpr double default_initial = 1.0;
 
-  // Transient.
   explicit AtomicFloat(double initial = default_initial) requires(!P::durable) { create(initial); }
-  // Durable: creates the register in `pool`, its anchor in root slot `root_slot`.
-  AtomicFloat(pm::Pool& pool, std::size_t root_slot,
-              double initial = default_initial) requires(P::durable)
-      : mem_(pool, root_slot) {
-    check_root_for_create<P>(mem_);
+  AtomicFloat(CreateTag, pm::Pool& pool, double initial = default_initial) requires(P::durable)
+      : AnchoredStructure<P>(create_new, pool) {
     create(initial);
   }
-  // Durable: opens the register in root slot `root_slot` of `pool` and recovers it.
-  AtomicFloat(pm::Pool& pool, std::size_t root_slot, Recover) requires(P::durable)
-      : mem_(pool, root_slot) {
+  AtomicFloat(OpenTag, pm::Pool& pool) requires(P::durable)
+      : AnchoredStructure<P>(open_existing, pool) {
     open_and_recover();
   }
-
-  AtomicFloat(const AtomicFloat&) = delete;
-  AtomicFloat& operator=(const AtomicFloat&) = delete;
 
   ~AtomicFloat() {
     if constexpr (!P::durable) mem_.deallocate(anchor_);
@@ -71,8 +65,6 @@ class AtomicFloat {
 
   // Quiescent read (recovery, tests): no flush.
   double peek() const { return std::bit_cast<double>(anchor_->bits.peek()); }
-  void drain() { mem_.drain(); }
-  typename P::Memory& memory() { return mem_; }
 
  private:
   struct Anchor {
@@ -81,23 +73,16 @@ class AtomicFloat {
   };
 
   void create(double initial) {
-    anchor_ = new (mem_.allocate(sizeof(Anchor))) Anchor;
-    anchor_->kind.init(kind);
-    anchor_->bits.init(std::bit_cast<std::uint64_t>(initial));
-    mem_.publish(anchor_, sizeof(Anchor));  // the initial value durable before the root
-    mem_.set_root(anchor_);
+    // The initial value is durable before the root (create_anchor publishes the anchor).
+    anchor_ = this->template create_anchor<Anchor>(
+        kind, [&](Anchor& a) { a.bits.init(std::bit_cast<std::uint64_t>(initial)); });
   }
 
   void open_and_recover() requires(P::durable) {
-    check_root_for_open<P>(mem_);
-    anchor_ = static_cast<Anchor*>(mem_.root());
-    auto trace = mem_.begin_recovery();
-    trace.visit(anchor_);  // before reading it (Mirror's visit copies the persistent replica)
-    check_anchor_kind<P>(mem_, anchor_->kind.peek(), kind, "AtomicFloat register");
+    auto trace = this->open_anchor(anchor_, kind, "AtomicFloat register");
     trace.finish();
   }
 
-  typename P::Memory mem_;
   Anchor* anchor_ = nullptr;
 };
 

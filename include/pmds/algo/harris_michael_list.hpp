@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "pmds/algo/anchored_structure.hpp"
 #include "pmds/algo/policy.hpp"
 #include "pmds/interfaces.hpp"
 
@@ -178,31 +179,24 @@ class HmBucket {
 
 template <class P>
 requires MemoryPolicy<P>
-class HarrisMichaelList {
+class HarrisMichaelList : public AnchoredStructure<P> {
   using Bucket = detail::HmBucket<P>;
   using Node = typename Bucket::Node;
+  using AnchoredStructure<P>::mem_;
 
  public:
-  using Policy = P;
   static constexpr const char* name = "list";
   static constexpr std::uint64_t kind = 0x706d64732e6c7374;  // "pmds.lst"
 
-  // Transient.
   HarrisMichaelList() requires(!P::durable) { create(); }
-  // Durable: creates the list in `pool`, its anchor in root slot `root_slot` (must be empty).
-  HarrisMichaelList(pm::Pool& pool, std::size_t root_slot) requires(P::durable)
-      : mem_(pool, root_slot) {
-    check_root_for_create<P>(mem_);
+  HarrisMichaelList(CreateTag, pm::Pool& pool) requires(P::durable)
+      : AnchoredStructure<P>(create_new, pool) {
     create();
   }
-  // Durable: opens the list in root slot `root_slot` of `pool` and recovers it.
-  HarrisMichaelList(pm::Pool& pool, std::size_t root_slot, Recover) requires(P::durable)
-      : mem_(pool, root_slot) {
+  HarrisMichaelList(OpenTag, pm::Pool& pool) requires(P::durable)
+      : AnchoredStructure<P>(open_existing, pool) {
     open_and_recover();
   }
-
-  HarrisMichaelList(const HarrisMichaelList&) = delete;
-  HarrisMichaelList& operator=(const HarrisMichaelList&) = delete;
 
   ~HarrisMichaelList() {
     if constexpr (!P::durable) {
@@ -245,10 +239,6 @@ class HarrisMichaelList {
     for_each([&](Key, Value) { ++n; });
     return n;
   }
-  // Quiescent: frees every retired node now.
-  void drain() { mem_.drain(); }
-
-  typename P::Memory& memory() { return mem_; }
 
  private:
   struct Anchor {
@@ -257,26 +247,17 @@ class HarrisMichaelList {
   };
 
   void create() {
-    anchor_ = new (mem_.allocate(sizeof(Anchor))) Anchor;
-    anchor_->kind.init(kind);
-    anchor_->head.init(0);
-    mem_.publish(anchor_, sizeof(Anchor));
-    mem_.set_root(anchor_);
+    anchor_ = this->template create_anchor<Anchor>(kind, [](Anchor& a) { a.head.init(0); });
   }
 
   void open_and_recover() requires(P::durable) {
-    check_root_for_open<P>(mem_);
-    anchor_ = static_cast<Anchor*>(mem_.root());
-    auto trace = mem_.begin_recovery();
-    trace.visit(anchor_);
-    check_anchor_kind<P>(mem_, anchor_->kind.peek(), kind, "Harris-Michael list");
+    auto trace = this->open_anchor(anchor_, kind, "Harris-Michael list");
     if constexpr (P::planted_bug == PlantedBug::recovery_drops_node)
       Bucket::drop_first_node(anchor_->head);
     Bucket::trace(trace, anchor_->head);
     trace.finish();
   }
 
-  typename P::Memory mem_;
   Anchor* anchor_ = nullptr;
 };
 

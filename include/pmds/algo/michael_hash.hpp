@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "pmds/algo/anchored_structure.hpp"
 #include "pmds/algo/harris_michael_list.hpp"
 #include "pmds/algo/policy.hpp"
 #include "pmds/bucket_index.hpp"
@@ -29,38 +30,31 @@ namespace pmds::algo {
 
 template <class P>
 requires MemoryPolicy<P>
-class MichaelHashTable {
+class MichaelHashTable : public AnchoredStructure<P> {
+  using AnchoredStructure<P>::mem_;
   using Bucket = detail::HmBucket<P>;
   using Node = typename Bucket::Node;
   using Link = typename Bucket::Link;
 
  public:
-  using Policy = P;
   static constexpr const char* name = "hash";
   static constexpr std::uint64_t kind = 0x706d64732e687368;  // "pmds.hsh"
   // Head links per segment: 32 KiB of 8-byte links.
   static constexpr std::size_t segment_buckets = 4096;
   static constexpr std::size_t default_bucket_count = 1024;
 
-  // Transient.
   explicit MichaelHashTable(std::size_t bucket_count = default_bucket_count) requires(!P::durable) {
     create(bucket_count);
   }
-  // Durable: creates the table in `pool`, its anchor in root slot `root_slot` (must be empty).
-  MichaelHashTable(pm::Pool& pool, std::size_t root_slot,
+  MichaelHashTable(CreateTag, pm::Pool& pool,
                    std::size_t bucket_count = default_bucket_count) requires(P::durable)
-      : mem_(pool, root_slot) {
-    check_root_for_create<P>(mem_);
+      : AnchoredStructure<P>(create_new, pool) {
     create(bucket_count);
   }
-  // Durable: opens the table in root slot `root_slot` of `pool` and recovers it.
-  MichaelHashTable(pm::Pool& pool, std::size_t root_slot, Recover) requires(P::durable)
-      : mem_(pool, root_slot) {
+  MichaelHashTable(OpenTag, pm::Pool& pool) requires(P::durable)
+      : AnchoredStructure<P>(open_existing, pool) {
     open_and_recover();
   }
-
-  MichaelHashTable(const MichaelHashTable&) = delete;
-  MichaelHashTable& operator=(const MichaelHashTable&) = delete;
 
   ~MichaelHashTable() {
     if constexpr (!P::durable) {
@@ -106,8 +100,6 @@ class MichaelHashTable {
     for_each([&](Key, Value) { ++n; });
     return n;
   }
-  void drain() { mem_.drain(); }
-  typename P::Memory& memory() { return mem_; }
   // Slots other than nodes: anchor, directory, segments (for tests' slot accounting).
   std::size_t overhead_slots() const { return 2 + segments_.size(); }
 
@@ -151,20 +143,14 @@ class MichaelHashTable {
       directory[s].init(word_of(segment));
     }
     mem_.publish(directory, segment_count * sizeof(Link));
-    anchor_ = new (mem_.allocate(sizeof(Anchor))) Anchor;
-    anchor_->kind.init(kind);
-    anchor_->bucket_count.init(bucket_count);
-    anchor_->directory.init(word_of(directory));
-    mem_.publish(anchor_, sizeof(Anchor));
-    mem_.set_root(anchor_);
+    anchor_ = this->template create_anchor<Anchor>(kind, [&](Anchor& a) {
+      a.bucket_count.init(bucket_count);
+      a.directory.init(word_of(directory));
+    });
   }
 
   void open_and_recover() requires(P::durable) {
-    check_root_for_open<P>(mem_);
-    anchor_ = static_cast<Anchor*>(mem_.root());
-    auto trace = mem_.begin_recovery();
-    trace.visit(anchor_);
-    check_anchor_kind<P>(mem_, anchor_->kind.peek(), kind, "Michael hash table");
+    auto trace = this->open_anchor(anchor_, kind, "Michael hash table");
     bucket_count_ = anchor_->bucket_count.peek();
     index_ = BucketIndex(bucket_count_);
     const std::size_t segment_count = (bucket_count_ + segment_buckets - 1) / segment_buckets;
@@ -183,7 +169,6 @@ class MichaelHashTable {
     trace.finish();
   }
 
-  typename P::Memory mem_;
   Anchor* anchor_ = nullptr;
   std::size_t bucket_count_ = 0;
   BucketIndex index_;

@@ -19,6 +19,7 @@
 #include <new>
 #include <optional>
 
+#include "pmds/algo/anchored_structure.hpp"
 #include "pmds/algo/policy.hpp"
 #include "pmds/interfaces.hpp"
 
@@ -26,28 +27,22 @@ namespace pmds::algo {
 
 template <class P>
 requires MemoryPolicy<P>
-class MichaelScottQueue {
+class MichaelScottQueue : public AnchoredStructure<P> {
+  using AnchoredStructure<P>::mem_;
+
  public:
-  using Policy = P;
   static constexpr const char* name = "queue";
   static constexpr std::uint64_t kind = 0x706d64732e717565;  // "pmds.que"
 
-  // Transient.
   MichaelScottQueue() requires(!P::durable) { create(); }
-  // Durable: creates the queue in `pool`, its anchor in root slot `root_slot`.
-  MichaelScottQueue(pm::Pool& pool, std::size_t root_slot) requires(P::durable)
-      : mem_(pool, root_slot) {
-    check_root_for_create<P>(mem_);
+  MichaelScottQueue(CreateTag, pm::Pool& pool) requires(P::durable)
+      : AnchoredStructure<P>(create_new, pool) {
     create();
   }
-  // Durable: opens the queue in root slot `root_slot` of `pool` and recovers it.
-  MichaelScottQueue(pm::Pool& pool, std::size_t root_slot, Recover) requires(P::durable)
-      : mem_(pool, root_slot) {
+  MichaelScottQueue(OpenTag, pm::Pool& pool) requires(P::durable)
+      : AnchoredStructure<P>(open_existing, pool) {
     open_and_recover();
   }
-
-  MichaelScottQueue(const MichaelScottQueue&) = delete;
-  MichaelScottQueue& operator=(const MichaelScottQueue&) = delete;
 
   ~MichaelScottQueue() {
     if constexpr (!P::durable) {
@@ -114,8 +109,6 @@ class MichaelScottQueue {
     for_each([&](Value) { ++n; });
     return n;
   }
-  void drain() { mem_.drain(); }
-  typename P::Memory& memory() { return mem_; }
 
  private:
   struct Node {
@@ -137,20 +130,14 @@ class MichaelScottQueue {
     dummy->value.init(0);
     dummy->next.init(0);
     mem_.publish(dummy, sizeof(Node));
-    anchor_ = new (mem_.allocate(sizeof(Anchor))) Anchor;
-    anchor_->kind.init(kind);
-    anchor_->head.init(word_of(dummy));
-    anchor_->tail.init(word_of(dummy));
-    mem_.publish(anchor_, sizeof(Anchor));
-    mem_.set_root(anchor_);
+    anchor_ = this->template create_anchor<Anchor>(kind, [dummy](Anchor& a) {
+      a.head.init(word_of(dummy));
+      a.tail.init(word_of(dummy));
+    });
   }
 
   void open_and_recover() requires(P::durable) {
-    check_root_for_open<P>(mem_);
-    anchor_ = static_cast<Anchor*>(mem_.root());
-    auto trace = mem_.begin_recovery();
-    trace.visit(anchor_);
-    check_anchor_kind<P>(mem_, anchor_->kind.peek(), kind, "Michael-Scott queue");
+    auto trace = this->open_anchor(anchor_, kind, "Michael-Scott queue");
     if constexpr (P::planted_bug == PlantedBug::recovery_drops_node) {
       // Loses the front value: its node becomes the dummy.
       const Node* dummy = pointer_of<Node>(anchor_->head.peek());
@@ -172,7 +159,6 @@ class MichaelScottQueue {
     trace.finish();
   }
 
-  typename P::Memory mem_;
   Anchor* anchor_ = nullptr;
 };
 

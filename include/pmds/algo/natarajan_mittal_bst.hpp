@@ -34,6 +34,7 @@
 #include <optional>
 #include <vector>
 
+#include "pmds/algo/anchored_structure.hpp"
 #include "pmds/algo/policy.hpp"
 #include "pmds/interfaces.hpp"
 
@@ -41,31 +42,25 @@ namespace pmds::algo {
 
 template <class P>
 requires MemoryPolicy<P>
-class NatarajanMittalTree {
+class NatarajanMittalTree : public AnchoredStructure<P> {
+  using AnchoredStructure<P>::mem_;
+
  public:
-  using Policy = P;
   static constexpr const char* name = "bst";
   static constexpr std::uint64_t kind = 0x706d64732e627374;  // "pmds.bst"
   static constexpr Key infinity = max_reserved_key;          // all three sentinels
   // Slots other than one leaf + one internal node per key: anchor, R, S and three leaves.
   static constexpr std::size_t overhead_slots = 6;
 
-  // Transient.
   NatarajanMittalTree() requires(!P::durable) { create(); }
-  // Durable: creates the tree in `pool`, its anchor in root slot `root_slot`.
-  NatarajanMittalTree(pm::Pool& pool, std::size_t root_slot) requires(P::durable)
-      : mem_(pool, root_slot) {
-    check_root_for_create<P>(mem_);
+  NatarajanMittalTree(CreateTag, pm::Pool& pool) requires(P::durable)
+      : AnchoredStructure<P>(create_new, pool) {
     create();
   }
-  // Durable: opens the tree in root slot `root_slot` of `pool` and recovers it.
-  NatarajanMittalTree(pm::Pool& pool, std::size_t root_slot, Recover) requires(P::durable)
-      : mem_(pool, root_slot) {
+  NatarajanMittalTree(OpenTag, pm::Pool& pool) requires(P::durable)
+      : AnchoredStructure<P>(open_existing, pool) {
     open_and_recover();
   }
-
-  NatarajanMittalTree(const NatarajanMittalTree&) = delete;
-  NatarajanMittalTree& operator=(const NatarajanMittalTree&) = delete;
 
   ~NatarajanMittalTree() {
     if constexpr (!P::durable) {
@@ -182,8 +177,6 @@ class NatarajanMittalTree {
     for_each([&](Key, Value) { ++n; });
     return n;
   }
-  void drain() { mem_.drain(); }
-  typename P::Memory& memory() { return mem_; }
 
  private:
   using Link = typename P::template shared<std::uintptr_t>;
@@ -295,19 +288,12 @@ class NatarajanMittalTree {
         make_node(infinity, word_of(make_node(infinity, 0, 0)), word_of(make_node(infinity, 0, 0)));
     root_ = make_node(infinity, word_of(s), word_of(make_node(infinity, 0, 0)));
     sentinel_s_ = s;
-    anchor_ = new (mem_.allocate(sizeof(Anchor))) Anchor;
-    anchor_->kind.init(kind);
-    anchor_->root.init(word_of(root_));
-    mem_.publish(anchor_, sizeof(Anchor));
-    mem_.set_root(anchor_);
+    anchor_ = this->template create_anchor<Anchor>(
+        kind, [this](Anchor& a) { a.root.init(word_of(root_)); });
   }
 
   void open_and_recover() requires(P::durable) {
-    check_root_for_open<P>(mem_);
-    anchor_ = static_cast<Anchor*>(mem_.root());
-    auto trace = mem_.begin_recovery();
-    trace.visit(anchor_);
-    check_anchor_kind<P>(mem_, anchor_->kind.peek(), kind, "Natarajan-Mittal tree");
+    auto trace = this->open_anchor(anchor_, kind, "Natarajan-Mittal tree");
     root_ = address(anchor_->root.peek());
     trace.visit(root_);
     sentinel_s_ = address(root_->left.peek());
@@ -340,7 +326,6 @@ class NatarajanMittalTree {
     grandparent->left.store(parent->right.peek() & ~(flag_bit | tag_bit));
   }
 
-  typename P::Memory mem_;
   Anchor* anchor_ = nullptr;
   Node* root_ = nullptr;        // R
   Node* sentinel_s_ = nullptr;  // S = R.left, never removed

@@ -51,11 +51,13 @@
 //     visit() can copy the slot's persistent replica into the DRAM replica first; finish()
 //     hands the live set to its allocator. Izraelevitz's visit() only records the slot.
 //
-// Every structure S<P> in algo/ (one file each) has the same constructors:
+// Every structure S<P> in algo/ (one file each) derives from AnchoredStructure<P>
+// (algo/anchored_structure.hpp), which holds its Memory, creates and opens its anchor, and gives
+// it the constructors of every durable structure in pmds:
 //   S<transient> s;                                  transient (also S(bucket_count) for hash)
-//   S<izraelevitz> s(pool, root_slot);               create in a pool; root slot must be empty
-//   S<izraelevitz> s(pool, root_slot, algo::recover); open: trace from the root, tell the
-//                                                     allocator which slots are live
+//   S<izraelevitz> s(create_new, pool);              create in an unused pool
+//   S<izraelevitz> s(open_existing, pool);           open: trace from the root, tell the
+//                                                    allocator which slots are live
 // A durable structure must be destroyed before its pool (pending frees go to its allocator).
 // The allocator's recovery is pool-wide, so a pool holds one algo/ structure.
 //
@@ -70,6 +72,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -125,12 +128,6 @@ constexpr const char* to_string(PlantedBug b) {
   }
   return "?";
 }
-
-// Tag for the constructors that open a structure in a pool and recover it.
-struct Recover {
-  explicit Recover() = default;
-};
-inline constexpr Recover recover{};
 
 // ---------------------------------------------------------------------------------------------
 // The interface, as concepts.
@@ -332,18 +329,26 @@ struct IzraelevitzPolicy {
   // puts every other slot of every used chunk on its free lists (no flush needed).
   class Recovery {
    public:
-    Recovery(pm::ChunkAllocator& allocator, pm::RecoveryStats& stats)
+    Recovery(pm::ChunkAllocator& allocator, RecoveryStats& stats)
         : allocator_(&allocator), stats_(&stats) {}
     bool visit(const void* node) { return live_.insert(node).second; }
     void finish() {
-      *stats_ =
+      const pm::AllocatorRecoveryStats found =
           allocator_->recover([this](void* slot, std::size_t) { return live_.count(slot) != 0; });
+      *stats_ = RecoveryStats{
+          .slots_scanned = found.live_slots + found.free_slots,
+          .live_slots = found.live_slots,
+          .freed_slots = found.free_slots,
+          .duplicate_keys = 0,
+          .seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()};
     }
 
    private:
     pm::ChunkAllocator* allocator_;
-    pm::RecoveryStats* stats_;
+    RecoveryStats* stats_;
     std::unordered_set<const void*> live_;
+    std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   };
 
   class Memory {
@@ -389,7 +394,7 @@ struct IzraelevitzPolicy {
 
     Recovery begin_recovery() { return Recovery(pool_->allocator(), recovery_stats_); }
     // What the last recovery found (live slots = slots the trace reached).
-    const pm::RecoveryStats& recovery_stats() const noexcept { return recovery_stats_; }
+    const RecoveryStats& recovery_stats() const noexcept { return recovery_stats_; }
 
     pm::Pool& pool() const noexcept { return *pool_; }
     std::size_t root_slot() const noexcept { return root_slot_; }
@@ -397,7 +402,7 @@ struct IzraelevitzPolicy {
    private:
     pm::Pool* pool_;
     std::size_t root_slot_;
-    pm::RecoveryStats recovery_stats_;
+    RecoveryStats recovery_stats_;
     reclaim::EpochDomain epochs_;
   };
 };
@@ -423,43 +428,6 @@ inline bool is_marked(std::uintptr_t w) noexcept {
 template <class N>
 std::uintptr_t word_of(const N* p) noexcept {
   return reinterpret_cast<std::uintptr_t>(p);
-}
-
-// The anchor of every durable structure begins with a word naming its kind, checked on open,
-// so that opening a pool's root slot as the wrong structure is a clear error, not garbage.
-template <class P>
-void check_anchor_kind(const typename P::Memory& mem, std::uint64_t found, std::uint64_t expected,
-                       const char* structure) {
-  if (found != expected) {
-    std::string where;
-    if constexpr (P::durable)
-      where =
-          " (pool " + mem.pool().path() + ", root slot " + std::to_string(mem.root_slot()) + ")";
-    throw PoolError(PoolErrc::layout_mismatch,
-                    std::string("pmds: the structure found is not a ") + structure + where);
-  }
-}
-
-// Throws when a durable structure is created in an occupied root slot or opened from an empty
-// one.
-template <class P>
-void check_root_for_create(const typename P::Memory& mem) {
-  if constexpr (P::durable) {
-    if (mem.root() != nullptr)
-      throw PoolError(PoolErrc::bad_argument, "pmds: root slot " + std::to_string(mem.root_slot()) +
-                                                  " of pool " + mem.pool().path() +
-                                                  " already holds a structure");
-  }
-}
-template <class P>
-void check_root_for_open(const typename P::Memory& mem) {
-  if constexpr (P::durable) {
-    if (mem.root() == nullptr)
-      throw PoolError(PoolErrc::bad_argument,
-                      "pmds: root slot " + std::to_string(mem.root_slot()) + " of pool " +
-                          mem.pool().path() +
-                          " holds no structure (never created, or its creation did not finish)");
-  }
 }
 
 }  // namespace pmds::algo

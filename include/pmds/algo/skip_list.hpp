@@ -31,6 +31,7 @@
 #include <optional>
 #include <vector>
 
+#include "pmds/algo/anchored_structure.hpp"
 #include "pmds/algo/policy.hpp"
 #include "pmds/interfaces.hpp"
 
@@ -38,29 +39,24 @@ namespace pmds::algo {
 
 template <class P>
 requires MemoryPolicy<P>
-class SkipList {
+class SkipList : public AnchoredStructure<P> {
+  using AnchoredStructure<P>::mem_;
+
  public:
-  using Policy = P;
   static constexpr const char* name = "skiplist";
   static constexpr std::uint64_t kind = 0x706d64732e736b70;  // "pmds.skp"
   // Levels 0..max_height-1; with p = 1/2, enough for about 2^max_height keys.
   static constexpr int max_height = 20;
 
-  // Transient.
   SkipList() requires(!P::durable) { create(); }
-  // Durable: creates the skip list in `pool`, its anchor in root slot `root_slot`.
-  SkipList(pm::Pool& pool, std::size_t root_slot) requires(P::durable) : mem_(pool, root_slot) {
-    check_root_for_create<P>(mem_);
+  SkipList(CreateTag, pm::Pool& pool) requires(P::durable)
+      : AnchoredStructure<P>(create_new, pool) {
     create();
   }
-  // Durable: opens the skip list in root slot `root_slot` of `pool` and recovers it.
-  SkipList(pm::Pool& pool, std::size_t root_slot, Recover) requires(P::durable)
-      : mem_(pool, root_slot) {
+  SkipList(OpenTag, pm::Pool& pool) requires(P::durable)
+      : AnchoredStructure<P>(open_existing, pool) {
     open_and_recover();
   }
-
-  SkipList(const SkipList&) = delete;
-  SkipList& operator=(const SkipList&) = delete;
 
   ~SkipList() {
     if constexpr (!P::durable) {
@@ -169,8 +165,6 @@ class SkipList {
     for_each([&](Key, Value) { ++n; });
     return n;
   }
-  void drain() { mem_.drain(); }
-  typename P::Memory& memory() { return mem_; }
 
  private:
   using Link = typename P::template shared<std::uintptr_t>;
@@ -287,19 +281,12 @@ class SkipList {
       head_->next(i).init(0);
     }
     mem_.publish(head_, Node::bytes(max_height));
-    anchor_ = new (mem_.allocate(sizeof(Anchor))) Anchor;
-    anchor_->kind.init(kind);
-    anchor_->head.init(word_of(head_));
-    mem_.publish(anchor_, sizeof(Anchor));
-    mem_.set_root(anchor_);
+    anchor_ = this->template create_anchor<Anchor>(
+        kind, [this](Anchor& a) { a.head.init(word_of(head_)); });
   }
 
   void open_and_recover() requires(P::durable) {
-    check_root_for_open<P>(mem_);
-    anchor_ = static_cast<Anchor*>(mem_.root());
-    auto trace = mem_.begin_recovery();
-    trace.visit(anchor_);
-    check_anchor_kind<P>(mem_, anchor_->kind.peek(), kind, "skip list");
+    auto trace = this->open_anchor(anchor_, kind, "skip list");
     head_ = pointer_of<Node>(anchor_->head.peek());
     trace.visit(head_);
     if constexpr (P::planted_bug == PlantedBug::recovery_drops_node) drop_first_node();
@@ -347,7 +334,6 @@ class SkipList {
     }
   }
 
-  typename P::Memory mem_;
   Anchor* anchor_ = nullptr;
   Node* head_ = nullptr;
   std::atomic<int> levels_{1};

@@ -14,6 +14,7 @@
 #include <new>
 #include <optional>
 
+#include "pmds/algo/anchored_structure.hpp"
 #include "pmds/algo/policy.hpp"
 #include "pmds/interfaces.hpp"
 
@@ -21,27 +22,22 @@ namespace pmds::algo {
 
 template <class P>
 requires MemoryPolicy<P>
-class TreiberStack {
+class TreiberStack : public AnchoredStructure<P> {
+  using AnchoredStructure<P>::mem_;
+
  public:
-  using Policy = P;
   static constexpr const char* name = "stack";
   static constexpr std::uint64_t kind = 0x706d64732e73746b;  // "pmds.stk"
 
-  // Transient.
   TreiberStack() requires(!P::durable) { create(); }
-  // Durable: creates the stack in `pool`, its anchor in root slot `root_slot`.
-  TreiberStack(pm::Pool& pool, std::size_t root_slot) requires(P::durable) : mem_(pool, root_slot) {
-    check_root_for_create<P>(mem_);
+  TreiberStack(CreateTag, pm::Pool& pool) requires(P::durable)
+      : AnchoredStructure<P>(create_new, pool) {
     create();
   }
-  // Durable: opens the stack in root slot `root_slot` of `pool` and recovers it.
-  TreiberStack(pm::Pool& pool, std::size_t root_slot, Recover) requires(P::durable)
-      : mem_(pool, root_slot) {
+  TreiberStack(OpenTag, pm::Pool& pool) requires(P::durable)
+      : AnchoredStructure<P>(open_existing, pool) {
     open_and_recover();
   }
-
-  TreiberStack(const TreiberStack&) = delete;
-  TreiberStack& operator=(const TreiberStack&) = delete;
 
   ~TreiberStack() {
     if constexpr (!P::durable) {
@@ -93,8 +89,6 @@ class TreiberStack {
     for_each([&](Value) { ++n; });
     return n;
   }
-  void drain() { mem_.drain(); }
-  typename P::Memory& memory() { return mem_; }
 
  private:
   struct Node {
@@ -108,19 +102,11 @@ class TreiberStack {
   };
 
   void create() {
-    anchor_ = new (mem_.allocate(sizeof(Anchor))) Anchor;
-    anchor_->kind.init(kind);
-    anchor_->top.init(0);
-    mem_.publish(anchor_, sizeof(Anchor));
-    mem_.set_root(anchor_);
+    anchor_ = this->template create_anchor<Anchor>(kind, [](Anchor& a) { a.top.init(0); });
   }
 
   void open_and_recover() requires(P::durable) {
-    check_root_for_open<P>(mem_);
-    anchor_ = static_cast<Anchor*>(mem_.root());
-    auto trace = mem_.begin_recovery();
-    trace.visit(anchor_);
-    check_anchor_kind<P>(mem_, anchor_->kind.peek(), kind, "Treiber stack");
+    auto trace = this->open_anchor(anchor_, kind, "Treiber stack");
     if constexpr (P::planted_bug == PlantedBug::recovery_drops_node) {
       if (const Node* top = pointer_of<Node>(anchor_->top.peek())) {
         anchor_->top.store(top->next.peek());  // loses the top value
@@ -132,7 +118,6 @@ class TreiberStack {
     trace.finish();
   }
 
-  typename P::Memory mem_;
   Anchor* anchor_ = nullptr;
 };
 

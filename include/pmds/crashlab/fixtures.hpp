@@ -28,9 +28,9 @@
 
 namespace pmds::crashlab {
 
-// The fixtures are built like the registered algo/ structures (root slot 0 of the pool).
+// The fixtures are built like the registered algo/ structures.
 template <class T>
-using AlgoFactory = registry::factories::Algo<T>;
+using AlgoFactory = registry::factories::Plain<T>;
 
 template <algo::PlantedBug Bug>
 using BuggyList = algo::HarrisMichaelList<algo::IzraelevitzPolicy<Bug>>;

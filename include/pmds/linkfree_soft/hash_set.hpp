@@ -25,7 +25,7 @@
 //       the epoch domain itself and is durably linearizable on return.
 //
 //   template <class IndexOf>
-//   static SetRecoveryStats L::recover(Shared&, std::span<Bucket> buckets, IndexOf index_of);
+//   static RecoveryStats L::recover(Shared&, std::span<Bucket> buckets, IndexOf index_of);
 //       Open: quiescent, single-threaded, on a freshly constructed Shared and empty buckets.
 //       Scans every durable area of the pool once (pm::ChunkAllocator::recover), links every
 //       valid, undeleted node into buckets[index_of(key)] in key order, returns every other
@@ -125,11 +125,11 @@ class HashSet {
   }
 
   // Quiescent: runs every pending reclamation now (slots of removed nodes become allocatable).
-  void drain_reclamation() { L::drain(shared_); }
+  void drain() { L::drain(shared_); }
 
   std::size_t bucket_count() const { return bucket_count_; }
   // What the recovery at open found (all zero for a created set).
-  const SetRecoveryStats& recovery_stats() const { return recovery_; }
+  const RecoveryStats& recovery_stats() const { return recovery_; }
   pm::Pool& pool() const { return pool_; }
   typename L::Shared& shared() { return shared_; }
 
@@ -149,7 +149,7 @@ class HashSet {
   std::size_t bucket_count_ = 0;
   BucketIndex index_;
   std::unique_ptr<typename L::Bucket[]> buckets_;
-  SetRecoveryStats recovery_;
+  RecoveryStats recovery_;
 };
 
 }  // namespace pmds::linkfree_soft

@@ -153,14 +153,14 @@ struct LinkFreeBucketList {
   // ---- recovery (§3.5) -----------------------------------------------------------------------
 
   template <class IndexOf>
-  static SetRecoveryStats recover(Shared& s, std::span<Bucket> buckets, IndexOf&& index_of) {
+  static RecoveryStats recover(Shared& s, std::span<Bucket> buckets, IndexOf&& index_of) {
     using namespace detail::linkfree;
     detail::Stopwatch clock;
-    SetRecoveryStats stats;
+    RecoveryStats stats;
     std::vector<std::uint32_t> counts(buckets.size() + 1, 0);
     std::vector<LiveNode> live;
     std::vector<std::uint32_t> bucket_of_live;
-    const pm::RecoveryStats found = s.allocator.recover([&](void* slot, std::size_t size) {
+    const pm::AllocatorRecoveryStats found = s.allocator.recover([&](void* slot, std::size_t size) {
       // Another size class is not a link-free node: not ours to judge, keep it.
       if (size != sizeof(Node)) return true;
       ++stats.slots_scanned;
@@ -202,7 +202,7 @@ struct LinkFreeBucketList {
         it->node->next.store(next, std::memory_order_relaxed);  // unmarked: a live node
         reset_recovered_flags(it->node);
         next = word_of(it->node);
-        ++stats.live_nodes;
+        ++stats.live_slots;
       }
       buckets[i].head.store(next, std::memory_order_relaxed);
     }

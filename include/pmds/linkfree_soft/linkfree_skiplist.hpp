@@ -175,10 +175,10 @@ class LinkFreeSkipList {
     return n;
   }
 
-  const SetRecoveryStats& recovery_stats() const { return recovery_; }
+  const RecoveryStats& recovery_stats() const { return recovery_; }
   pm::Pool& pool() const { return pool_; }
   // Quiescent: runs every pending reclamation now.
-  void drain_reclamation() { epochs_.drain(); }
+  void drain() { epochs_.drain(); }
   // Levels some node may use (for tests and inspection).
   int levels_in_use() const { return levels_in_use_.load(std::memory_order_relaxed); }
 
@@ -374,7 +374,7 @@ class LinkFreeSkipList {
     using namespace detail::linkfree;
     detail::Stopwatch clock;
     std::vector<std::pair<Key, Node*>> live;
-    const pm::RecoveryStats found = allocator_.recover([&](void* slot, std::size_t size) {
+    const pm::AllocatorRecoveryStats found = allocator_.recover([&](void* slot, std::size_t size) {
       if (size != sizeof(Node)) return true;  // not a link-free node: not ours to judge
       ++recovery_.slots_scanned;
       auto* n = static_cast<Node*>(slot);
@@ -406,7 +406,7 @@ class LinkFreeSkipList {
         last[level] = n;
       }
       top = std::max(top, height);
-      ++recovery_.live_nodes;
+      ++recovery_.live_slots;
     }
     for (int level = 0; level < max_levels; ++level)
       next_word(last[level], level).store(word_of(&tail_), std::memory_order_relaxed);
@@ -420,7 +420,7 @@ class LinkFreeSkipList {
   Node tail_;
   std::unique_ptr<Word[]> sentinel_towers_;
   alignas(pm::cache_line_size) std::atomic<int> levels_in_use_{1};
-  SetRecoveryStats recovery_;
+  RecoveryStats recovery_;
   reclaim::EpochDomain epochs_;  // last member: destroyed first, after ~LinkFreeSkipList drained it
 };
 

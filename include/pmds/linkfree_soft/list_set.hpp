@@ -78,10 +78,10 @@ class ListSet {
   }
 
   // Quiescent: runs every pending reclamation now (slots of removed nodes become allocatable).
-  void drain_reclamation() { L::drain(shared_); }
+  void drain() { L::drain(shared_); }
 
   // What the recovery at open found (all zero for a created list).
-  const SetRecoveryStats& recovery_stats() const { return recovery_; }
+  const RecoveryStats& recovery_stats() const { return recovery_; }
   pm::Pool& pool() const { return pool_; }
   typename L::Shared& shared() { return shared_; }
 
@@ -89,7 +89,7 @@ class ListSet {
   pm::Pool& pool_;
   typename L::Shared shared_;  // destroyed after bucket_: retired nodes are freed last
   typename L::Bucket bucket_;
-  SetRecoveryStats recovery_;
+  RecoveryStats recovery_;
 };
 
 }  // namespace pmds::linkfree_soft

@@ -211,9 +211,9 @@ class SoftBucketList {
   // §4.6. Quiescent, single-threaded, on fresh Shared and empty buckets: links every live PNode
   // into buckets[index_of(key)] in key order ("inserted"), frees every other slot, no flush.
   template <class IndexOf>
-  static SetRecoveryStats recover(Shared& sh, std::span<Bucket> buckets, IndexOf index_of) {
+  static RecoveryStats recover(Shared& sh, std::span<Bucket> buckets, IndexOf index_of) {
     const detail::Stopwatch clock;
-    SetRecoveryStats stats;
+    RecoveryStats stats;
     const detail::RecoveredPNodes live =
         detail::recover_soft_pnodes<Bug>(sh.allocator(), stats, buckets.size(), index_of);
     // Each bucket gets its group, linked back to front so that it ends up ascending.

@@ -225,7 +225,7 @@ class SoftSkipList {
   }
 
   // What the recovery at open found (all zero for a created list).
-  const SetRecoveryStats& recovery_stats() const { return recovery_; }
+  const RecoveryStats& recovery_stats() const { return recovery_; }
   pm::Pool& pool() const { return pool_; }
   reclaim::EpochDomain& domain() { return domain_; }
 
@@ -532,7 +532,7 @@ class SoftSkipList {
   Nodes nodes_;
   Node* const head_ = nodes_.head;
   Node* const tail_ = nodes_.tail;
-  SetRecoveryStats recovery_;
+  RecoveryStats recovery_;
 };
 
 }  // namespace pmds::linkfree_soft

@@ -63,7 +63,7 @@ namespace pmds::pm {
 class Pool;
 
 // What recover() found.
-struct RecoveryStats {
+struct AllocatorRecoveryStats {
   std::size_t used_chunks = 0;
   std::size_t live_slots = 0;
   std::size_t free_slots = 0;
@@ -140,9 +140,9 @@ class ChunkAllocator {
   // Call it once after Pool::open before allocating, or the free slots of the chunks used
   // before stay unused (never handed out twice: only new chunks are claimed).
   template <class IsLive>
-  RecoveryStats recover(IsLive&& is_live) {
+  AllocatorRecoveryStats recover(IsLive&& is_live) {
     reset_volatile_state();
-    RecoveryStats stats;
+    AllocatorRecoveryStats stats;
     for (std::size_t i = 0; i < chunk_count_; ++i) {
       const std::uint64_t w = directory_[i].load();
       if (!format::chunk_word::is_used(w)) continue;

@@ -5,7 +5,7 @@
 // A registered structure is a *descriptor* type, usually written with Describe<...>:
 //
 //   Describe<"hash/izraelevitz", Kind::map,
-//            factories::AlgoHash<algo::MichaelHashTable<algo::izraelevitz>>,
+//            factories::Hash<algo::MichaelHashTable<algo::izraelevitz>>,
 //            "Michael hash table, Izraelevitz transform: flush+fence after every shared access">
 //
 // where the factory says how to build the concrete type (see Factory below) and the criterion

@@ -26,71 +26,48 @@ namespace pmds::registry {
 
 namespace factories {
 
-// algo/ structures (policy.hpp): S<transient>() in DRAM; S<durable>(pool, root slot 0) to
-// create, S(pool, 0, algo::recover) to open and recover.
+// Every structure follows one constructor convention (interfaces.hpp): S(args...) in DRAM,
+// S(create_new, pool, args...) in a new pool, S(open_existing, pool) to open and recover.
 template <class T>
-struct Algo {
+constexpr bool is_durable = criterion_of<T>() != Criterion::none;
+
+// A structure built without arguments.
+template <class T>
+struct Plain {
   using type = T;
   static std::unique_ptr<T> create(pm::Pool* pool, const CreateOptions&) {
-    if constexpr (T::Policy::durable)
-      return std::make_unique<T>(*pool, 0);
+    if constexpr (is_durable<T>)
+      return std::make_unique<T>(create_new, *pool);
     else
       return std::make_unique<T>();
   }
-  static std::unique_ptr<T> open(pm::Pool& pool,
-                                 const CreateOptions&) requires(T::Policy::durable) {
-    return std::make_unique<T>(pool, 0, algo::recover);
+  static std::unique_ptr<T> open(pm::Pool& pool, const CreateOptions&) requires is_durable<T> {
+    return std::make_unique<T>(open_existing, pool);
   }
 };
 
-// algo/ hash tables: as Algo, with the bucket count (bucket_count_for: one per key of the range,
-// a power of two — seed 000 §6 runs 1M keys over 2^20 buckets). Open reads it from the pool.
+// A hash table, built with its bucket count (bucket_count_for: one per key of the range, a power
+// of two — seed 000 §6 runs 1M keys over 2^20 buckets); open reads it from the pool.
 template <class T>
-struct AlgoHash {
+struct Hash {
   using type = T;
   static std::unique_ptr<T> create(pm::Pool* pool, const CreateOptions& o) {
-    if constexpr (T::Policy::durable)
-      return std::make_unique<T>(*pool, 0, bucket_count_for(o));
+    if constexpr (is_durable<T>)
+      return std::make_unique<T>(create_new, *pool, bucket_count_for(o));
     else
       return std::make_unique<T>(bucket_count_for(o));
   }
-  static std::unique_ptr<T> open(pm::Pool& pool,
-                                 const CreateOptions&) requires(T::Policy::durable) {
-    return std::make_unique<T>(pool, 0, algo::recover);
+  static std::unique_ptr<T> open(pm::Pool& pool, const CreateOptions&) requires is_durable<T> {
+    return std::make_unique<T>(open_existing, pool);
   }
 };
 
-// algo/ lock-protected heap (transient only), its vector reserved for the key range.
+// A lock-protected heap (transient only), its vector reserved for the key range.
 template <class T>
-struct AlgoHeap {
+struct Heap {
   using type = T;
   static std::unique_ptr<T> create(pm::Pool*, const CreateOptions& o) {
     return std::make_unique<T>(static_cast<std::size_t>(o.key_range));
-  }
-};
-
-// linkfree_soft/ (seed 000: link-free and SOFT): S(create_new, pool) and S(open_existing, pool),
-// which recovers from the durable areas.
-template <class T>
-struct DurableSet {
-  using type = T;
-  static std::unique_ptr<T> create(pm::Pool* pool, const CreateOptions&) {
-    return std::make_unique<T>(linkfree_soft::create_new, *pool);
-  }
-  static std::unique_ptr<T> open(pm::Pool& pool, const CreateOptions&) {
-    return std::make_unique<T>(linkfree_soft::open_existing, pool);
-  }
-};
-
-// linkfree_soft::HashSet<L>: as DurableSet, with the bucket count (kept in the pool for open).
-template <class T>
-struct DurableHashSet {
-  using type = T;
-  static std::unique_ptr<T> create(pm::Pool* pool, const CreateOptions& o) {
-    return std::make_unique<T>(linkfree_soft::create_new, *pool, bucket_count_for(o));
-  }
-  static std::unique_ptr<T> open(pm::Pool& pool, const CreateOptions&) {
-    return std::make_unique<T>(linkfree_soft::open_existing, pool);
   }
 };
 

@@ -1,5 +1,6 @@
 // pmds::linkfree_soft — what every durable set of seed 000 (link-free, SOFT) shares about its pool:
-// the create/open tags, the two root-table words a set owns, and what a recovery reports.
+// the two root-table words a set owns. (The create/open tags and RecoveryStats are every durable
+// structure's: interfaces.hpp.)
 //
 // A pool holds one set. The set owns:
 //   root(0)  a tag naming the structure and technique ("which set is this pool"), written last
@@ -15,30 +16,11 @@
 #include <string>
 
 #include "pmds/error.hpp"
+#include "pmds/interfaces.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/pool.hpp"
 
 namespace pmds::linkfree_soft {
-
-// Constructor tags: a set is either created empty in a pool or opened (and recovered) from one.
-struct CreateTag {
-  explicit CreateTag() = default;
-};
-struct OpenTag {
-  explicit OpenTag() = default;
-};
-inline constexpr CreateTag create_new{};
-inline constexpr OpenTag open_existing{};
-
-// What the recovery of a set found (seed 000 §2.1, §3.5, §4.6).
-struct SetRecoveryStats {
-  std::size_t slots_scanned = 0;   // every slot of every durable area of the set's size class
-  std::size_t live_nodes = 0;      // valid and not deleted: linked back into the set
-  std::size_t freed_slots = 0;     // invalid, deleted or never used: returned to the free lists
-  std::size_t duplicate_keys = 0;  // live nodes whose key another live node has (must be 0:
-                                   // only a planted bug can produce them; the extras are freed)
-  double seconds = 0;              // wall time of the whole recovery
-};
 
 namespace detail {
 

@@ -30,9 +30,9 @@
 #include <vector>
 
 #include "pmds/interfaces.hpp"
+#include "pmds/linkfree_soft/detail/set_root.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/allocator.hpp"
-#include "pmds/linkfree_soft/detail/set_root.hpp"
 
 namespace pmds::linkfree_soft {
 
@@ -187,7 +187,7 @@ struct RecoveredPNodes {
 // counts it again. Quiescent and single-threaded; writes nothing persistent,
 // so no flush, and restartable after a crash during it.
 template <SoftBug Bug, class GroupOf>
-RecoveredPNodes recover_soft_pnodes(pm::ChunkAllocator& allocator, SetRecoveryStats& stats,
+RecoveredPNodes recover_soft_pnodes(pm::ChunkAllocator& allocator, RecoveryStats& stats,
                                     std::size_t group_count, GroupOf group_of) {
   std::vector<LivePNode> scanned;  // in slot order (chunks are scanned in address order)
   allocator.recover([&](void* slot, std::size_t size) {
@@ -254,7 +254,7 @@ RecoveredPNodes recover_soft_pnodes(pm::ChunkAllocator& allocator, SetRecoverySt
   }
   out.begin[group_count] = kept;
   out.nodes.resize(kept);
-  stats.live_nodes = kept;
+  stats.live_slots = kept;
   stats.freed_slots = stats.slots_scanned - kept;
   return out;
 }
