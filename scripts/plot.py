@@ -146,15 +146,24 @@ def plot_sweep(ctx, points, variable, out_dir):
             twin = twin_of(s)
             if twin not in by_structure:
                 continue
-            pts = sorted((x, mops[(s, x)] / mops[(twin, x)]) for (x, _) in by_structure[s]
-                         if (twin, x) in mops and mops[(twin, x)] > 0)
+            # The median of the per-round ratios pmds bench measured, with its spread; older
+            # files without it: the ratio of the medians.
+            pts = []
+            for x, r in sorted(by_structure[s], key=lambda p: p[0]):
+                if r.get("ratio_to_transient") is not None:
+                    ratio = r["ratio_to_transient"]
+                    pts.append((x, ratio, ratio - r["ratio_to_transient_min"],
+                                r["ratio_to_transient_max"] - ratio))
+                elif (twin, x) in mops and mops[(twin, x)] > 0:
+                    pts.append((x, mops[(s, x)] / mops[(twin, x)], 0.0, 0.0))
             if pts:
-                rx.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{s} / {twin}",
-                        color=color[s])
+                rx.errorbar([p[0] for p in pts], [p[1] for p in pts],
+                            yerr=[[p[2] for p in pts], [p[3] for p in pts]], marker="o",
+                            capsize=3, label=f"{s} / {twin}", color=color[s])
         rx.axhline(1.0, color="grey", linewidth=0.8)
         rx.set_xlabel(xlabel)
         rx.set_ylabel("throughput / transient twin")
-        rx.set_title("ratio to the transient twin", fontsize=10)
+        rx.set_title("ratio to the transient twin (median of per-round ratios)", fontsize=10)
         if logx:
             rx.set_xscale("log", base=2)
         if variable == "threads":

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Runs the short default benchmark suite over every registered structure (`pmds list`), each with
-# the workload of its kind, at 1 and 2 threads, about a second per measurement, and writes into
-# one results folder:
-#   table.txt       the terminal tables of every run
+# the workload of its kind, at 1 and 2 threads, in short interleaved rounds (every structure of a
+# group runs round r before any runs round r+1), and writes into one results folder:
+#   ratios.txt      every durable structure's throughput relative to its transient twin and to
+#                   psync-bound: the median of the per-round ratios, with their spread. On a
+#                   noisy machine these, not the absolute figures, are the result: printed first.
+#   table.txt       the ratio table, then the terminal tables of every run
 #   results.json    every record (one per structure x thread count; the per-group files too)
 #   results.csv     the same, as CSV
 #   plots/*.png     throughput vs threads (with the ratio to each transient twin), and
@@ -11,9 +14,10 @@
 # It builds nothing: the README's setup script builds first. The folder is printed at the end.
 #
 # usage: scripts/run-default-suite.sh [RESULTS_DIR]
+# The folder defaults to pmds-results/default-suite-DATE (git ignores pmds-results*/).
 # environment: PMDS_BIN (the pmds program; default build/release/bin/pmds),
-#              PMDS_SUITE_DURATION (seconds per measurement, default 1),
-#              PMDS_SUITE_REPS (repetitions, default 1).
+#              PMDS_SUITE_DURATION (seconds per round, default 0.25),
+#              PMDS_SUITE_REPS (rounds, default 5).
 #
 # Workloads and sizes (docs/ARCHITECTURE.md §6, the seeds' defaults):
 #   lists             set mix, 90% reads, key range 256 (seed 000 §6)
@@ -31,12 +35,12 @@ if [[ ! -x $pmds ]]; then
   echo "run-default-suite.sh: $pmds is not built (run scripts/setup-and-run.sh, or set PMDS_BIN)" >&2
   exit 1
 fi
-out=${1:-$root/results/default-suite-$(date +%Y%m%d-%H%M%S)}
+out=${1:-$root/pmds-results/default-suite-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd)
-duration=${PMDS_SUITE_DURATION:-1}
-reps=${PMDS_SUITE_REPS:-1}
-common=(--threads 1,2 --duration "$duration" --warmup 0.2 --reps "$reps")
+duration=${PMDS_SUITE_DURATION:-0.25}
+reps=${PMDS_SUITE_REPS:-5}
+common=(--threads 1,2 --duration "$duration" --warmup 0.1 --reps "$reps")
 
 {
   echo "date:      $(date -Is)"
@@ -59,13 +63,13 @@ run() {
   names=$(IFS=,; echo "$*")
   echo "== $group: $workload over $names" >&2
   if "$pmds" bench --structure "$names" --workload "$workload" --key-range "$range" "${common[@]}" \
-      --json "$out/$group.json" --csv "$out/$group.csv" | tee -a "$out/table.txt"; then
+      --json "$out/$group.json" --csv "$out/$group.csv" | tee -a "$out/runs.txt"; then
     groups+=("$group")
   else
     echo "run-default-suite.sh: the $group run failed" >&2
     failures=$((failures + 1))
   fi
-  echo >>"$out/table.txt"
+  echo >>"$out/runs.txt"
 }
 
 mapfile -t keyed < <("$pmds" list --names --kind map; "$pmds" list --names --kind set)
@@ -105,10 +109,35 @@ with open(f"{out}/results.csv", "w") as f:
             lines = part.readlines()
         f.writelines(lines if i == 0 else lines[1:])
 EOF
+  # The ratio tables of every group, in one.
+  /usr/bin/python3 - "$out/results.json" >"$out/ratios.txt" <<'EOF'
+import json, sys
+records = json.load(open(sys.argv[1]))["results"]
+def cell(r, key):
+    m = r.get(key)
+    if m is None:
+        return "-"
+    fmt = "{:.3g}" if r[key + "_max"] < 0.1 else "{:.2f}"
+    return f"{fmt.format(m)} [{fmt.format(r[key + '_min'])} - {fmt.format(r[key + '_max'])}]"
+rows = [r for r in records if r.get("ratio_to_transient") is not None
+        or r.get("ratio_to_psync_bound") is not None]
+width = max([len(r["structure"]) for r in rows] + [9])
+print("# throughput ratios: median of the per-round ratios [min - max] over "
+      f"{max([r['reps'] for r in rows] + [0])} rounds")
+print(f"{'structure':<{width}} {'workload':<11} {'thr':>3} {'/ transient twin':>22} "
+      f"{'/ psync-bound':>22}")
+for r in rows:
+    print(f"{r['structure']:<{width}} {r['workload']:<11} {r['threads']:>3} "
+          f"{cell(r, 'ratio_to_transient'):>22} {cell(r, 'ratio_to_psync_bound'):>22}")
+EOF
+  cat "$out/ratios.txt" "$out/runs.txt" >"$out/table.txt"
+  rm -f "$out/runs.txt"
   "$pmds" plot --out "$out/plots" "$out/results.json" >/dev/null || failures=$((failures + 1))
 fi
 
 echo
+[[ -f $out/ratios.txt ]] && cat "$out/ratios.txt"
+echo
 echo "results: $out"
-echo "  table.txt, results.json, results.csv, plots/ ($(ls "$out/plots" 2>/dev/null | wc -l) figures)"
+echo "  ratios.txt, table.txt, results.json, results.csv, plots/ ($(ls "$out/plots" 2>/dev/null | wc -l) figures)"
 ((failures == 0)) || { echo "run-default-suite.sh: $failures step(s) failed" >&2; exit 1; }

@@ -578,6 +578,74 @@ TEST(Record, MergedRepetitionsSumTheirCountsBeforeDividing) {
   EXPECT_EQ(a.pool_bytes, 7);
 }
 
+// B/elem is the cost per element beyond an empty structure; the empty structure's bytes are
+// reported on their own.
+TEST(Record, BytesPerElementLeaveTheFixedCostOut) {
+  bench::Record r;
+  r.elements = 10;
+  r.fixed_pool_bytes = 1000;
+  r.pool_bytes = 1000 + 64 * 10;
+  r.fixed_dram_bytes = 500;
+  r.dram_bytes = 500 + 16 * 10;
+  r.finish_bytes();
+  EXPECT_DOUBLE_EQ(*r.pool_bytes_per_element, 64);
+  EXPECT_DOUBLE_EQ(*r.dram_bytes_per_element, 16);
+  EXPECT_DOUBLE_EQ(*r.bytes_per_element, 80);
+  EXPECT_DOUBLE_EQ(*r.fixed_bytes(), 1500);
+  bench::Record no_dram;  // malloc statistics unavailable: no total, no fixed total
+  no_dram.elements = 10;
+  no_dram.pool_bytes = 640;
+  no_dram.finish_bytes();
+  EXPECT_DOUBLE_EQ(*no_dram.pool_bytes_per_element, 64);
+  EXPECT_FALSE(no_dram.bytes_per_element.has_value());
+  EXPECT_FALSE(no_dram.fixed_bytes().has_value());
+}
+
+// Ratios pair the repetitions of one round (not the medians), against the structure's transient
+// twin and psync-bound of the same workload and thread count.
+TEST(Record, RatiosAreTakenRoundByRound) {
+  const auto record = [](std::string name, unsigned threads, std::vector<double> reps) {
+    bench::Record r;
+    r.structure = name;
+    r.technique = name.substr(name.find('/') + 1);
+    r.workload = "set";
+    r.threads = threads;
+    r.mops_reps = std::move(reps);
+    r.finish_throughput();
+    return r;
+  };
+  std::vector<bench::Record> records = {
+      record("hash/transient", 1, {10, 20, 40}),
+      record("hash/soft", 1, {8, 10, 36}),
+      record("hash/psync-bound", 1, {9, 20, 40}),
+      record("hash/transient", 2, {1, 1, 1}),
+      record("hash/soft", 2, {1, 1}),      // fewer rounds than its twin: no ratio
+      record("list/soft", 1, {5, 5, 5})};  // no twin ran
+  bench::add_ratios(records);
+  EXPECT_FALSE(records[0].ratio_to_transient.has_value());
+  const auto& soft = records[1];
+  ASSERT_TRUE(soft.ratio_to_transient.has_value());
+  EXPECT_EQ(soft.ratio_to_transient->to, "hash/transient");
+  EXPECT_DOUBLE_EQ(soft.ratio_to_transient->median, 0.8);  // rounds: 0.8, 0.5, 0.9
+  EXPECT_DOUBLE_EQ(soft.ratio_to_transient->min, 0.5);
+  EXPECT_DOUBLE_EQ(soft.ratio_to_transient->max, 0.9);
+  EXPECT_EQ(soft.ratio_to_transient->rounds, 3u);
+  // Not the ratio of the medians (10 / 20 = 0.5).
+  EXPECT_NE(soft.ratio_to_transient->median, soft.mops / records[0].mops);
+  ASSERT_TRUE(soft.ratio_to_psync_bound.has_value());
+  EXPECT_DOUBLE_EQ(soft.ratio_to_psync_bound->median, 8.0 / 9);  // rounds: 0.889, 0.5, 0.9
+  const auto& bound = records[2];
+  ASSERT_TRUE(bound.ratio_to_transient.has_value());
+  EXPECT_DOUBLE_EQ(bound.ratio_to_transient->median, 1.0);
+  EXPECT_FALSE(bound.ratio_to_psync_bound.has_value());
+  EXPECT_FALSE(records[4].ratio_to_transient.has_value());
+  EXPECT_FALSE(records[5].ratio_to_transient.has_value());
+  EXPECT_FALSE(records[5].ratio_to_psync_bound.has_value());
+  std::ostringstream table;
+  bench::write_ratio_table(table, records);
+  EXPECT_THAT(table.str(), ::testing::HasSubstr("0.80 [0.50 - 0.90]"));
+}
+
 // ---- JSON: a small reader, enough to check the output parses and has its fields. ----------
 
 struct Json;

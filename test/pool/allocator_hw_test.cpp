@@ -45,6 +45,21 @@ TEST(Allocator, SlotSizesAreRoundedTo16) {
   EXPECT_EQ(a.used_chunks(), 7u);  // one chunk per slot size (1 and 16 share one)
 }
 
+// allocated_bytes() counts slots handed out and not freed, to the slot, over every size class.
+TEST(Allocator, AllocatedBytesCountsSlotsNotChunks) {
+  TempPath path("allocated");
+  pm::Pool pool = pm::Pool::create(path, 16 * kMiB, "test/alloc");
+  auto& a = pool.allocator();
+  EXPECT_EQ(a.allocated_bytes(), 0u);
+  std::vector<void*> small, large;
+  for (int i = 0; i < 20000; ++i) small.push_back(a.allocate(64));  // two chunks of 64-byte slots
+  for (int i = 0; i < 3; ++i) large.push_back(a.allocate(100));     // 112-byte slots
+  EXPECT_EQ(a.allocated_bytes(), 20000u * 64 + 3 * 112);
+  for (int i = 0; i < 500; ++i) a.free(small[i]);
+  a.free(large[0]);
+  EXPECT_EQ(a.allocated_bytes(), 19500u * 64 + 2 * 112);
+}
+
 TEST(Allocator, DistinctSlotsAndReuse) {
   TempPath path("distinct");
   pm::Pool pool = pm::Pool::create(path, 8 * kMiB, "test/alloc");

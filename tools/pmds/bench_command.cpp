@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,7 @@ int bench_command(const bench::ParsedBench& parsed, std::string_view command_lin
     }
     std::vector<bench::Record> records;
     for (auto& mine : per_structure) records.insert(records.end(), mine.begin(), mine.end());
+    bench::add_ratios(records);
     progress.clear();
 
     if (cfg.table) {
@@ -121,6 +123,12 @@ int bench_command(const bench::ParsedBench& parsed, std::string_view command_lin
                 << " s x " << cfg.reps << " reps (+" << bench::format_seconds(cfg.warmup_s)
                 << " s warm-up), key range " << cfg.key_range << ", "
                 << bench::to_string(cfg.distribution) << " keys\n";
+      // The ratios first: on a noisy machine they, not the absolute figures, are the result.
+      std::ostringstream ratios;
+      bench::write_ratio_table(ratios, records);
+      if (!ratios.str().empty())
+        std::cout << "# throughput ratios, median of the per-round ratios [min - max]\n"
+                  << ratios.str() << "\n";
       bench::write_table(std::cout, records);
     }
     if (json) {

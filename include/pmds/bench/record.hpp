@@ -25,6 +25,23 @@
 
 namespace pmds::bench {
 
+// One structure's throughput relative to another's, taken round by round: repetition i of both
+// ran in the same round of the interleaved schedule (pmds bench runs repetition i of every
+// structure before repetition i+1 of any), so a slow spell of a noisy machine falls on both.
+// median, min and max are over the rounds' ratios.
+struct Ratio {
+  std::string to;  // the reference structure, e.g. "hash/transient"
+  double median = 0, min = 0, max = 0;
+  std::size_t rounds = 0;
+};
+
+// The median of v (the mean of the middle two for an even count); v must not be empty.
+inline double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 struct Record {
   // What ran.
   std::string structure, technique, kind, criterion, workload, distribution;
@@ -50,11 +67,20 @@ struct Record {
   // Space at the end of the first repetition's run.
   std::uint64_t elements_after_prefill = 0;  // counted successful prefill operations
   std::uint64_t elements = 0;                // then, after the run (prefill + net inserts)
-  double pool_bytes = 0;  // bytes in the pool's used chunks (1 MiB grain per size class/thread)
+  double pool_bytes = 0;                     // bytes of the pool slots the structure holds
   // malloc'd bytes (all arenas) the structure held; unset where malloc statistics are not
   // available (sanitizer builds replace malloc), and then bytes_per_element is unset too.
   std::optional<double> dram_bytes;
+  // The same for an empty structure, built alone: the fixed cost (anchors, sentinels, bucket
+  // arrays), which the per-element figures leave out.
+  double fixed_pool_bytes = 0;
+  std::optional<double> fixed_dram_bytes;
+  // Bytes per element beyond the empty structure: (end - empty) / elements.
   std::optional<double> bytes_per_element, pool_bytes_per_element, dram_bytes_per_element;
+  // Throughput per round relative to the transient twin ("hash/transient" for "hash/soft") and
+  // to the psync-bound reference ("hash/psync-bound"), where those ran in the same invocation
+  // (add_ratios()).
+  std::optional<Ratio> ratio_to_transient, ratio_to_psync_bound;
   // Recovery after a process crash (durable structures).
   std::optional<double> recovery_ms;
   std::optional<std::uint64_t> recovery_elements, recovered_elements;
@@ -85,22 +111,58 @@ struct Record {
   // Median of the repetitions (the mean of the middle two for an even count), min and max.
   void finish_throughput() {
     if (mops_reps.empty()) return;
-    std::vector<double> v = mops_reps;
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    mops = n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-    mops_min = v.front();
-    mops_max = v.back();
+    mops = median_of(mops_reps);
+    const auto [lo, hi] = std::minmax_element(mops_reps.begin(), mops_reps.end());
+    mops_min = *lo;
+    mops_max = *hi;
   }
   void finish_bytes() {
     if (elements == 0) return;
     const double n = static_cast<double>(elements);
-    pool_bytes_per_element = pool_bytes / n;
-    if (!dram_bytes) return;
-    dram_bytes_per_element = *dram_bytes / n;
-    bytes_per_element = (pool_bytes + *dram_bytes) / n;
+    pool_bytes_per_element = (pool_bytes - fixed_pool_bytes) / n;
+    if (!dram_bytes || !fixed_dram_bytes) return;
+    dram_bytes_per_element = (*dram_bytes - *fixed_dram_bytes) / n;
+    bytes_per_element = *pool_bytes_per_element + *dram_bytes_per_element;
+  }
+  // The empty structure's bytes, pool and DRAM (unset where DRAM cannot be measured).
+  std::optional<double> fixed_bytes() const {
+    if (!fixed_dram_bytes) return std::nullopt;
+    return fixed_pool_bytes + *fixed_dram_bytes;
   }
 };
+
+// The ratio of r to reference, round by round, or nullopt if they did not run the same rounds.
+inline std::optional<Ratio> ratio_between(const Record& r, const Record& reference) {
+  if (!r.ok() || !reference.ok() || r.mops_reps.empty() ||
+      r.mops_reps.size() != reference.mops_reps.size())
+    return std::nullopt;
+  std::vector<double> per_round;
+  for (std::size_t i = 0; i < r.mops_reps.size(); ++i) {
+    if (reference.mops_reps[i] <= 0) return std::nullopt;
+    per_round.push_back(r.mops_reps[i] / reference.mops_reps[i]);
+  }
+  const auto [lo, hi] = std::minmax_element(per_round.begin(), per_round.end());
+  return Ratio{reference.structure, median_of(per_round), *lo, *hi, per_round.size()};
+}
+
+// Sets every record's ratios to the records of its structure's "transient" and "psync-bound"
+// techniques with the same workload and thread count, where those are among `records`.
+inline void add_ratios(std::vector<Record>& records) {
+  const auto family = [](const std::string& name) { return name.substr(0, name.find('/')); };
+  const auto find = [&](const Record& r, const std::string& technique) -> const Record* {
+    const std::string name = family(r.structure) + "/" + technique;
+    for (const Record& o : records)
+      if (o.structure == name && o.workload == r.workload && o.threads == r.threads) return &o;
+    return nullptr;
+  };
+  for (Record& r : records) {
+    if (r.technique == "transient") continue;
+    if (const Record* twin = find(r, "transient")) r.ratio_to_transient = ratio_between(r, *twin);
+    if (r.technique == "psync-bound") continue;
+    if (const Record* bound = find(r, "psync-bound"))
+      r.ratio_to_psync_bound = ratio_between(r, *bound);
+  }
+}
 
 namespace detail {
 
@@ -110,6 +172,9 @@ using Json = nlohmann::ordered_json;
 // columns); null where a number does not apply.
 inline Json scalar_fields(const Record& r) {
   const auto optional = [](const auto& x) { return x ? Json(*x) : Json(nullptr); };
+  const auto ratio_median = [](const auto& x) { return x ? Json(x->median) : Json(nullptr); };
+  const auto ratio_min = [](const auto& x) { return x ? Json(x->min) : Json(nullptr); };
+  const auto ratio_max = [](const auto& x) { return x ? Json(x->max) : Json(nullptr); };
   return {{"structure", r.structure},
           {"technique", r.technique},
           {"kind", r.kind},
@@ -131,6 +196,15 @@ inline Json scalar_fields(const Record& r) {
           {"elements_after_prefill", r.elements_after_prefill},
           {"pool_bytes", r.pool_bytes},
           {"dram_bytes", optional(r.dram_bytes)},
+          {"fixed_bytes", optional(r.fixed_bytes())},
+          {"fixed_pool_bytes", r.fixed_pool_bytes},
+          {"fixed_dram_bytes", optional(r.fixed_dram_bytes)},
+          {"ratio_to_transient", ratio_median(r.ratio_to_transient)},
+          {"ratio_to_transient_min", ratio_min(r.ratio_to_transient)},
+          {"ratio_to_transient_max", ratio_max(r.ratio_to_transient)},
+          {"ratio_to_psync_bound", ratio_median(r.ratio_to_psync_bound)},
+          {"ratio_to_psync_bound_min", ratio_min(r.ratio_to_psync_bound)},
+          {"ratio_to_psync_bound_max", ratio_max(r.ratio_to_psync_bound)},
           {"recovery_ms", optional(r.recovery_ms)},
           {"recovery_elements", optional(r.recovery_elements)},
           {"recovered_elements", optional(r.recovered_elements)},
@@ -225,14 +299,51 @@ inline void write_csv(std::ostream& out, const std::vector<Record>& records) {
   }
 }
 
+// The ratio table: every record with a ratio, the median of its per-round ratios to the
+// transient twin and to psync-bound, with their spread [min - max] over the rounds.
+inline void write_ratio_table(std::ostream& out, const std::vector<Record>& records) {
+  std::size_t name_width = 9;
+  bool any = false;
+  for (const Record& r : records) {
+    if (!r.ratio_to_transient && !r.ratio_to_psync_bound) continue;
+    name_width = std::max(name_width, r.structure.size());
+    any = true;
+  }
+  if (!any) return;
+  const auto cell = [](const std::optional<Ratio>& x) {
+    char c[48];
+    // Two decimals; three significant digits for ratios far below 1 (Izraelevitz: ~0.01).
+    if (x && x->max < 0.1)
+      std::snprintf(c, sizeof c, "%.3g [%.3g - %.3g]", x->median, x->min, x->max);
+    else if (x)
+      std::snprintf(c, sizeof c, "%.2f [%.2f - %.2f]", x->median, x->min, x->max);
+    else
+      std::snprintf(c, sizeof c, "-");
+    return std::string(c);
+  };
+  char line[256];
+  std::snprintf(line, sizeof line, "%-*s %-11s %3s %22s %22s %6s\n", static_cast<int>(name_width),
+                "structure", "workload", "thr", "/ transient twin", "/ psync-bound", "rounds");
+  out << line;
+  for (const Record& r : records) {
+    if (!r.ratio_to_transient && !r.ratio_to_psync_bound) continue;
+    const std::size_t rounds =
+        r.ratio_to_transient ? r.ratio_to_transient->rounds : r.ratio_to_psync_bound->rounds;
+    std::snprintf(line, sizeof line, "%-*s %-11s %3u %22s %22s %6zu\n",
+                  static_cast<int>(name_width), r.structure.c_str(), r.workload.c_str(), r.threads,
+                  cell(r.ratio_to_transient).c_str(), cell(r.ratio_to_psync_bound).c_str(), rounds);
+    out << line;
+  }
+}
+
 // The terminal table: one line per record.
 inline void write_table(std::ostream& out, const std::vector<Record>& records) {
   std::size_t name_width = 9;
   for (const Record& r : records) name_width = std::max(name_width, r.structure.size());
   char line[512];
-  std::snprintf(line, sizeof line, "%-*s %-11s %3s %9s %19s %8s %8s %12s %11s  %s\n",
+  std::snprintf(line, sizeof line, "%-*s %-11s %3s %9s %19s %8s %8s %8s %10s %11s  %s\n",
                 static_cast<int>(name_width), "structure", "workload", "thr", "Mops/s",
-                "[min - max]", "flush/op", "fence/op", "B/elem", "recovery", "op mix");
+                "[min - max]", "flush/op", "fence/op", "B/elem", "fixed B", "recovery", "op mix");
   out << line;
   for (const Record& r : records) {
     if (!r.ok()) {
@@ -242,12 +353,16 @@ inline void write_table(std::ostream& out, const std::vector<Record>& records) {
       out << line;
       continue;
     }
-    char range[40], bytes[24], recovery[24];
+    char range[40], bytes[24], fixed[24], recovery[24];
     std::snprintf(range, sizeof range, "[%.3g - %.3g]", r.mops_min, r.mops_max);
     if (r.bytes_per_element)
       std::snprintf(bytes, sizeof bytes, "%.1f", *r.bytes_per_element);
     else
       std::snprintf(bytes, sizeof bytes, "-");
+    if (const auto f = r.fixed_bytes())
+      std::snprintf(fixed, sizeof fixed, "%.0f", *f);
+    else
+      std::snprintf(fixed, sizeof fixed, "-");
     if (r.recovery_ms)
       std::snprintf(recovery, sizeof recovery, "%.2f ms", *r.recovery_ms);
     else
@@ -266,9 +381,10 @@ inline void write_table(std::ostream& out, const std::vector<Record>& records) {
     // Three decimals down to 0.01 Mops/s, three significant digits below (slow durable ones).
     char mops[24];
     std::snprintf(mops, sizeof mops, r.mops >= 0.01 ? "%.3f" : "%.3g", r.mops);
-    std::snprintf(line, sizeof line, "%-*s %-11s %3u %9s %19s %8.2f %8.2f %12s %11s  %s\n",
+    std::snprintf(line, sizeof line, "%-*s %-11s %3u %9s %19s %8.2f %8.2f %8s %10s %11s  %s\n",
                   static_cast<int>(name_width), r.structure.c_str(), r.workload.c_str(), r.threads,
-                  mops, range, r.flushes_per_op, r.fences_per_op, bytes, recovery, mix.c_str());
+                  mops, range, r.flushes_per_op, r.fences_per_op, bytes, fixed, recovery,
+                  mix.c_str());
     out << line;
   }
 }

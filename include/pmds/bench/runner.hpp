@@ -614,45 +614,61 @@ inline RecoveryMeasurement measure_recovery(const Target& t, const registry::Cre
   return m;
 }
 
-// What one repetition measured: its run, and (when asked) the structure's space at the end.
-// Trivially copyable: an isolated repetition sends it back through a pipe.
+// The space a quiescent structure holds: the bytes of the pool slots it holds, and the DRAM its
+// destruction gives back (a difference taken around the destruction, not the creation, so that
+// frees other structures' deferred reclamation makes meanwhile cannot distort it).
+struct Space {
+  double pool_bytes = 0;
+  bool has_dram_bytes = false;  // malloc statistics follow allocations (not under sanitizers)
+  double dram_bytes = 0;
+};
+
+// Measures inst's space and destroys its structure (its pool stays open).
+inline Space space_of(registry::Instance& inst) {
+  Space space;
+  if (inst.pool() != nullptr)
+    space.pool_bytes = static_cast<double>(inst.pool()->allocator().allocated_bytes());
+  const auto dram_live = dram_in_use();
+  inst.destroy();  // the structure only: the pool's own DRAM is not the structure's
+  const auto dram_freed = dram_in_use();
+  if (dram_live && dram_freed) {
+    space.has_dram_bytes = true;
+    space.dram_bytes = static_cast<double>(*dram_live > *dram_freed ? *dram_live - *dram_freed : 0);
+  }
+  return space;
+}
+
+// What one repetition measured: its run, and (when asked) the space of an empty structure (the
+// fixed cost) and of the structure at the end of the run. Trivially copyable: an isolated
+// repetition sends it back through a pipe.
 struct RepOutcome {
   RepResult result;
   std::uint64_t filled = 0;  // successful prefill operations
-  double pool_bytes = 0;     // the pool's used chunks, in bytes
-  bool has_dram_bytes = false;
-  double dram_bytes = 0;  // malloc'd bytes the structure's destruction gave back
+  Space empty, end;
 };
 
 // One repetition: a fresh structure (in a fresh pool at `path` when durable), its prefill, the
-// timed run, and, if `measure_space`, the space at the end of the run, when the structure is
-// quiescent: the pool's used chunks, and the DRAM its destruction gives back (a difference
-// taken around the destruction, not the creation, so that frees other structures' deferred
-// reclamation makes meanwhile cannot distort it).
+// timed run, and, if `measure_space`, first the space of an empty structure built alone, then
+// the space at the end of the run.
 inline RepOutcome run_one_repetition(const Target& t, const registry::CreateOptions& create,
                                      const std::string& path, const RunParams& p,
                                      std::uint64_t prefill_seed, unsigned threads,
                                      bool measure_space) {
   const registry::Entry& e = *t.entry;
   RepOutcome out;
+  if (measure_space) {
+    auto empty = registry::Instance::create(e, create, path);
+    out.empty = space_of(empty);
+    empty.close();
+    if (!path.empty()) std::filesystem::remove(path);
+  }
   auto inst = registry::Instance::create(e, create, path);
   out.filled = t.prefill(inst.object(), p.prefill, p.key_range, prefill_seed, threads);
   if (out.filled != p.prefill)
     throw Error("pmds: prefill of " + std::string(e.name) + " inserted " +
                 std::to_string(out.filled) + " of " + std::to_string(p.prefill) + " elements");
   out.result = t.run(inst.object(), p);
-  if (measure_space) {
-    if (inst.pool() != nullptr)
-      out.pool_bytes = static_cast<double>(inst.pool()->allocator().used_chunks() *
-                                           inst.pool()->allocator().chunk_size());
-    const auto dram_live = dram_in_use();
-    inst.destroy();  // the structure only: the pool's own DRAM is not the structure's
-    const auto dram_freed = dram_in_use();
-    if (dram_live && dram_freed) {
-      out.has_dram_bytes = true;
-      out.dram_bytes = static_cast<double>(*dram_live > *dram_freed ? *dram_live - *dram_freed : 0);
-    }
-  }
+  if (measure_space) out.end = space_of(inst);
   inst.close();
   return out;
 }
@@ -829,8 +845,12 @@ inline std::vector<Record> run_target(const Target& t, const Config& cfg, Progre
       if (rep == 0) {
         r.elements_after_prefill = out.filled;
         r.elements = elements_after(out.filled, res);
-        r.pool_bytes = out.pool_bytes;
-        if (out.has_dram_bytes) r.dram_bytes = out.dram_bytes;
+        r.pool_bytes = out.end.pool_bytes;
+        r.fixed_pool_bytes = out.empty.pool_bytes;
+        if (out.end.has_dram_bytes && out.empty.has_dram_bytes) {
+          r.dram_bytes = out.end.dram_bytes;
+          r.fixed_dram_bytes = out.empty.dram_bytes;
+        }
       }
     }
     r.finish_throughput();

@@ -217,6 +217,27 @@ class ChunkAllocator {
     return n;
   }
 
+  // Bytes in slots handed out and not freed: what the pool's structures hold, to the slot
+  // (used_chunks() * chunk_size() counts in whole chunks). Quiescent only, as free_slots().
+  std::size_t allocated_bytes() const {
+    std::size_t slots[max_slot_sizes] = {};
+    for (std::size_t i = 0; i < chunk_count_; ++i) {
+      const std::uint8_t cls = chunk_class_[i].load(std::memory_order_relaxed);
+      if (cls != no_class)
+        slots[cls] += chunk_size_ / class_size_[cls].load(std::memory_order_relaxed);
+    }
+    for (std::size_t t = 0; t < pmds::max_threads; ++t)
+      for (std::size_t k = 0; k < max_slot_sizes; ++k)
+        slots[k] -= threads_[t].classes[k].free_count + threads_[t].classes[k].bump.remaining;
+    std::size_t bytes = 0;
+    for (std::size_t k = 0; k < max_slot_sizes; ++k) {
+      std::lock_guard g(shared_[k].mutex);
+      slots[k] -= shared_[k].count.load(std::memory_order_relaxed);
+      bytes += slots[k] * class_size_[k].load(std::memory_order_relaxed);
+    }
+    return bytes;
+  }
+
   // True when p points into the chunk area of this pool.
   bool owns(const void* p) const {
     const auto* c = static_cast<const char*>(p);
