@@ -38,4 +38,14 @@ inline std::optional<int> parse_command_line(CLI::App& app, int argc, const char
 // `pmds bench`, its options parsed (bench_command.cpp).
 int bench_command(const bench::ParsedBench& parsed, std::string_view command_line);
 
+// `pmds check POOL` and `pmds dump POOL` (pool_commands.cpp).
+struct PoolCommandOptions {
+  std::string path;
+  bool in_place = false;
+};
+CLI::App* add_check_command(CLI::App& app, PoolCommandOptions& options);
+CLI::App* add_dump_command(CLI::App& app, PoolCommandOptions& options);
+int check_command(const PoolCommandOptions& options);
+int dump_command(const PoolCommandOptions& options);
+
 }  // namespace pmds::cli

@@ -1,8 +1,10 @@
-// pmds — the command line: list, bench, inspect, plot, crashtest.
+// pmds — the command line: list, bench, inspect, check, dump, plot, crashtest.
 //
 //   pmds list                 every registered structure × technique, its kind and criterion
 //   pmds bench [options]      the benchmark harness (bench_command.cpp)
 //   pmds inspect POOL         a pool file's header, layout, size, clean/dirty, chunk usage
+//   pmds check POOL           recover its structure (on a copy), verify it, count, time it
+//   pmds dump POOL            its structure's contents as JSON lines (pool_commands.cpp)
 //   pmds plot [options] JSON  PNG figures from `pmds bench --json` files (scripts/plot.py)
 //   pmds crashtest [options]  the crash lab (the pmds-crashlab program next to this one)
 // One CLI11 parser declares every command and its options (`pmds COMMAND --help`).
@@ -252,6 +254,9 @@ int main(int argc, char** argv) {
   bench::add_bench_options(*bench, bench_options);
   std::string pool;
   CLI::App* inspect = add_inspect_command(app, pool);
+  PoolCommandOptions check_options, dump_options;
+  CLI::App* check = add_check_command(app, check_options);
+  CLI::App* dump = add_dump_command(app, dump_options);
   PlotOptions plot_options;
   CLI::App* plot = add_plot_command(app, plot_options);
   crashtest::Options crashtest_options;
@@ -270,6 +275,8 @@ int main(int argc, char** argv) {
     if (list->parsed()) return list_command(list_options);
     if (bench->parsed()) return bench_command(bench_options, command_line);
     if (inspect->parsed()) return inspect_command(pool);
+    if (check->parsed()) return check_command(check_options);
+    if (dump->parsed()) return dump_command(dump_options);
     if (plot->parsed()) return plot_command(plot_options);
     // The one command left; pmds has no option of its own, so argv[1] is "crashtest".
     return crashtest_command(std::vector<std::string>(argv + 2, argv + argc));
