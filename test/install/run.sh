@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# CTest "install": installs pmds from BUILD_DIR into a temporary prefix, then builds and runs a
+# consumer program against it twice, with find_package(pmds) and with pkg-config.
+#   test/install/run.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+source_dir=$1
+build_dir=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+cmake --install "$build_dir" --prefix "$dir/prefix" >/dev/null
+
+# find_package(pmds)
+cmake -S "$source_dir/test/install/consumer" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$dir/prefix" >/dev/null
+cmake --build "$dir/build" >/dev/null
+"$dir/build/consumer" "$dir/cmake.pool"
+
+# pkg-config
+export PKG_CONFIG_PATH="$dir/prefix/share/pkgconfig"
+# shellcheck disable=SC2046  # the flags are words
+c++ -O1 -o "$dir/consumer-pc" "$source_dir/test/install/consumer/consumer.cpp" \
+  $(pkg-config --cflags pmds) $(pkg-config --libs pmds)
+"$dir/consumer-pc" "$dir/pkg-config.pool"
+echo "install: find_package and pkg-config consumers ran"
