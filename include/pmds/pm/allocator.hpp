@@ -16,8 +16,9 @@
 // free runs (consecutive slots) and the rest of the chunk it claimed last; free() pushes to the
 // calling thread's list. allocate() takes from that list, else from the rest of its chunk
 // (consecutive addresses, seed 004's principle 3), else a batch from a per-slot-size shared
-// list, else it claims a new chunk. A thread whose list grows past a small bound (64 slots or
-// 64 KiB) hands the excess to the shared list (under a mutex: the slow path). So slots freed by
+// list, else it claims a new chunk. A thread whose list grows past two batches (a batch: 64
+// slots or 64 KiB) keeps one batch and hands the rest to the shared list (under a mutex: the
+// slow path). So slots freed by
 // one thread (a queue's consumer) are reused by another (its producer) instead of leaking
 // chunks; at most one partly used chunk per thread and slot size is not shared. Recovery puts
 // every free slot on the shared lists.
@@ -304,8 +305,9 @@ class ChunkAllocator {
 
   char* chunk_begin(std::size_t i) const { return chunks_ + (i << chunk_shift_); }
 
-  // How many slots a thread keeps before it hands the excess to the shared list, and how many
-  // it takes at once: about 64 slots, at most 64 KiB.
+  // A batch: how many slots a thread keeps when it hands its excess to the shared list (which it
+  // does past two batches, so that alternating frees and allocations do not bounce slots), and
+  // how many it takes from it at once: about 64 slots, at most 64 KiB.
   static std::size_t batch_slots(std::size_t size) {
     return std::clamp<std::size_t>(65536 / size, 1, 64);
   }
