@@ -21,7 +21,11 @@
 // slow path). So slots freed by
 // one thread (a queue's consumer) are reused by another (its producer) instead of leaking
 // chunks; at most one partly used chunk per thread and slot size is not shared. Recovery puts
-// every free slot on the shared lists.
+// every free slot on the shared lists, the recycled ones (a non-zero byte in their first line:
+// once allocated) where they are taken first, the never-used ones after: a restarted structure
+// stays compact, and the slots a crash left half-written are reused first, where a structure's
+// rule for reusing them (seed 000 §5's validity bits) is exercised — the crash lab's check after
+// recovery relies on this order to reach them.
 // The free lists hold pointers in DRAM; the allocator never writes a slot's bytes, so a freed
 // slot keeps whatever validity bits the structure left in it.
 //
@@ -49,6 +53,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -144,6 +149,9 @@ class ChunkAllocator {
   AllocatorRecoveryStats recover(IsLive&& is_live) {
     reset_volatile_state();
     AllocatorRecoveryStats stats;
+    // Per class: never-used and recycled free runs, in address order; the shared list is the
+    // never-used ones followed by the recycled ones reversed (taken from its back: lowest first).
+    std::vector<std::vector<Run>> recycled(max_slot_sizes);
     for (std::size_t i = 0; i < chunk_count_; ++i) {
       const std::uint64_t w = directory_[i].load();
       if (!format::chunk_word::is_used(w)) continue;
@@ -152,7 +160,6 @@ class ChunkAllocator {
       const std::size_t cls = class_of(size);
       chunk_class_[i].store(static_cast<std::uint8_t>(cls), std::memory_order_relaxed);
       SharedList& s = shared_[cls];
-      std::lock_guard g(s.mutex);
       char* chunk = chunk_begin(i);
       const std::size_t n = slots_per_chunk(size);
       for (std::size_t k = 0; k < n; ++k) {
@@ -162,12 +169,20 @@ class ChunkAllocator {
           continue;
         }
         ++stats.free_slots;
-        s.count.store(s.count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-        if (!s.runs.empty() && s.runs.back().next + s.runs.back().remaining * size == slot)
-          ++s.runs.back().remaining;
+        std::vector<Run>& runs = ever_used(slot, size) ? recycled[cls] : s.runs;
+        if (!runs.empty() && runs.back().next + runs.back().remaining * size == slot)
+          ++runs.back().remaining;
         else
-          s.runs.push_back(Run{slot, 1});
+          runs.push_back(Run{slot, 1});
       }
+    }
+    for (std::size_t cls = 0; cls < max_slot_sizes; ++cls) {
+      SharedList& s = shared_[cls];
+      std::lock_guard g(s.mutex);
+      s.runs.insert(s.runs.end(), recycled[cls].rbegin(), recycled[cls].rend());
+      std::size_t count = 0;
+      for (const Run& r : s.runs) count += r.remaining;
+      s.count.store(count, std::memory_order_relaxed);
     }
     used_chunks_.store(stats.used_chunks, std::memory_order_relaxed);
     return stats;
@@ -427,6 +442,18 @@ class ChunkAllocator {
     c.free_count += taken;
     s.count.store(s.count.load(std::memory_order_relaxed) - taken, std::memory_order_relaxed);
     return taken > 0;
+  }
+
+  // A slot that was allocated once: a non-zero byte in its first cache line (the pool file is
+  // zero-filled at create, and every structure's node starts with its header).
+  static bool ever_used(const char* slot, std::size_t size) {
+    const std::size_t n = size < 64 ? size : 64;
+    for (std::size_t b = 0; b < n; b += sizeof(std::uint64_t)) {
+      std::uint64_t word;
+      std::memcpy(&word, slot + b, sizeof word);
+      if (word != 0) return true;
+    }
+    return false;
   }
 
   void reset_volatile_state() {
