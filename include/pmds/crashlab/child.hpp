@@ -7,10 +7,16 @@
 // an output file:
 //   events N         simulator events the recovery took (simulated backend)
 //   slots LIVE TOTAL slots of used chunks not on a free list after recovery / all of them
+//   held N           slots the structure says it holds (RecoveryStats::live_slots), if it says
 //   items N          then N lines "key value"
+//   continued N      (when asked, "continue=N") make_continuation's N operations were applied to
+//                    the recovered structure: N lines "result OK VALUE NUMBER-BITS"; then the
+//                    pool was closed cleanly and opened again, and
+//   reopened N       then N lines "key value": the contents after that second open
 //   crashed          (instead of slots/items) recovery itself was crashed at the requested event,
 //                    and the crash image was written to crash_out
-//   error TEXT       recovery threw (the structure or the pool refused the image)
+//   error TEXT       recovery threw (the structure or the pool refused the image), or the
+//                    recovered structure failed in the continuation
 // A recovery that crashes (a signal) or hangs shows up in the parent as an abnormal exit.
 //
 // The role is dispatched before main() by a static initializer (child_role_dispatched below)
@@ -25,11 +31,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pmds/crashlab/fixtures.hpp"
 #include "pmds/crashlab/process.hpp"
+#include "pmds/crashlab/workload.hpp"
 #include "pmds/registry.hpp"
 
 #if defined(PMDS_BACKEND_SIMULATED)
@@ -46,7 +54,11 @@ struct Recovered {
   std::string error;         // non-empty: recovery failed (thrown error or abnormal exit)
   std::uint64_t events = 0;  // simulator events recovery took
   std::uint64_t live_slots = 0, total_slots = 0;
+  std::optional<std::uint64_t> held_slots;  // the structure's own count, when it gives one
   std::vector<registry::Item> items;
+  bool continued = false;  // the continuation ran: its results, then the contents reopened
+  std::vector<registry::OpResult> continuation;
+  std::vector<registry::Item> reopened;
 };
 
 inline Recovered parse_recovered(const std::string& text, const ExitStatus& status) {
@@ -56,14 +68,16 @@ inline Recovered parse_recovered(const std::string& text, const ExitStatus& stat
     return r;
   }
   std::size_t pos = 0;
-  std::size_t expected_items = 0;
+  std::size_t expected_items = 0, expected_results = 0, expected_reopened = 0;
   bool have_items = false;
+  std::vector<registry::Item>* section = &r.items;  // where "key value" lines go
   while (pos < text.size()) {
     const auto nl = text.find('\n', pos);
     const std::string line =
         text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
     pos = nl == std::string::npos ? text.size() : nl + 1;
-    unsigned long long a = 0, b = 0;
+    unsigned long long a = 0, b = 0, c = 0;
+    unsigned ok = 0;
     if (line.rfind("error ", 0) == 0) {
       r.error = line.substr(6);
     } else if (line == "crashed") {
@@ -73,15 +87,27 @@ inline Recovered parse_recovered(const std::string& text, const ExitStatus& stat
     } else if (std::sscanf(line.c_str(), "slots %llu %llu", &a, &b) == 2) {
       r.live_slots = a;
       r.total_slots = b;
+    } else if (std::sscanf(line.c_str(), "held %llu", &a) == 1) {
+      r.held_slots = a;
     } else if (std::sscanf(line.c_str(), "items %llu", &a) == 1) {
       expected_items = a;
       have_items = true;
+    } else if (std::sscanf(line.c_str(), "continued %llu", &a) == 1) {
+      r.continued = true;
+      expected_results = a;
+    } else if (std::sscanf(line.c_str(), "result %u %llu %llu", &ok, &a, &c) == 3) {
+      r.continuation.push_back({ok != 0, a, std::bit_cast<double>(std::uint64_t{c})});
+    } else if (std::sscanf(line.c_str(), "reopened %llu", &a) == 1) {
+      expected_reopened = a;
+      section = &r.reopened;
     } else if (std::sscanf(line.c_str(), "%llu %llu", &a, &b) == 2) {
-      r.items.push_back({a, b});
+      section->push_back({a, b});
     }
   }
   if (r.error.empty() && !r.crashed) {
-    if (!have_items || r.items.size() != expected_items)
+    if (!have_items || r.items.size() != expected_items ||
+        (r.continued &&
+         (r.continuation.size() != expected_results || r.reopened.size() != expected_reopened)))
       r.error = "the recovery process wrote an incomplete report";
     else
       r.ok = true;
@@ -152,10 +178,34 @@ inline pm::sim::ImageKind image_kind_from(const std::string& s) {
     const std::uint64_t free_slots = alloc.free_slots();
     report += "slots " + std::to_string(free_slots > total ? 0 : total - free_slots) + " " +
               std::to_string(total) + "\n";
-    const auto items = inst.contents();
-    report += "items " + std::to_string(items.size()) + "\n";
-    for (const auto& it : items)
-      report += std::to_string(it.key) + " " + std::to_string(it.value) + "\n";
+    if (const auto stats = inst.recovery_stats())
+      report += "held " + std::to_string(stats->live_slots) + "\n";
+    const auto items_text = [](const char* header, const std::vector<registry::Item>& items) {
+      std::string t = std::string(header) + " " + std::to_string(items.size()) + "\n";
+      for (const auto& it : items)
+        t += std::to_string(it.key) + " " + std::to_string(it.value) + "\n";
+      return t;
+    };
+    report += items_text("items", inst.contents());
+    if (const std::string n = get("continue"); !n.empty()) {
+      // The recovered structure works on; then a clean shutdown and a second open.
+      const auto ops = make_continuation(*entry, options.key_range, std::stoull(n));
+      std::string results;
+      try {
+        for (const auto& op : ops) {
+          const registry::OpResult res = inst.apply(op);
+          results += "result " + std::to_string(res.ok ? 1 : 0) + " " + std::to_string(res.value) +
+                     " " + std::to_string(std::bit_cast<std::uint64_t>(res.number)) + "\n";
+        }
+        inst.close();
+        inst = registry::Instance::open(*entry, get("image"), options);
+      } catch (const std::exception& e) {
+        throw Error(std::string("after recovery, in further operations or the reopen: ") +
+                    e.what());
+      }
+      report += "continued " + std::to_string(ops.size()) + "\n" + results;
+      report += items_text("reopened", inst.contents());
+    }
     if (get("close") == "1") inst.close();  // a clean shutdown: the process lab goes on with it
   } catch (const std::exception& e) {
     std::string what = e.what();

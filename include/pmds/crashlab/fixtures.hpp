@@ -21,11 +21,11 @@
 //              recover_deleted        recovery keeps valid but deleted nodes
 //   SOFT       create_without_flush   a PNode's contents stored but never flushed
 //              recovery_keeps_deleted recovery links deleted PNodes back
-// Not here yet: SOFT's alloc_by_valid_start (the paper's literal pValidity = !validStart, which
-// loses a completed insert put into a slot a crash left half-created). Registered here, the lab
-// did not report it in 500 simulated and 20 process crashes, nor in 1000 simulated crashes with
-// --reads 0 --keys 8; test/linkfree_soft/soft_crash_sim_test.cpp's campaign catches it. Why the
-// lab's workload misses it is the kind of gap the lab's mutation score is to expose.
+//              alloc_by_valid_start   the paper's literal pValidity = !validStart (Listing 7's
+//                                     alloc): a completed insert into a slot a crash left
+//                                     half-created reads as deleted. Only the operations after
+//                                     recovery show it (crashlab/verdict.hpp), and only because
+//                                     the allocator hands out recycled slots first.
 //
 // A later technique adds its own planted bugs by appending Describe lines to Fixtures.
 #pragma once
@@ -101,7 +101,11 @@ using Fixtures = registry::TypeList<
     registry::Describe<
         "list/soft-bug-recovery-keeps-deleted", registry::Kind::map,
         FixtureFactory<linkfree_soft::SoftList<linkfree_soft::SoftBug::recovery_keeps_deleted>>,
-        "fixture: SOFT recovery links deleted PNodes back">>;
+        "fixture: SOFT recovery links deleted PNodes back">,
+    registry::Describe<
+        "list/soft-bug-alloc-by-valid-start", registry::Kind::map,
+        FixtureFactory<linkfree_soft::SoftList<linkfree_soft::SoftBug::alloc_by_valid_start>>,
+        "fixture: a SOFT PNode's validity taken as !validStart (Listing 7's alloc)">>;
 
 // The fixtures as registry entries (their own table: registry::entries() does not list them).
 inline std::span<const registry::Entry> fixture_entries() {

@@ -6,11 +6,11 @@
 // the previous round left), runs the workload threads, and is killed with SIGKILL at a moment
 // drawn from the seed; its history is recorded in a file-backed shared mapping, so it survives
 // the kill (the page cache keeps every store of a killed process). Then a fresh process (this
-// program in the "recover" role) reopens the pool, recovers, counts the allocator's slots (leak
-// check: after recovery every slot of every used chunk is live or free, and the live ones are
-// plausibly the structure's), reads the contents back and closes the pool cleanly; lincheck
-// checks the round's history against the entry's criterion, from the contents the previous
-// round's check read. The next round continues on the same pool.
+// program in the "recover" role) reopens the pool, recovers, counts the allocator's slots, reads
+// the contents back and closes the pool cleanly; the round is judged as the simulated lab's
+// crashes are (crashlab/verdict.hpp: recovery, leak, the entry's criterion), its history
+// starting from the contents the previous round's recovery read. The next round continues on
+// the same pool: what the simulated lab's continuation checks, these rounds do by themselves.
 //
 // A process crash loses no store (the page cache survives it), so this tests recovery logic,
 // leaks and detectability on a real file, not flushes; the kill moments are real time, so a
@@ -42,6 +42,7 @@
 #include "pmds/crashlab/history.hpp"
 #include "pmds/crashlab/process.hpp"
 #include "pmds/crashlab/report.hpp"
+#include "pmds/crashlab/verdict.hpp"
 #include "pmds/crashlab/workload.hpp"
 #include "pmds/registry.hpp"
 
@@ -226,62 +227,40 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
                  {"close", "1"}};
     const ExitStatus recovery = run_role("recover", a, o.recovery_timeout_s + 5);
     const Recovered rec = parse_recovered(read_file(out_file.path()), recovery);
-    Violation v;
-    v.kind = "process";
-    v.crash_number = r.process_crashes;
-    v.replay = o.command + " --structure " + std::string(e.name) + " --process-crashes " +
-               std::to_string(o.crashes) + " --crashes 0 --threads " + std::to_string(threads) +
-               " --process-ops " + std::to_string(o.workload.ops) + " --keys " +
-               std::to_string(o.workload.key_range) + " --seed " + std::to_string(o.seed) +
-               "   (round " + std::to_string(round) + "; kill times are real time: approximate)";
-    std::vector<Violation> found;
-    if (!rec.ok) {
-      v.criterion = "recovery";
-      v.message = rec.error;
-      found.push_back(v);
-    } else {
-      const std::uint64_t bound = 4 * rec.items.size() + 64 + 4 * threads;
-      if (rec.live_slots > bound) {
-        Violation leak = v;
-        leak.criterion = "leak";
-        leak.message = std::to_string(rec.live_slots) + " of " + std::to_string(rec.total_slots) +
-                       " slots are neither free nor plausibly live after recovery (" +
-                       std::to_string(rec.items.size()) + " elements, bound " +
-                       std::to_string(bound) + ")";
-        found.push_back(leak);
-      }
-      HistoryText h;
-      h.entry = &e;
-      h.meta = {{"structure", std::string(e.name)}, {"seed", o.seed}, {"round", round}};
-      h.init = &state;
-      h.records = records;
-      h.crashed = true;
-      h.crash_time = crash_time;
-      h.recovered = &rec.items;
-      const std::string text = to_json_lines(h);
-      if (const char* dir = std::getenv("PMDS_CRASHLAB_DUMP"); dir != nullptr && *dir)
-        write_file(std::string(dir) + "/process-history-" + tag.substr(tag.rfind('-') + 1) + "-" +
-                       std::to_string(round) + ".jsonl",
-                   text);
-      const Verdict verdict = checker.check(text);
-      if (verdict.verdict == "unknown") ++r.undecided;
-      if (verdict.verdict == "violation" || verdict.verdict == "error") {
-        v.criterion = verdict.verdict == "error" ? "checker-input" : verdict.criterion;
-        v.object = verdict.object;
-        v.message = verdict.message;
-        v.excerpt = verdict.excerpt;
-        if (o.keep_histories && r.details.size() < o.keep_details) {
-          v.history_file = tag + "-violation-" + std::to_string(round) + ".jsonl";
-          write_file(v.history_file, text);
-        }
-        found.push_back(v);
-      }
-      // The next round starts from what this recovery left: the contents it read (a queue,
-      // stack or priority queue was drained by reading it, and closed so).
-      const bool drained = e.kind == registry::Kind::queue || e.kind == registry::Kind::stack ||
-                           e.kind == registry::Kind::priority_queue;
-      state = drained ? std::vector<registry::Item>{} : rec.items;
-    }
+    Violation base;
+    base.kind = "process";
+    base.crash_number = r.process_crashes;
+    base.replay = o.command + " --structure " + std::string(e.name) + " --process-crashes " +
+                  std::to_string(o.crashes) + " --crashes 0 --threads " + std::to_string(threads) +
+                  " --process-ops " + std::to_string(o.workload.ops) + " --keys " +
+                  std::to_string(o.workload.key_range) + " --seed " + std::to_string(o.seed) +
+                  "   (round " + std::to_string(round) + "; kill times are real time: approximate)";
+    Judge j{.entry = e,
+            .checker = checker,
+            .threads = threads,
+            .key_range = o.workload.key_range,
+            .dump_name =
+                "process-history-" + tag.substr(tag.rfind('-') + 1) + "-" + std::to_string(round),
+            .print = false,
+            .keep = {}};
+    if (o.keep_histories && r.details.size() < o.keep_details)
+      j.keep = [&](const std::string& text) {
+        const std::string file = tag + "-violation-" + std::to_string(round) + ".jsonl";
+        write_file(file, text);
+        return file;
+      };
+    HistoryText h;
+    h.entry = &e;
+    h.meta = {{"structure", std::string(e.name)}, {"seed", o.seed}, {"round", round}};
+    h.init = &state;
+    h.records = records;
+    h.crashed = true;
+    h.crash_time = crash_time;
+    Judgement verdict = judge(j, std::move(h), rec, base);
+    r.undecided += verdict.undecided;
+    std::vector<Violation> found = std::move(verdict.violations);
+    // The next round starts from what this recovery left: the contents it read, and closed so.
+    if (rec.ok) state = contents_after_reading(e, rec.items);
     if (!found.empty() && r.first_violation_process_crash == 0)
       r.first_violation_process_crash = r.process_crashes;
     r.violations += found.size();

@@ -13,8 +13,10 @@
 //       writes the image as a pool file,
 //       starts a fresh recovery process (crashlab/child.hpp) that maps it at the pool's base,
 //       recovers (sometimes crashed itself at a drawn event, then recovered again from that
-//       image: recovery must be restartable), counts slots and reads the contents back,
-//       and checks the history + recovered contents with lincheck for the entry's criterion.
+//       image: recovery must be restartable), counts slots and reads the contents back, then
+//       runs further operations, closes the pool cleanly and reads it again,
+//       and judges it all (crashlab/verdict.hpp: recovery, leak, the entry's criterion, and
+//       the operations after recovery).
 //     The handler then returns and the run goes on to the next crash point (the model's state
 //     does not depend on whether a handler ran, so every crash point replays alone).
 //   The lab process collects the results (JSON lines through a pipe) and starts runs until the
@@ -57,6 +59,7 @@
 #include "pmds/crashlab/process.hpp"
 #include "pmds/crashlab/report.hpp"
 #include "pmds/crashlab/scheduler.hpp"
+#include "pmds/crashlab/verdict.hpp"
 #include "pmds/crashlab/workload.hpp"
 #include "pmds/pm/simulator.hpp"
 #include "pmds/registry.hpp"
@@ -104,6 +107,9 @@ struct SimOptions {
   std::size_t images = 3;                // crash images per crash point
   std::size_t crashes_per_run = 25;      // crash points per workload run
   unsigned recovery_crash_percent = 20;  // images whose recovery is itself crashed
+  // After recovering an image, run further operations on the structure, close it cleanly and
+  // reopen it (crashlab/child.hpp, make_continuation): a recovered structure must work on.
+  bool continue_after_recovery = true;
   // Scheduler: chance to switch thread at each access-layer operation. 0.01 preempts about a
   // quarter of the operations of an Izraelevitz structure; 0.05 preempts nearly all, and the
   // histories of queues and stacks (checked as one object, not per key) then overlap so much
@@ -315,6 +321,8 @@ class WorkloadProcess {
            {"out", out_file_.path()},
            {"keys", std::to_string(o_.workload.key_range)},
            {"timeout", std::to_string(static_cast<unsigned>(o_.recovery_timeout_s))}};
+    if (o_.continue_after_recovery)
+      a["continue"] = std::to_string(continuation_length(o_.workload));
     std::mt19937_64 dice(mix_seed(mix_seed(wseed_, point.event), point.image + 1000));
     std::optional<std::uint64_t> crash_at;
     if (o_.replay) {
@@ -352,29 +360,28 @@ class WorkloadProcess {
   std::vector<Violation> check(const ReplayPoint& point, std::uint64_t crash_number,
                                std::uint64_t crash_time, const std::vector<Record>& records,
                                const Recovered& rec, std::size_t& undecided) {
-    std::vector<Violation> out;
-    Violation v;
-    v.kind = "simulated";
-    v.crash_number = crash_number;
-    v.replay = replay_command(e_, o_, point);
-    if (!rec.ok) {
-      v.criterion = "recovery";
-      v.message = rec.error.empty() ? "recovery failed" : rec.error;
-      out.push_back(v);
-      return out;
-    }
-    // Leak check: generous (nodes per element, anchors, nodes of pending operations), so only
-    // a recovery that keeps unreachable slots, or never rebuilds the free lists, trips it.
-    const std::uint64_t bound = 4 * rec.items.size() + 64 + 4 * o_.workload.threads;
-    if (rec.live_slots > bound) {
-      Violation leak = v;
-      leak.criterion = "leak";
-      leak.message = std::to_string(rec.live_slots) + " of " + std::to_string(rec.total_slots) +
-                     " slots are neither free nor plausibly live after recovery (" +
-                     std::to_string(rec.items.size()) + " elements, bound " +
-                     std::to_string(bound) + ")";
-      out.push_back(leak);
-    }
+    Violation base;
+    base.kind = "simulated";
+    base.crash_number = crash_number;
+    base.replay = replay_command(e_, o_, point);
+    Judge j{.entry = e_,
+            .checker = *lincheck_,
+            .threads = o_.workload.threads,
+            .key_range = o_.workload.key_range,
+            .dump_name = "history-" + point.text(),
+            .print = o_.replay.has_value(),
+            .keep = {}};
+    if (o_.keep_histories)
+      j.keep = [&](const std::string& text) -> std::string {
+        if (keep_budget_ == 0) return "";
+        --keep_budget_;
+        std::string file = work_directory() + "/pmds-crashlab-violation-" +
+                           std::to_string(::getpid()) + "-" + point.text() + ".jsonl";
+        for (char& c : file)
+          if (c == ':') c = '-';
+        write_file(file, text);
+        return file;
+      };
     HistoryText h;
     h.entry = &e_;
     h.meta = {{"structure", std::string(e_.name)}, {"replay", point.text()}};
@@ -382,33 +389,9 @@ class WorkloadProcess {
     h.records = records;
     h.crashed = true;
     h.crash_time = crash_time;
-    h.recovered = &rec.items;
-    const std::string text = to_json_lines(h);
-    if (const char* dir = std::getenv("PMDS_CRASHLAB_DUMP"); dir != nullptr && *dir)
-      write_file(std::string(dir) + "/history-" + point.text() + ".jsonl", text);
-    const Verdict verdict = lincheck_->check(text);
-    if (o_.replay) {
-      std::fprintf(stderr, "%s", text.c_str());
-      std::fprintf(stderr, "verdict: %s %s %s\n", verdict.verdict.c_str(),
-                   verdict.criterion.c_str(), verdict.message.c_str());
-    }
-    if (verdict.verdict == "unknown") ++undecided;
-    if (verdict.verdict == "violation" || verdict.verdict == "error") {
-      v.criterion = verdict.verdict == "error" ? "checker-input" : verdict.criterion;
-      v.object = verdict.object;
-      v.message = verdict.message;
-      v.excerpt = verdict.excerpt;
-      if (o_.keep_histories && keep_budget_ > 0) {
-        --keep_budget_;
-        v.history_file = work_directory() + "/pmds-crashlab-violation-" +
-                         std::to_string(::getpid()) + "-" + point.text() + ".jsonl";
-        for (char& c : v.history_file)
-          if (c == ':') c = '-';
-        write_file(v.history_file, text);
-      }
-      out.push_back(v);
-    }
-    return out;
+    Judgement verdict = judge(j, std::move(h), rec, base);
+    undecided += verdict.undecided;
+    return std::move(verdict.violations);
   }
 
   const registry::Entry& e_;

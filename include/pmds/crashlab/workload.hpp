@@ -133,4 +133,60 @@ inline Workload make_workload(const registry::Entry& e, const WorkloadOptions& o
   return w;
 }
 
+// The operations the simulated lab runs, in one thread, on a structure it has just recovered,
+// before it closes the pool cleanly and opens it again: a recovered structure must work on
+// (seed 000 §5: nodes reuse the slots recovery freed). Mostly insertions of new keys or items,
+// enough of them to take every slot the workload used, so they reach the recycled slots the
+// allocator hands out first — among them the slots the crash left half-written; every fourth
+// operation removes an element again.
+inline std::size_t continuation_length(const WorkloadOptions& o) {
+  const std::size_t prefill = o.prefill ? o.prefill : std::max<std::size_t>(o.key_range / 2, 4);
+  return o.threads * o.ops + prefill + 8;
+}
+
+inline std::vector<registry::Operation> make_continuation(const registry::Entry& e,
+                                                          std::uint64_t key_range, std::size_t n) {
+  using registry::OpCode;
+  std::vector<registry::Operation> ops;
+  for (std::size_t i = 0; i < n; ++i) {
+    // Keys above the workload's range, values unlike any workload value (thread number 0xffff).
+    const std::uint64_t value = (std::uint64_t{0xffff} << 32) | (i + 1);
+    const std::uint64_t key = key_range + 1 + i;
+    const bool take = i % 4 == 3;
+    registry::Operation op{OpCode::insert, key, value, 1.0};
+    switch (e.kind) {
+      case registry::Kind::set:
+      case registry::Kind::map:
+        if (take) op = {OpCode::remove, key - 2, 0, 1.0};  // inserted two operations ago
+        break;
+      case registry::Kind::queue:
+        op.code = take ? OpCode::dequeue : OpCode::enqueue;
+        break;
+      case registry::Kind::stack:
+        op.code = take ? OpCode::pop : OpCode::push;
+        break;
+      case registry::Kind::priority_queue:
+        op.key = value;  // unique keys
+        op.code = take ? OpCode::delete_min : OpCode::pq_insert;
+        break;
+      case registry::Kind::register_object:
+        op.code = take ? OpCode::read : OpCode::fetch_multiply;
+        op.factor = register_factors[i % std::size(register_factors)];
+        break;
+    }
+    ops.push_back(op);
+  }
+  return ops;
+}
+
+// What a structure holds after the lab read its contents: a queue, stack or priority queue is
+// drained by reading it; sets, maps and registers keep what was read.
+inline std::vector<registry::Item> contents_after_reading(const registry::Entry& e,
+                                                          std::vector<registry::Item> read) {
+  const bool drained = e.kind == registry::Kind::queue || e.kind == registry::Kind::stack ||
+                       e.kind == registry::Kind::priority_queue;
+  if (drained) read.clear();
+  return read;
+}
+
 }  // namespace pmds::crashlab

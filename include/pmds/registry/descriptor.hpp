@@ -261,6 +261,9 @@ struct Entry {
   void (*destroy)(void* object) = nullptr;
   OpResult (*apply)(void* object, const Operation&) = nullptr;
   std::vector<Item> (*contents)(void* object, const CreateOptions&) = nullptr;
+  // What the recovery that opened the object found (null when the structure does not say):
+  // its live_slots is the crash lab's exact leak limit.
+  RecoveryStats (*recovery_stats)(const void* object) = nullptr;
 };
 
 namespace detail {
@@ -389,6 +392,10 @@ Entry make_entry(std::size_t index) {
     e.open = [](pm::Pool& pool, const CreateOptions& o) -> void* {
       return F::open(pool, o).release();
     };
+    if constexpr (requires(const T& t) { t.recovery_stats(); })
+      e.recovery_stats = [](const void* p) -> RecoveryStats {
+        return static_cast<const T*>(p)->recovery_stats();
+      };
   }
   e.destroy = [](void* p) { std::default_delete<T>()(static_cast<T*>(p)); };
   e.apply = [](void* p, const Operation& op) { return apply_to(*static_cast<T*>(p), op, D::name); };
@@ -462,6 +469,7 @@ class Instance {
     Instance inst(entry, options);
     inst.pool_ = std::make_unique<pm::Pool>(pm::Pool::open(pool_path, entry.name));
     inst.object_ = entry.open(*inst.pool_, options);
+    inst.opened_ = true;
     return inst;
   }
 
@@ -469,7 +477,8 @@ class Instance {
       : entry_(o.entry_),
         options_(o.options_),
         pool_(std::move(o.pool_)),
-        object_(std::exchange(o.object_, nullptr)) {}
+        object_(std::exchange(o.object_, nullptr)),
+        opened_(o.opened_) {}
   Instance& operator=(Instance&& o) noexcept {
     if (this != &o) {
       close();
@@ -477,6 +486,7 @@ class Instance {
       options_ = o.options_;
       pool_ = std::move(o.pool_);
       object_ = std::exchange(o.object_, nullptr);
+      opened_ = o.opened_;
     }
     return *this;
   }
@@ -515,6 +525,12 @@ class Instance {
 
   OpResult apply(const Operation& op) const { return entry_->apply(object_, op); }
   std::vector<Item> contents() const { return entry_->contents(object_, options_); }
+  // What the recovery that opened this instance found; nullopt for a created instance or a
+  // structure that does not say.
+  std::optional<RecoveryStats> recovery_stats() const {
+    if (!opened_ || entry_->recovery_stats == nullptr) return std::nullopt;
+    return entry_->recovery_stats(object_);
+  }
 
  private:
   Instance(const Entry& entry, const CreateOptions& options) : entry_(&entry), options_(options) {}
@@ -523,6 +539,7 @@ class Instance {
   CreateOptions options_;
   std::unique_ptr<pm::Pool> pool_;
   void* object_ = nullptr;
+  bool opened_ = false;  // recovered from a pool file (not created)
 };
 
 }  // namespace pmds::registry
