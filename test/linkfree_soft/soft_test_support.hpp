@@ -1,6 +1,5 @@
 // Shared by the SOFT set tests (list, hash, skip list; hardware, counting and simulated
-// backends): how to create and open each structure in a pool, and a per-key checker of durable
-// linearizability for set histories.
+// backends): how to create and open each structure in a pool, and how to read its contents.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,7 +9,6 @@
 #include <map>
 #include <memory>
 
-#include "linkfree_soft/set_history_check.hpp"
 #include "pmds/linkfree_soft/soft_list.hpp"
 #include "pmds/linkfree_soft/soft_skiplist.hpp"
 #include "pmds/pm/pool.hpp"
@@ -18,10 +16,10 @@
 
 namespace soft_test {
 
-using pmds::Key;
-using pmds::Value;
 using pmds::create_new;
+using pmds::Key;
 using pmds::open_existing;
+using pmds::Value;
 namespace pm = pmds::pm;
 namespace linkfree_soft = pmds::linkfree_soft;
 
@@ -76,8 +74,5 @@ std::map<Key, Value> contents(S& s) {
   });
   return m;
 }
-
-// The per-key durable-linearizability checker: linkfree_soft/set_history_check.hpp.
-using namespace set_check;
 
 }  // namespace soft_test
