@@ -147,5 +147,14 @@ template <class S>
 concept Syncable = requires(S& s) {
   s.sync();
 };
+// A structure with background work (an epoch advancer, as nbMontage and InCLL have):
+// background_step() does one round of it. Normally the structure runs it in a thread of its
+// own; created or opened with CreateOptions::background_thread = false (registry.hpp) it starts
+// none, and the caller calls background_step() — the crash lab does, from a thread its
+// scheduler runs like the workload's, so that a replay interleaves it exactly as before.
+template <class S>
+concept HasBackgroundWork = requires(S& s) {
+  s.background_step();
+};
 
 }  // namespace pmds

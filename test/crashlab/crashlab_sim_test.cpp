@@ -135,6 +135,24 @@ TEST(CrashlabSimulatedControl, TheBugFreeListIsNotReported) {
   EXPECT_EQ(r.violations, 0u) << report(r);
 }
 
+// A structure's background work runs as a scheduled thread: it runs, the control passes, and
+// the same seed replays the same interleavings.
+TEST(CrashlabSimulatedControl, BackgroundWorkRunsScheduledAndReplays) {
+  const registry::Entry* e = find_entry("list/izraelevitz-background-control");
+  ASSERT_NE(e, nullptr);
+  ASSERT_NE(e->background_step, nullptr);
+  SimOptions o = default_options();
+  o.crashes = 100;
+  const LabResult a = run_simulated(*e, o);
+  const LabResult b = run_simulated(*e, o);
+  print_rate(a);
+  EXPECT_TRUE(a.errors.empty()) << report(a);  // also: no turn stolen (not replayable)
+  EXPECT_EQ(a.violations, 0u) << report(a);
+  EXPECT_GT(a.background_steps, a.workload_runs) << "the background thread did not run";
+  EXPECT_EQ(a.events, b.events);
+  EXPECT_EQ(a.background_steps, b.background_steps);
+}
+
 // ---- reproducibility ---------------------------------------------------------------------------
 
 TEST(CrashlabReproducibility, TheSameSeedRunsTheSameInterleavingsAndFindsTheSameViolation) {

@@ -149,6 +149,8 @@ inline pm::sim::ImageKind image_kind_from(const std::string& s) {
     registry::CreateOptions options;
     options.key_range = std::stoull(get("keys"));
 #if defined(PMDS_BACKEND_SIMULATED)
+    // No unscheduled thread: the recovery's event numbers (recovery crash points) must replay.
+    options.background_thread = false;
     // Crash the recovery itself just before event crash_event: write that crash image and stop.
     const std::string crash_event = get("crash_event");
     if (!crash_event.empty()) {

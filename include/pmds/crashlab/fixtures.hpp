@@ -10,9 +10,10 @@
 //   (leak) recovery_keeps_every_slot  after the list's recovery, every slot of every used chunk
 //                             is declared live (as a recovery that never rebuilds the free
 //                             lists, or that marks garbage live, would): the leak check's fixture
-// and a control: the same list without a bug, under a fixture name. Every bug must be reported
-// as a violation within the default budget, the control never. (A missing fence right before a
-// linking CAS is not a bug on x86 — the locked CAS orders earlier flushes — and is not planted.)
+// and controls: the same list without a bug, under a fixture name, and with background work. Every
+// bug must be reported as a violation within the default budget, the control never. (A missing
+// fence right before a linking CAS is not a bug on x86 — the locked CAS orders earlier flushes —
+// and is not planted.)
 //
 // Seed 000's sets with their planted bugs (linkfree_soft/: LinkFreeBug, SoftBug); their controls
 // are the registered list/linkfree and list/soft themselves:
@@ -63,10 +64,27 @@ struct LeakyRecoveryFactory {
   }
 };
 
+// A control with background work (HasBackgroundWork): the bug-free list whose
+// background_step() looks up the next key, so the lab's scheduled background thread
+// (crashlab/scheduler.hpp) is exercised before the techniques that need one arrive
+// (nbMontage's and InCLL's epoch advancers).
+class ListWithBackgroundReader : public BuggyList<algo::PlantedBug::none> {
+ public:
+  using BuggyList<algo::PlantedBug::none>::BuggyList;
+  void background_step() { contains(1 + next_key_++ % 16); }
+
+ private:
+  Key next_key_ = 0;
+};
+
 using Fixtures = registry::TypeList<
     registry::Describe<"list/izraelevitz-control", registry::Kind::map,
                        FixtureFactory<BuggyList<algo::PlantedBug::none>>,
                        "fixture: the Izraelevitz list with no planted bug (must pass)">,
+    registry::Describe<"list/izraelevitz-background-control", registry::Kind::map,
+                       FixtureFactory<ListWithBackgroundReader>,
+                       "fixture: the same list with a background reader the scheduler runs "
+                       "(must pass)">,
     registry::Describe<"list/izraelevitz-bug-a-link-not-flushed", registry::Kind::map,
                        FixtureFactory<BuggyList<algo::PlantedBug::link_not_flushed>>,
                        "fixture (a): the linking CAS is neither flushed nor fenced">,

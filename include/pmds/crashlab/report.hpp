@@ -38,6 +38,7 @@ struct LabResult {
   // The simulator's diagnostic (docs/ARCHITECTURE.md §3): times a thread stored after loading a
   // value another thread had not made durable yet. Informational: not a violation by itself.
   std::uint64_t not_durable_reads = 0;
+  std::uint64_t background_steps = 0;  // rounds of the structure's background work (scheduled)
   double sim_seconds = 0, process_seconds = 0;
   std::vector<Violation> details;   // the first few violations
   std::vector<std::string> errors;  // the lab could not run (not a verdict on the structure)
@@ -85,6 +86,7 @@ inline Json result_json(const LabResult& r) {
           {"workload_runs", r.workload_runs},
           {"simulator_events", r.events},
           {"not_durable_reads", r.not_durable_reads},
+          {"background_steps", r.background_steps},
           {"simulated_seconds", r.sim_seconds},
           {"process_seconds", r.process_seconds},
           {"crashes_per_second",
@@ -109,6 +111,7 @@ inline LabResult result_from_json(const nlohmann::json& j) {
   r.workload_runs = j.value("workload_runs", r.workload_runs);
   r.events = j.value("simulator_events", r.events);
   r.not_durable_reads = j.value("not_durable_reads", r.not_durable_reads);
+  r.background_steps = j.value("background_steps", r.background_steps);
   r.sim_seconds = j.value("simulated_seconds", r.sim_seconds);
   r.process_seconds = j.value("process_seconds", r.process_seconds);
   for (const auto& v : j.value("details", nlohmann::json::array()))

@@ -8,6 +8,12 @@
 // numbers in it — replays exactly from the seed; the preemption points are exactly where Px86
 // interleavings differ (access-layer operations), so no interleaving is out of reach.
 //
+// A structure's background work (HasBackgroundWork, interfaces.hpp) runs as one more scheduled
+// thread: background_step(), then yield() (the turn goes to a workload thread), until alone()
+// says every workload thread has left. Its steps are preemption points like any other, so a
+// replay interleaves them exactly as the first run did. background_step() must not wait for a
+// workload thread (that blocks outside the access layer: see below).
+//
 // A thread that blocks outside the access layer while holding the turn (a std::mutex held
 // across a persistent access, say) would stop every other thread: a waiter that has waited
 // `steal_after` takes the turn instead, the run goes on (no longer replayable exactly) and
@@ -49,6 +55,23 @@ class Scheduler {
     std::unique_lock g(mutex_);
     live_[static_cast<std::size_t>(me)] = false;
     if (turn_ == me) pass_to(pick_other(me));
+  }
+
+  // The calling thread (holding the turn) passes it to another live thread, drawn uniformly,
+  // and waits for its next turn; it keeps the turn when it is alone.
+  void yield() {
+    const int me = current_index();
+    std::unique_lock g(mutex_);
+    const int next = pick_other(me);
+    if (next < 0) return;
+    pass_to(next);
+    wait_for_turn(g, static_cast<std::size_t>(me));
+  }
+
+  // True when no thread but the caller is live (every other one has left).
+  bool alone() {
+    std::lock_guard g(mutex_);
+    return live_others(current_index()) == 0;
   }
 
   // The schedule hook: a preemption point of the calling thread (ignored for other threads).
@@ -106,6 +129,13 @@ class Scheduler {
     if (next < 0) return;
     pass_to(next);
     wait_for_turn(g, me);
+  }
+
+  // Live threads other than `me`. Lock held.
+  std::size_t live_others(int me) const {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < live_.size(); ++i) n += live_[i] && static_cast<int>(i) != me;
+    return n;
   }
 
   // A live thread other than `me`, uniformly (-1 when there is none). Lock held.

@@ -207,6 +207,7 @@ class WorkloadProcess {
     registry::CreateOptions co;
     co.key_range = o_.workload.key_range;
     co.pool_size = o_.pool_size;
+    co.background_thread = false;  // the scheduler runs it (below)
     auto inst = registry::Instance::create(e_, co, pool_file_.path());
     if (e_.kind == registry::Kind::register_object) init_ = inst.contents();
     // Creation is not under test: what it wrote counts as durable.
@@ -222,7 +223,10 @@ class WorkloadProcess {
     log_.emplace(HistoryLog::create(log_memory_.get(), HistoryLog::bytes_for(threads + 1, capacity),
                                     threads + 1, capacity));
     const Workload w = make_workload(e_, o_.workload, wseed_);
-    scheduler_.emplace(threads, mix_seed(wseed_, 0x5c4ed), o_.switch_probability);
+    // The structure's background work, if any, is scheduled thread number `threads`.
+    const bool background = inst.has_background_work();
+    scheduler_.emplace(threads + (background ? 1 : 0), mix_seed(wseed_, 0x5c4ed),
+                       o_.switch_probability);
     arm_next();
 
     for (const auto& op : w.prefill) log_->record(threads, op, [&] { return inst.apply(op); });
@@ -244,6 +248,22 @@ class WorkloadProcess {
         scheduler_->leave();
       });
     }
+    std::uint64_t background_steps = 0;
+    if (background)
+      workers.emplace_back([&] {
+        scheduler_->enter(threads);
+        try {
+          while (!scheduler_->alone()) {
+            inst.background_step();
+            ++background_steps;
+            scheduler_->yield();
+          }
+        } catch (const std::exception& ex) {
+          std::lock_guard g(error_mutex);
+          if (error.empty()) error = std::string("background work: ") + ex.what();
+        }
+        scheduler_->leave();
+      });
     for (auto& th : workers) th.join();
     pm::sim::set_schedule_hook(nullptr);
     pm::sim::clear_crash_handler();
@@ -253,7 +273,8 @@ class WorkloadProcess {
           {"recovery_events", recovery_estimate_},
           {"warnings", pm::sim::warning_count()},
           {"switches", scheduler_->switches()},
-          {"stolen", scheduler_->stolen()}});
+          {"stolen", scheduler_->stolen()},
+          {"background_steps", background_steps}});
   }
 
   // Ends the workload process. Its helper processes (lincheck, the recovery server) are ended
@@ -490,6 +511,7 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
           estimate = std::max<std::uint64_t>(count("events"), 1);
           r.events += count("events");
           r.not_durable_reads += count("warnings");
+          r.background_steps += count("background_steps");
           recovery_estimate = std::max(recovery_estimate, count("recovery_events"));
           if (count("stolen") > 0)
             r.errors.push_back("scheduler: a thread blocked outside the access layer; run " +

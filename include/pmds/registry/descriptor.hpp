@@ -78,6 +78,9 @@ struct CreateOptions {
   std::uint64_t key_range = 1024;  // keys in use lie in [1, key_range]
   std::uint64_t buckets = 0;       // hash tables: 0 = bucket_count_for(key_range)
   std::uint64_t pool_size = 0;     // durable: pool file bytes; 0 = default_pool_size(key_range)
+  // Structures with background work (HasBackgroundWork): false starts no thread for it; the
+  // caller calls background_step() (the crash lab's scheduler does).
+  bool background_thread = true;
 };
 
 // Seed 000 §6 runs 1M keys over 2^20 buckets: one bucket per key of the range, a power of two.
@@ -264,6 +267,8 @@ struct Entry {
   // What the recovery that opened the object found (null when the structure does not say):
   // its live_slots is the crash lab's exact leak limit.
   RecoveryStats (*recovery_stats)(const void* object) = nullptr;
+  // One round of the structure's background work (null when it has none): HasBackgroundWork.
+  void (*background_step)(void* object) = nullptr;
 };
 
 namespace detail {
@@ -397,6 +402,8 @@ Entry make_entry(std::size_t index) {
         return static_cast<const T*>(p)->recovery_stats();
       };
   }
+  if constexpr (HasBackgroundWork<T>)
+    e.background_step = [](void* p) { static_cast<T*>(p)->background_step(); };
   e.destroy = [](void* p) { std::default_delete<T>()(static_cast<T*>(p)); };
   e.apply = [](void* p, const Operation& op) { return apply_to(*static_cast<T*>(p), op, D::name); };
   e.contents = [](void* p, const CreateOptions& o) { return contents_of(*static_cast<T*>(p), o); };
@@ -525,6 +532,10 @@ class Instance {
 
   OpResult apply(const Operation& op) const { return entry_->apply(object_, op); }
   std::vector<Item> contents() const { return entry_->contents(object_, options_); }
+  bool has_background_work() const { return entry_->background_step != nullptr; }
+  void background_step() const {
+    if (entry_->background_step != nullptr) entry_->background_step(object_);
+  }
   // What the recovery that opened this instance found; nullopt for a created instance or a
   // structure that does not say.
   std::optional<RecoveryStats> recovery_stats() const {
