@@ -28,6 +28,11 @@
 //                                     recovery show it (crashlab/verdict.hpp), and only because
 //                                     the allocator hands out recycled slots first.
 //
+// The allocator (pm/allocator.hpp), through AllocatorProbe (crashlab/allocator_probe.hpp), a set
+// of one slot per element, and its planted bug:
+//   alloc/probe-control                      must pass
+//   alloc/probe-bug-directory-not-persisted  a claimed chunk's directory word never persisted
+//
 // A later technique adds its own planted bugs by appending Describe lines to Fixtures.
 #pragma once
 
@@ -38,6 +43,7 @@
 
 #include "pmds/algo/harris_michael_list.hpp"
 #include "pmds/algo/policy.hpp"
+#include "pmds/crashlab/allocator_probe.hpp"
 #include "pmds/linkfree_soft/linkfree_list.hpp"
 #include "pmds/linkfree_soft/soft_list.hpp"
 #include "pmds/registry.hpp"
@@ -81,6 +87,13 @@ using Fixtures = registry::TypeList<
     registry::Describe<"list/izraelevitz-control", registry::Kind::map,
                        FixtureFactory<BuggyList<algo::PlantedBug::none>>,
                        "fixture: the Izraelevitz list with no planted bug (must pass)">,
+    registry::Describe<"alloc/probe-control", registry::Kind::set,
+                       FixtureFactory<AllocatorProbe<false>>,
+                       "fixture: the allocator under the lab, through a set of one slot per "
+                       "element (must pass)">,
+    registry::Describe<"alloc/probe-bug-directory-not-persisted", registry::Kind::set,
+                       FixtureFactory<AllocatorProbe<true>>,
+                       "fixture: the allocator never persists a claimed chunk's directory word">,
     registry::Describe<"list/izraelevitz-background-control", registry::Kind::map,
                        FixtureFactory<ListWithBackgroundReader>,
                        "fixture: the same list with a background reader the scheduler runs "
@@ -131,11 +144,19 @@ inline std::span<const registry::Entry> fixture_entries() {
   return table;
 }
 
-// Planted-bug fixtures only (the control excluded).
+// Planted-bug fixtures only (the controls excluded).
 inline std::vector<const registry::Entry*> planted_bugs() {
   std::vector<const registry::Entry*> out;
   for (const auto& e : fixture_entries())
     if (e.name.find("-bug-") != std::string_view::npos) out.push_back(&e);
+  return out;
+}
+
+// The bug-free controls among the fixtures.
+inline std::vector<const registry::Entry*> fixture_controls() {
+  std::vector<const registry::Entry*> out;
+  for (const auto& e : fixture_entries())
+    if (e.name.find("-bug-") == std::string_view::npos) out.push_back(&e);
   return out;
 }
 

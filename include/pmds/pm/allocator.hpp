@@ -40,9 +40,10 @@
 // Threads: allocate() and free() from any number of threads at once; recover(), free_slots()
 // only when no other thread uses the allocator (quiescent).
 //
-// Planted bug for the crash tests (test/pool/allocator_planted_bug_sim_test.cpp): defining
-// PMDS_PLANTED_BUG_ALLOCATOR_DIRECTORY_NOT_PERSISTED drops the persist of a claimed chunk's
-// directory word, so a slot can be durably live in a chunk that a crash leaves free.
+// Planted bug for the crash lab (crashlab/allocator_probe.hpp, a fixture): in the simulated
+// backend only, planted_allocator_bug = directory_not_persisted drops the persist of a claimed
+// chunk's directory word, so a slot can be durably live in a chunk that a crash leaves free.
+// The other backends compile the check away.
 //
 // allocate() returns a slot's bytes as they are: zero for a never-used slot, or whatever the
 // structure left in it when it was freed (seed 000 §5: the structure, not the allocator, puts a
@@ -67,6 +68,10 @@
 namespace pmds::pm {
 
 class Pool;
+
+// The crash lab's planted allocator bug (see the header comment); none but in the lab.
+enum class PlantedAllocatorBug { none, directory_not_persisted };
+inline PlantedAllocatorBug planted_allocator_bug = PlantedAllocatorBug::none;
 
 // What recover() found.
 struct AllocatorRecoveryStats {
@@ -378,9 +383,9 @@ class ChunkAllocator {
       if (chunk_class_[i].load(std::memory_order_relaxed) != no_class) continue;
       std::uint64_t expected = format::chunk_word::free_word;
       if (!directory_[i].compare_exchange_strong(expected, desired)) continue;
-#if !defined(PMDS_PLANTED_BUG_ALLOCATOR_DIRECTORY_NOT_PERSISTED)
-      persist(&directory_[i], sizeof(std::uint64_t));
-#endif
+      if (backend != Backend::simulated ||
+          planted_allocator_bug != PlantedAllocatorBug::directory_not_persisted)
+        persist(&directory_[i], sizeof(std::uint64_t));
       chunk_class_[i].store(static_cast<std::uint8_t>(cls), std::memory_order_relaxed);
       used_chunks_.fetch_add(1, std::memory_order_relaxed);
       next_chunk_hint_.store(i + 1, std::memory_order_relaxed);
