@@ -63,7 +63,8 @@ run() {
   names=$(IFS=,; echo "$*")
   echo "== $group: $workload over $names" >&2
   if "$pmds" bench --structure "$names" --workload "$workload" --key-range "$range" "${common[@]}" \
-      --json "$out/$group.json" --csv "$out/$group.csv" | tee -a "$out/runs.txt"; then
+      --json "$out/$group.json" --csv "$out/$group.csv" --ratios "$out/$group.ratios" \
+      | tee -a "$out/runs.txt"; then
     groups+=("$group")
   else
     echo "run-default-suite.sh: the $group run failed" >&2
@@ -109,29 +110,15 @@ with open(f"{out}/results.csv", "w") as f:
             lines = part.readlines()
         f.writelines(lines if i == 0 else lines[1:])
 EOF
-  # The ratio tables of every group, in one.
-  /usr/bin/python3 - "$out/results.json" >"$out/ratios.txt" <<'EOF'
-import json, sys
-records = json.load(open(sys.argv[1]))["results"]
-def cell(r, key):
-    m = r.get(key)
-    if m is None:
-        return "-"
-    fmt = "{:.3g}" if r[key + "_max"] < 0.1 else "{:.2f}"
-    return f"{fmt.format(m)} [{fmt.format(r[key + '_min'])} - {fmt.format(r[key + '_max'])}]"
-rows = [r for r in records if r.get("ratio_to_transient") is not None
-        or r.get("ratio_to_psync_bound") is not None]
-width = max([len(r["structure"]) for r in rows] + [9])
-print("# throughput ratios: median of the per-round ratios [min - max] over "
-      f"{max([r['reps'] for r in rows] + [0])} rounds")
-print(f"{'structure':<{width}} {'workload':<11} {'thr':>3} {'/ transient twin':>22} "
-      f"{'/ psync-bound':>22}")
-for r in rows:
-    print(f"{r['structure']:<{width}} {r['workload']:<11} {r['threads']:>3} "
-          f"{cell(r, 'ratio_to_transient'):>22} {cell(r, 'ratio_to_psync_bound'):>22}")
-EOF
+  # The ratio tables of every group (pmds bench --ratios), in one.
+  {
+    echo "# throughput ratios: median of the per-round ratios [min - max] over $reps rounds"
+    for group in "${groups[@]}"; do
+      [[ -s $out/$group.ratios ]] && { echo "## $group"; cat "$out/$group.ratios"; }
+    done
+  } >"$out/ratios.txt"
   cat "$out/ratios.txt" "$out/runs.txt" >"$out/table.txt"
-  rm -f "$out/runs.txt"
+  rm -f "$out/runs.txt" "$out"/*.ratios
   "$pmds" plot --out "$out/plots" "$out/results.json" >/dev/null || failures=$((failures + 1))
 fi
 

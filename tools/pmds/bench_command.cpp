@@ -74,6 +74,7 @@ int bench_command(const bench::ParsedBench& parsed, std::string_view command_lin
   try {
     auto json = open_output(cfg.json_path, "--json");
     auto csv = open_output(cfg.csv_path, "--csv");
+    auto ratio_file = open_output(cfg.ratios_path, "--ratios");
     pm::set_fence_latency_ns(cfg.fence_latency_ns);
     std::signal(SIGINT, on_interrupt);
     std::signal(SIGTERM, on_interrupt);
@@ -116,6 +117,9 @@ int bench_command(const bench::ParsedBench& parsed, std::string_view command_lin
     bench::add_ratios(records);
     progress.clear();
 
+    // The ratios first: on a noisy machine they, not the absolute figures, are the result.
+    std::ostringstream ratios;
+    bench::write_ratio_table(ratios, records);
     if (cfg.table) {
       std::cout << "# pmds bench: backend " << pm::to_string(pm::backend) << ", flush "
                 << pm::to_string(pm::flush_instruction()) << ", fence latency "
@@ -123,9 +127,6 @@ int bench_command(const bench::ParsedBench& parsed, std::string_view command_lin
                 << " s x " << cfg.reps << " reps (+" << bench::format_seconds(cfg.warmup_s)
                 << " s warm-up), key range " << cfg.key_range << ", "
                 << bench::to_string(cfg.distribution) << " keys\n";
-      // The ratios first: on a noisy machine they, not the absolute figures, are the result.
-      std::ostringstream ratios;
-      bench::write_ratio_table(ratios, records);
       if (!ratios.str().empty())
         std::cout << "# throughput ratios, median of the per-round ratios [min - max]\n"
                   << ratios.str() << "\n";
@@ -136,6 +137,12 @@ int bench_command(const bench::ParsedBench& parsed, std::string_view command_lin
       json->close();
       if (!*json) throw Error("pmds bench: writing " + cfg.json_path + " failed");
       std::cerr << "pmds bench: wrote " << cfg.json_path << "\n";
+    }
+    if (ratio_file) {
+      *ratio_file << ratios.str();
+      ratio_file->close();
+      if (!*ratio_file) throw Error("pmds bench: writing " + cfg.ratios_path + " failed");
+      std::cerr << "pmds bench: wrote " << cfg.ratios_path << "\n";
     }
     if (csv) {
       bench::write_csv(*csv, records);

@@ -158,6 +158,10 @@ inline void add_bench_options(CLI::App& app, ParsedBench& out) {
   app.add_option("--csv", c.csv_path, "write the results as CSV")
       ->type_name("FILE")
       ->check(non_empty("a file path"));
+  app.add_option("--ratios", c.ratios_path,
+                 "write the ratio table (to the transient twin and to psync-bound) alone")
+      ->type_name("FILE")
+      ->check(non_empty("a file path"));
 
   const std::string more = "more";
   app.add_option("--buckets", c.buckets,

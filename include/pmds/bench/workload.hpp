@@ -166,7 +166,8 @@ struct Config {
   // that call run_target directly leave it off.
   bool isolate = false;
   std::string json_path, csv_path;
-  bool progress = false;  // force the progress line even when stderr is not a terminal
+  std::string ratios_path;  // the ratio table alone (the default suite gathers them)
+  bool progress = false;    // force the progress line even when stderr is not a terminal
   bool table = true;
 
   unsigned effective_reads() const {
