@@ -102,6 +102,19 @@ TEST(IzraelevitzCounts, TransientPmAtomicFlushesNothing) {
   EXPECT_EQ(c.rmws, 3u);  // the link, the mark, the unlink: pm::atomic counts its RMWs
 }
 
+// Under eADR (PMDS_EADR=1: the flush instruction is none) a flush issues nothing, so it is not
+// counted; the fences still are (they still order).
+TEST(IzraelevitzCounts, UnderEadrFlushesAreNotCounted) {
+  Instance<HarrisMichaelList<izraelevitz>> list;
+  fill_even(*list);
+  const pm::FlushInstruction saved = pm::detail::flush_instruction;
+  pm::detail::flush_instruction = pm::FlushInstruction::none;
+  const pm::Counters c = count([&] { EXPECT_TRUE(list->contains(2 * 7)); });
+  pm::detail::flush_instruction = saved;
+  EXPECT_EQ(c.flushes, 0u);
+  EXPECT_EQ(c.fences, search_present(7));
+}
+
 // Each planted bug changes the counts of an insert exactly where it says.
 template <PlantedBug Bug>
 pm::Counters insert_counts() {

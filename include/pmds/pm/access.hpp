@@ -65,7 +65,8 @@ inline void flush(const void* p) {
 #if defined(PMDS_BACKEND_SIMULATED)
   sim::flush(p, detail::flush_instruction);
 #else
-  if constexpr (backend == Backend::counting) ++detail::thread_counters.flushes;
+  if constexpr (backend == Backend::counting)  // under eADR (none) no write-back is issued
+    detail::thread_counters.flushes += detail::flush_instruction != FlushInstruction::none;
   hw::flush_line(p, detail::flush_instruction);
 #endif
 }
