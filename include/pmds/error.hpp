@@ -17,20 +17,23 @@ class Error : public std::runtime_error {
 
 // Pool files (pm/pool.hpp). A failed open never modifies the file.
 enum class PoolErrc {
-  not_found,         // the path does not exist
-  not_regular_file,  // a directory, a device that is not DAX, a FIFO, ...
-  io,                // open/stat/mmap failed for another reason (errno in the message)
-  bad_magic,         // not a pmds pool (foreign file)
-  layout_mismatch,   // a pmds pool holding another structure
-  version_too_new,   // written by a newer pmds
-  truncated,         // the file is shorter than its header says, or shorter than a header
-  size_mismatch,     // the file is longer than its header says
-  corrupted,         // header checksum or internal consistency check failed
-  base_unavailable,  // the recorded base address is already in use in this process
-  in_use,            // the pool is open in another process (file lock)
-  already_exists,    // create() on an existing path
-  bad_argument,      // create() with an unusable size or layout name
-  full,              // the pool has no free chunk left
+  not_found,          // the path does not exist
+  not_regular_file,   // a directory, a device that is not DAX, a FIFO, ...
+  io,                 // open/stat/mmap failed for another reason (errno in the message)
+  bad_magic,          // not a pmds pool (foreign file)
+  layout_mismatch,    // a pmds pool holding another structure
+  version_too_new,    // written by a newer pmds
+  truncated,          // the file is shorter than its header says, or shorter than a header
+  size_mismatch,      // the file is longer than its header says
+  corrupted,          // header checksum or internal consistency check failed
+  base_unavailable,   // the recorded base address is already in use in this process
+  in_use,             // the pool is open in another process (file lock)
+  already_exists,     // create() on an existing path
+  bad_argument,       // create() with an unusable size or layout name
+  full,               // the pool has no free chunk left
+  corrupt_structure,  // the structure's bytes in the pool are damaged: a link read by recovery
+                      // leads outside the pool's slots or around a cycle, or a field is out
+                      // of range (PoolCorrupt)
 };
 
 const char* to_string(PoolErrc code) noexcept;
@@ -48,6 +51,16 @@ class PoolError : public Error {
 class PoolFull : public PoolError {
  public:
   explicit PoolFull(const std::string& message) : PoolError(PoolErrc::full, message) {}
+};
+
+// Recovery found the structure in an opened pool damaged (PoolErrc::corrupt_structure): a link
+// that does not lead to a slot of the pool, a cycle, a field out of range. The message names
+// the structure and what was wrong. Thrown before recovery writes anything where the structure
+// allows it (docs/ARCHITECTURE.md §5, "Bad input inside the pool").
+class PoolCorrupt : public PoolError {
+ public:
+  explicit PoolCorrupt(const std::string& message)
+      : PoolError(PoolErrc::corrupt_structure, message) {}
 };
 
 // More threads than pmds::max_threads use pmds at once.
@@ -92,6 +105,8 @@ inline const char* to_string(PoolErrc code) noexcept {
       return "bad_argument";
     case PoolErrc::full:
       return "full";
+    case PoolErrc::corrupt_structure:
+      return "corrupt_structure";
   }
   return "unknown";
 }

@@ -85,7 +85,7 @@ class AnchoredStructure {
                       "pmds: pool " + mem_.pool().path() +
                           " holds no structure (never created, or its creation did not finish)");
     anchor = static_cast<Anchor*>(mem_.root());
-    auto trace = mem_.begin_recovery();
+    auto trace = mem_.begin_recovery(structure);
     trace.visit(anchor);
     if (anchor->kind.peek() != kind)
       throw PoolError(PoolErrc::layout_mismatch, std::string("pmds: the structure in pool ") +

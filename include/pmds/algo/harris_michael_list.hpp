@@ -149,11 +149,13 @@ class HmBucket {
     }
   }
 
-  // Recovery: visit every reachable node (before reading it).
+  // Recovery: visit every reachable node (before reading it). Each node has one predecessor,
+  // so a second visit is a damaged pool (a cycle, or a link into another bucket's chain):
+  // visit_once throws PoolCorrupt, which also bounds the walk.
   template <class Trace>
   static void trace(Trace& trace, const Link& head) {
     for (Node* n = pointer_of<Node>(head.peek()); n != nullptr;) {
-      trace.visit(n);
+      trace.visit_once(n);
       n = pointer_of<Node>(n->next.peek());
     }
   }

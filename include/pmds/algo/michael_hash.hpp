@@ -152,13 +152,16 @@ class MichaelHashTable : public AnchoredStructure<P> {
   void open_and_recover() requires(P::durable) {
     auto trace = this->open_anchor(anchor_, kind, "Michael hash table");
     bucket_count_ = anchor_->bucket_count.peek();
+    // Checked before use: it sizes the directory and segments read next (a damaged pool).
+    if (bucket_count_ == 0 || bucket_count_ > (std::size_t{1} << 29))
+      trace.corrupt("bucket count " + std::to_string(bucket_count_) + " is out of range [1, 2^29]");
     index_ = BucketIndex(bucket_count_);
     const std::size_t segment_count = (bucket_count_ + segment_buckets - 1) / segment_buckets;
     auto* directory = pointer_of<Link>(anchor_->directory.peek());
-    trace.visit(directory);
+    trace.visit_once(directory, segment_count * sizeof(Link));
     for (std::size_t s = 0; s < segment_count; ++s) {
       auto* segment = pointer_of<Link>(directory[s].peek());
-      trace.visit(segment);
+      trace.visit_once(segment, segment_size(s) * sizeof(Link));
       segments_.push_back(segment);
     }
     if constexpr (P::planted_bug == PlantedBug::recovery_drops_node) {

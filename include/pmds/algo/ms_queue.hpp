@@ -149,9 +149,11 @@ class MichaelScottQueue : public AnchoredStructure<P> {
     const std::uintptr_t tail = anchor_->tail.peek();
     bool tail_reached = false;
     Node* last = nullptr;
+    // The dummy node always exists: a null head is a damaged anchor (dequeue would read it).
+    if (anchor_->head.peek() == 0) trace.corrupt("the head link is null (no dummy node)");
     for (Node* n = pointer_of<Node>(anchor_->head.peek()); n != nullptr;
          n = pointer_of<Node>(n->next.peek())) {
-      trace.visit(n);
+      trace.visit_once(n);  // a node has one predecessor: a second visit is a cycle
       tail_reached = tail_reached || word_of(n) == tail;
       last = n;
     }

@@ -295,19 +295,49 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
   void open_and_recover() requires(P::durable) {
     auto trace = this->open_anchor(anchor_, kind, "Natarajan-Mittal tree");
     root_ = address(anchor_->root.peek());
-    trace.visit(root_);
+    trace.visit_once(root_);
     sentinel_s_ = address(root_->left.peek());
-    if constexpr (P::planted_bug == PlantedBug::recovery_drops_node) {
-      trace.visit(sentinel_s_);
-      drop_first_leaf();
-    }
+    // The operations assume the sentinels' shape: R and S internal, with key infinity, and the
+    // edges R -> S and S -> S.left never flagged or tagged (no leaf under them is ever deleted;
+    // seek starts below them, and cleanup's CAS on them expects them bare: a mark there would
+    // make every later update retry for ever).
+    if (root_->key.peek() != infinity || sentinel_s_ == nullptr ||
+        word_of(sentinel_s_) != root_->left.peek())
+      trace.corrupt("the root sentinel R is damaged");
+    trace.visit(sentinel_s_);
+    const std::uintptr_t s_left = sentinel_s_->left.peek();
+    if (sentinel_s_->key.peek() != infinity || address(s_left) == nullptr ||
+        (s_left & (flag_bit | tag_bit)) != 0)
+      trace.corrupt("the sentinel S is damaged");
+    if constexpr (P::planted_bug == PlantedBug::recovery_drops_node) drop_first_leaf();
+    // A damaged pool (docs/ARCHITECTURE.md §5): a tree node has one parent, so a second visit
+    // is a cycle or a shared subtree (visit_once throws; it also bounds the walk); a node has
+    // two children or none (seek and cleanup read both of an internal node); only an edge to
+    // a leaf may be flagged (cleanup retires the flagged child as a leaf), and an edge is
+    // tagged only beside a flagged one. Nothing is written.
     std::vector<Node*> stack{root_};
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
-      trace.visit(n);
-      if (Node* l = address(n->left.peek())) stack.push_back(l);
-      if (Node* r = address(n->right.peek())) stack.push_back(r);
+      const std::uintptr_t edges[2] = {n->left.peek(), n->right.peek()};
+      if ((address(edges[0]) == nullptr) != (address(edges[1]) == nullptr))
+        trace.corrupt("a node has one child");
+      // Cleanup tags the edge that is not flagged, after the other one was flagged.
+      for (int side = 0; side < 2; ++side)
+        if (tagged(edges[side]) && !flagged(edges[1 - side]))
+          trace.corrupt("a tagged edge whose sibling edge is not flagged");
+      for (const std::uintptr_t e : edges) {
+        Node* c = address(e);
+        if (c == nullptr) continue;
+        if (c == sentinel_s_ && n == root_) {
+          // S was visited above.
+        } else {
+          trace.visit_once(c);
+        }
+        if (flagged(e) && address(c->left.peek()) != nullptr)
+          trace.corrupt("an edge to an internal node is flagged");
+        stack.push_back(c);
+      }
     }
     trace.finish();
   }

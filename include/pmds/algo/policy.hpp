@@ -143,10 +143,17 @@ concept SharedWord = requires(W& w, const W& cw, T v, T& expected, Access a) {
   { w.init(v) } -> std::same_as<void>;
 };
 
+// visit(node, bytes) checks that node is a slot of the pool holding at least `bytes` (else
+// throws PoolCorrupt: the pool's body is damaged) and records it; false if already visited.
+// visit_once(node, bytes) is visit() for a node that only one link may reach (a list, a tree):
+// a second visit is a cycle or a shared node, PoolCorrupt. Both also take a typed pointer
+// (bytes = sizeof the node). corrupt(what) throws PoolCorrupt for a field out of range.
 template <class R>
-concept RecoveryTrace = requires(R& r, const void* node) {
-  { r.visit(node) } -> std::same_as<bool>;
+concept RecoveryTrace = requires(R& r, const void* node, std::size_t n, const char* what) {
+  { r.visit(node, n) } -> std::same_as<bool>;
+  { r.visit_once(node, n) } -> std::same_as<void>;
   { r.finish() } -> std::same_as<void>;
+  {r.corrupt(what)};
 };
 
 template <class M>
@@ -327,11 +334,30 @@ struct IzraelevitzPolicy {
 
   // Records the slots a recovery trace reaches; finish() hands them to the allocator, which
   // puts every other slot of every used chunk on its free lists (no flush needed).
+  // Every node is checked before it is read (pm::ChunkAllocator::checked_slot): a link of a
+  // damaged pool may lead anywhere, and the trace must end in PoolCorrupt rather than read
+  // outside the pool or loop (docs/ARCHITECTURE.md §5). visit_once bounds a walk by the set of
+  // visited slots, which cannot outgrow the pool's slots.
   class Recovery {
    public:
-    Recovery(pm::ChunkAllocator& allocator, RecoveryStats& stats)
-        : allocator_(&allocator), stats_(&stats) {}
-    bool visit(const void* node) { return live_.insert(node).second; }
+    Recovery(pm::ChunkAllocator& allocator, RecoveryStats& stats, const char* structure)
+        : allocator_(&allocator), stats_(&stats), structure_(structure) {}
+    bool visit(const void* node, std::size_t bytes) {
+      allocator_->checked_slot(node, bytes, std::string(structure_) + ": a link to a node");
+      return live_.insert(node).second;
+    }
+    template <class N>
+    requires(!std::is_void_v<N>) bool visit(const N* node) { return visit(node, sizeof(N)); }
+    void visit_once(const void* node, std::size_t bytes) {
+      if (!visit(node, bytes))
+        corrupt("a node is reached twice (a cycle, or a node shared by two links)");
+    }
+    template <class N>
+    requires(!std::is_void_v<N>) void visit_once(const N* node) { visit_once(node, sizeof(N)); }
+    [[noreturn]] void corrupt(const std::string& what) const {
+      allocator_->corrupt(std::string(structure_) + ": " + what);
+    }
+    const pm::ChunkAllocator& allocator() const { return *allocator_; }
     void finish() {
       const pm::AllocatorRecoveryStats found =
           allocator_->recover([this](void* slot, std::size_t) { return live_.count(slot) != 0; });
@@ -347,6 +373,7 @@ struct IzraelevitzPolicy {
    private:
     pm::ChunkAllocator* allocator_;
     RecoveryStats* stats_;
+    const char* structure_;
     std::unordered_set<const void*> live_;
     std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   };
@@ -392,7 +419,10 @@ struct IzraelevitzPolicy {
     }
     void drain() { epochs_.drain(); }
 
-    Recovery begin_recovery() { return Recovery(pool_->allocator(), recovery_stats_); }
+    // `structure` names it in the messages of PoolCorrupt.
+    Recovery begin_recovery(const char* structure = "structure") {
+      return Recovery(pool_->allocator(), recovery_stats_, structure);
+    }
     // What the last recovery found (live slots = slots the trace reached).
     const RecoveryStats& recovery_stats() const noexcept { return recovery_stats_; }
 

@@ -29,6 +29,9 @@
 #include <cstdint>
 #include <new>
 #include <optional>
+#include <string>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "pmds/algo/anchored_structure.hpp"
@@ -288,26 +291,52 @@ class SkipList : public AnchoredStructure<P> {
   void open_and_recover() requires(P::durable) {
     auto trace = this->open_anchor(anchor_, kind, "skip list");
     head_ = pointer_of<Node>(anchor_->head.peek());
-    trace.visit(head_);
+    trace.visit_once(head_, Node::bytes(max_height));
+    if (head_->height.peek() != max_height) trace.corrupt("the head node's height is not 20");
     if constexpr (P::planted_bug == PlantedBug::recovery_drops_node) drop_first_node();
+    // A damaged pool (docs/ARCHITECTURE.md §5): every node is checked before it is read (a
+    // slot of the pool, a height in range whose links fit its slot, linked only at levels
+    // below its height), each level's walk is bounded, a node unmarked at a level is met at
+    // every level below (inserters link bottom-up, removers mark top-down), so a search that
+    // descends from it follows only checked links, and the repairs are written only once the
+    // whole walk is checked, so a PoolCorrupt leaves the pool as it was.
     std::vector<Node*> deleted;  // marked at level 0: their removers crashed
+    std::vector<std::pair<Link*, std::uintptr_t>> unlinks;  // repairs, written after the walk
+    std::vector<Node*> owned;                               // level-0 nodes whose owners != 1
+    std::unordered_set<const Node*> above, here;            // unmarked at level + 1, at level
     int levels = 1;
     for (int level = max_height - 1; level >= 0; --level) {
       Node* pred = head_;
+      pm::BoundedWalk walk(trace.allocator(), "skip list: a level's links");
       for (Node* n = pointer_of<Node>(head_->next(level).peek()); n != nullptr;) {
-        trace.visit(n);
+        walk.step();
+        trace.visit(n, sizeof(Node));
+        const std::uint64_t height = n->height.peek();
+        if (height < 1 || height > max_height || static_cast<int>(height) <= level)
+          trace.corrupt("a node of height " + std::to_string(height) + " is linked at level " +
+                        std::to_string(level));
+        trace.visit(n, Node::bytes(static_cast<int>(height)));
         const std::uintptr_t link = n->next(level).peek();
         if (is_marked(link)) {  // finish the crashed remover's unlinking at this level
-          pred->next(level).store(link & ~mark_bit);
+          unlinks.emplace_back(&pred->next(level), link & ~mark_bit);
           if (level == 0) deleted.push_back(n);
         } else {
           levels = std::max(levels, level + 1);
-          if (level == 0 && n->owners.peek() != 1) n->owners.store(1);  // inserter crashed
+          here.insert(n);
+          if (level == 0 && n->owners.peek() != 1) owned.push_back(n);  // inserter crashed
           pred = n;
         }
         n = pointer_of<Node>(link);
       }
+      for (const Node* n : above)
+        if (here.count(n) == 0)
+          trace.corrupt("a node linked at level " + std::to_string(level + 1) +
+                        " is missing or marked at level " + std::to_string(level));
+      above = std::move(here);
+      here.clear();
     }
+    for (const auto& [link, word] : unlinks) link->store(word);
+    for (Node* n : owned) n->owners.store(1);
     levels_.store(levels);
     trace.finish();
     for (Node* n : deleted) mem_.retire(n);

@@ -114,7 +114,7 @@ class TreiberStack : public AnchoredStructure<P> {
     }
     for (Node* n = pointer_of<Node>(anchor_->top.peek()); n != nullptr;
          n = pointer_of<Node>(n->next.peek()))
-      trace.visit(n);
+      trace.visit_once(n);  // a node has one predecessor: a second visit is a cycle
     trace.finish();
   }
 

@@ -54,10 +54,12 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pmds/error.hpp"
@@ -274,6 +276,69 @@ class ChunkAllocator {
     return cls == no_class ? 0 : class_size_[cls].load(std::memory_order_relaxed);
   }
 
+  // ---- Checks for recovery: bad input inside the pool (docs/ARCHITECTURE.md §5) ---------------
+  // A pool's body may be damaged (a stray write, a bad block, a foreign tool): every recovery
+  // that follows a link read from the pool checks the target here BEFORE reading it, and bounds
+  // its walks by slot_capacity(), so a damaged pool ends in PoolCorrupt, never in a wild read or
+  // a loop. Recovery and open only: the hot paths follow links that recovery checked.
+
+  // True when p starts a slot of a used chunk (at a multiple of that chunk's slot size) and the
+  // slot holds at least `size` bytes: a node of `size` bytes there lies inside the pool and
+  // inside one slot.
+  bool is_slot(const void* p, std::size_t size) const {
+    if (!owns(p)) return false;
+    const std::size_t off = static_cast<std::size_t>(static_cast<const char*>(p) - chunks_);
+    const std::uint8_t cls = chunk_class_[off >> chunk_shift_].load(std::memory_order_relaxed);
+    if (cls == no_class) return false;
+    const std::size_t slot = class_size_[cls].load(std::memory_order_relaxed);
+    const std::size_t in_chunk = off & (chunk_size_ - 1);
+    return in_chunk % slot == 0 && in_chunk / slot < chunk_size_ / slot && size <= slot;
+  }
+
+  // p as a T*, when is_slot(p, size); otherwise throws PoolCorrupt saying that `what` (the
+  // link's name: "list node", "skip-list level 3 link") leads elsewhere.
+  template <class T = void>
+  T* checked_slot(const void* p, std::size_t size, std::string_view what) const {
+    if (!is_slot(p, size)) corrupt(describe_bad_link(p, size, what));
+    return static_cast<T*>(const_cast<void*>(p));
+  }
+
+  // Why p is not a slot of `size` bytes, for the messages of checked_slot and its callers.
+  std::string describe_bad_link(const void* p, std::size_t size, std::string_view what) const {
+    char address[32];
+    std::snprintf(address, sizeof address, "%p", p);
+    std::string why;
+    if (p == nullptr)
+      why = "is null";
+    else if (!owns(p))
+      why = "points outside the pool's chunks";
+    else if (slot_size_of(p) == 0)
+      why = "points into an unused chunk";
+    else if (slot_size_of(p) < size)
+      why = "points to a " + std::to_string(slot_size_of(p)) + "-byte slot, too small for " +
+            std::to_string(size) + " bytes";
+    else
+      why = "points into the middle of a " + std::to_string(slot_size_of(p)) + "-byte slot";
+    return std::string(what) + " " + address + " " + why;
+  }
+
+  // The slots of the used chunks: no walk of the structure can meet more distinct nodes, so a
+  // walk longer than this goes round a cycle.
+  std::size_t slot_capacity() const {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < chunk_count_; ++i) {
+      const std::uint8_t cls = chunk_class_[i].load(std::memory_order_relaxed);
+      if (cls != no_class) n += chunk_size_ / class_size_[cls].load(std::memory_order_relaxed);
+    }
+    return n;
+  }
+
+  // Throws PoolCorrupt: the structure in this pool is damaged, `what` says how.
+  [[noreturn]] void corrupt(std::string_view what) const {
+    throw PoolCorrupt("pmds pool '" + path_ + "': corrupt structure: " + std::string(what) +
+                      " [corrupt_structure]");
+  }
+
  private:
   friend class Pool;
 
@@ -485,6 +550,27 @@ class ChunkAllocator {
   std::mutex class_mutex_;
   std::atomic<std::size_t> used_chunks_{0};
   std::atomic<std::size_t> next_chunk_hint_{0};
+};
+
+// One walk along links read from the pool, bounded: step() before each node it moves to; the
+// step past the allocator's slot_capacity() throws PoolCorrupt (the walk goes round a cycle).
+// For walks that may meet a node twice legitimately (a skip list's levels), where a set of
+// visited nodes cannot tell a cycle.
+class BoundedWalk {
+ public:
+  BoundedWalk(const ChunkAllocator& allocator, std::string_view what)
+      : allocator_(&allocator), what_(what), left_(allocator.slot_capacity()) {}
+  void step() {
+    if (left_ == 0)
+      allocator_->corrupt(std::string(what_) + " goes round a cycle (longer than the pool's " +
+                          std::to_string(allocator_->slot_capacity()) + " slots)");
+    --left_;
+  }
+
+ private:
+  const ChunkAllocator* allocator_;
+  std::string_view what_;
+  std::size_t left_;
 };
 
 }  // namespace pmds::pm
