@@ -17,6 +17,8 @@
 //                              built); durable only after P::Memory::publish of its node
 //        T    peek() const     a read while no other thread runs (recovery, destructor, tests)
 //      Access::link marks the CAS that makes a new node reachable; the planted bugs act there.
+//      A durable policy may add a trailing pm::Site parameter, defaulted to the caller, to the
+//      accesses that persist (pm/site.hpp): the crash lab's mutants are then per algorithm line.
 //   2. P::Memory      one per structure instance: node allocation, epoch reclamation, the
 //                     structure's root (its anchor node), publication and recovery tracing
 //                     (concept PolicyMemory, below).
@@ -287,24 +289,27 @@ struct IzraelevitzPolicy {
     // A shared load is followed by a flush and a fence of the loaded word: the value may have
     // been written by a thread that has not persisted it yet, and this thread must not act on
     // (and so publish the effect of) a value that a crash could still take back.
-    T load() const noexcept {
+    // Each access takes its caller's site (pm/site.hpp): every shared access of the algorithm
+    // is its own persistence site in the crash lab's mutation run.
+    T load(pm::Site site = pm::Site::current()) const noexcept {
       const T v = word_.load(std::memory_order_seq_cst);
-      persist_word();
+      persist_word(site);
       return v;
     }
     // Recovery and destructors run alone: nothing to order against, and the image they read
     // is by definition what survived.
     T peek() const noexcept { return word_.load(std::memory_order_relaxed); }
 
-    void store(T v, Access a = Access::plain) noexcept {
+    void store(T v, Access a = Access::plain, pm::Site site = pm::Site::current()) noexcept {
       word_.store(v, std::memory_order_seq_cst);
-      after_write(a, true);
+      after_write(a, true, site);
     }
 
     // A CAS is a read as well as a write: the value it sees (on failure) is persisted too.
-    bool compare_exchange(T& expected, T desired, Access a = Access::plain) noexcept {
+    bool compare_exchange(T& expected, T desired, Access a = Access::plain,
+                          pm::Site site = pm::Site::current()) noexcept {
       const bool ok = word_.compare_exchange_strong(expected, desired, std::memory_order_seq_cst);
-      after_write(a, ok);
+      after_write(a, ok, site);
       return ok;
     }
 
@@ -313,20 +318,18 @@ struct IzraelevitzPolicy {
     void init(T v) noexcept { word_.store(v, std::memory_order_relaxed); }
 
    private:
-    void persist_word() const noexcept {
-      pm::flush(&word_);
-      pm::fence();
-    }
-    void after_write([[maybe_unused]] Access a, [[maybe_unused]] bool wrote) noexcept {
+    void persist_word(pm::Site site) const noexcept { pm::persist(&word_, sizeof word_, site); }
+    void after_write([[maybe_unused]] Access a, [[maybe_unused]] bool wrote,
+                     pm::Site site) noexcept {
       if constexpr (Bug == PlantedBug::link_not_flushed) {
         if (a == Access::link && wrote) return;  // planted bug (a)
       } else if constexpr (Bug == PlantedBug::link_not_fenced) {
         if (a == Access::link && wrote) {  // planted bug (b)
-          pm::flush(&word_);
+          pm::flush(&word_, site);
           return;
         }
       }
-      persist_word();
+      persist_word(site);
     }
 
     pm::atomic<T> word_;
@@ -401,9 +404,9 @@ struct IzraelevitzPolicy {
     // Flushes the node's lines without a fence: the linking CAS that follows is a locked
     // instruction, which on x86 orders the earlier flushes as an sfence would
     // (docs/ARCHITECTURE.md §3).
-    void publish(const void* node, std::size_t n) noexcept {
+    void publish(const void* node, std::size_t n, pm::Site site = pm::Site::current()) noexcept {
       if constexpr (Bug == PlantedBug::contents_not_flushed) return;  // planted bug (c)
-      pm::flush_range(node, n);
+      pm::flush_range(node, n, site);
     }
 
     void* root() const noexcept {

@@ -7,6 +7,8 @@
 //   pm::flush(p)           write back the cache line holding p (clwb/clflushopt/clflush);
 //   pm::fence()            sfence: earlier flushes of this thread are durable after it;
 //   pm::persist(p, n)      flush every line of [p, p+n), then fence.
+// flush, fence, flush_range, persist and write_nontemporal take a trailing pm::Site, defaulted
+// to their caller's source location (pm/site.hpp).
 // Volatile (DRAM) data uses plain std::atomic.
 //
 // Backends (pm/backend.hpp): hardware (std::atomic plus the instructions; pm::atomic<T> has
@@ -22,6 +24,7 @@
 
 #include "pmds/pm/backend.hpp"
 #include "pmds/pm/instructions.hpp"
+#include "pmds/pm/site.hpp"
 
 #if defined(PMDS_BACKEND_SIMULATED)
 #include "pmds/pm/simulator.hpp"
@@ -61,9 +64,12 @@ inline Counters thread_counters() {
 // ---------------------------------------------------------------------------------------------
 // Flush, fence, persist, bulk writes.
 
-inline void flush(const void* p) {
+namespace detail {
+
+inline void flush_at([[maybe_unused]] const void* p, [[maybe_unused]] Site site,
+                     [[maybe_unused]] SiteKind kind) {
 #if defined(PMDS_BACKEND_SIMULATED)
-  sim::flush(p, detail::flush_instruction);
+  sim::flush(p, detail::flush_instruction, site, kind);
 #else
   if constexpr (backend == Backend::counting)  // under eADR (none) no write-back is issued
     detail::thread_counters.flushes += detail::flush_instruction != FlushInstruction::none;
@@ -71,26 +77,43 @@ inline void flush(const void* p) {
 #endif
 }
 
-inline void fence() {
+inline void fence_at([[maybe_unused]] Site site, [[maybe_unused]] SiteKind kind) {
 #if defined(PMDS_BACKEND_SIMULATED)
-  sim::fence();
+  sim::fence(site, kind);
 #else
   if constexpr (backend == Backend::counting) ++detail::thread_counters.fences;
   hw::sfence();
 #endif
 }
 
-// Flushes every cache line that [p, p+n) touches (no fence).
-inline void flush_range(const void* p, std::size_t n) {
+inline void flush_range_at(const void* p, std::size_t n, Site site, SiteKind kind) {
   if (n == 0) return;
   auto first = reinterpret_cast<std::uintptr_t>(p) & ~(cache_line_size - 1);
   const auto last = reinterpret_cast<std::uintptr_t>(p) + n - 1;
-  for (; first <= last; first += cache_line_size) flush(reinterpret_cast<const void*>(first));
+  for (; first <= last; first += cache_line_size)
+    flush_at(reinterpret_cast<const void*>(first), site, kind);
 }
 
-inline void persist(const void* p, std::size_t n) {
-  flush_range(p, n);
-  fence();
+}  // namespace detail
+
+// Each takes the caller's site (pm/site.hpp): a helper that persists for its callers passes its
+// own Site parameter on.
+inline void flush(const void* p, Site site = Site::current()) {
+  detail::flush_at(p, site, SiteKind::flush);
+}
+
+inline void fence(Site site = Site::current()) {
+  detail::fence_at(site, SiteKind::fence);
+}
+
+// Flushes every cache line that [p, p+n) touches (no fence).
+inline void flush_range(const void* p, std::size_t n, Site site = Site::current()) {
+  detail::flush_range_at(p, n, site, SiteKind::flush);
+}
+
+inline void persist(const void* p, std::size_t n, Site site = Site::current()) {
+  detail::flush_range_at(p, n, site, SiteKind::persist);
+  detail::fence_at(site, SiteKind::persist);
 }
 
 // A bulk copy of plain stores into persistent memory; not durable until flushed and fenced.
@@ -104,9 +127,10 @@ inline void write(void* dst, const void* src, std::size_t n) {
 
 // A bulk copy of non-temporal stores: durable after this thread's next fence (or locked RMW).
 // The hardware backend uses libpmem's tuned non-temporal memcpy (no drain: the caller fences).
-inline void write_nontemporal(void* dst, const void* src, std::size_t n) {
+inline void write_nontemporal(void* dst, const void* src, std::size_t n,
+                              [[maybe_unused]] Site site = Site::current()) {
 #if defined(PMDS_BACKEND_SIMULATED)
-  sim::store_nontemporal(dst, src, n);
+  sim::store_nontemporal(dst, src, n, site);
 #else
   if constexpr (backend == Backend::counting)
     detail::thread_counters.flushes += (n + cache_line_size - 1) / cache_line_size;

@@ -58,8 +58,11 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <random>
+#include <source_location>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -68,6 +71,7 @@
 #include "pmds/error.hpp"
 #include "pmds/pm/backend.hpp"
 #include "pmds/pm/instructions.hpp"
+#include "pmds/pm/site.hpp"
 
 namespace pmds::pm::sim {
 
@@ -89,7 +93,8 @@ void load(const void* addr, void* out, std::size_t n);
 // Writes n bytes (plain stores). Not durable until flushed and fenced.
 void store(void* addr, const void* src, std::size_t n);
 // Writes n bytes with non-temporal stores: durable after this thread's next fence or RMW.
-void store_nontemporal(void* addr, const void* src, std::size_t n);
+void store_nontemporal(void* addr, const void* src, std::size_t n,
+                       const std::source_location& site = std::source_location::current());
 // A locked read-modify-write of n <= 16 bytes at addr: update(void* bytes) gets a copy of the
 // current bytes, may change them, and returns whether it wrote (a failed CAS returns false).
 // Whether or not it writes, it is a fence for this thread and one crash-point event.
@@ -97,9 +102,13 @@ template <class F>
 void rmw(void* addr, std::size_t n, F&& update);
 // Writes back the line holding addr. clflush: durable at once (an event); clwb/clflushopt:
 // pending until this thread's next fence or RMW (not an event); none (eADR): no-op.
-void flush(const void* addr, FlushInstruction how);
+// `site` and `kind`: where the access layer was asked for it (see "Persistence sites" below).
+void flush(const void* addr, FlushInstruction how,
+           const std::source_location& site = std::source_location::current(),
+           SiteKind kind = SiteKind::flush);
 // sfence: this thread's pending flushes become durable. One crash-point event.
-void fence();
+void fence(const std::source_location& site = std::source_location::current(),
+           SiteKind kind = SiteKind::fence);
 
 // --- Regions. -----------------------------------------------------------------------------
 
@@ -133,9 +142,51 @@ void clear_crash_handler();
 // takes the simulator lock (nullptr: none, the default). The crash lab installs one that runs
 // its workload threads one at a time in an order drawn from a seed, so a simulated run, and
 // every crash point in it, replays exactly (crashlab/scheduler.hpp). Not called while the
-// calling thread holds the lock (inside a crash handler), where it must not wait.
-using ScheduleHook = void (*)();
+// calling thread holds the lock (inside a crash handler), where it must not wait. It is told
+// which operation comes and on what address (the line of a flush), so a scheduler can favour
+// the instants that matter: between a store and the flush that makes it durable.
+enum class Operation : std::uint8_t { load, store, rmw, flush, fence };
+using ScheduleHook = void (*)(Operation op, const void* addr);
 void set_schedule_hook(ScheduleHook hook);
+
+// --- Persistence sites and mutants (added for `pmds crashtest --mutate`). --------------------
+//
+// Every flush, fence and non-temporal store names its site (pm/site.hpp: the source location of
+// the access-layer call, or of the algorithm line a helper passed on). The simulator counts each
+// site's executions, and can run with one MUTANT: a site turned into a no-op (skip: a flush or
+// fence not issued, a persist issuing neither, a non-temporal store made a plain store), or a
+// fence site whose fence still happens but drops, rather than completes, the flushes pending at
+// it (drop_flushes: they never become durable through this fence). The crash lab then checks
+// whether it sees the difference.
+
+// One site executed since the last reset_site_counts(), in this process.
+struct SiteCount {
+  std::string file;  // as the compiler spelled it (often an absolute path)
+  std::uint32_t line = 0, column = 0;
+  SiteKind kind = SiteKind::flush;
+  std::uint64_t executions = 0;  // flush calls; fences (one per persist); non-temporal stores
+  // A fence of this site once completed flushes issued at ANOTHER site: then dropping its
+  // flushes (drop_flushes) is a different mutant from skipping this site or that one.
+  bool drains_other_sites = false;
+};
+std::vector<SiteCount> site_counts();
+void reset_site_counts();
+
+enum class MutationMode : std::uint8_t { skip, drop_flushes };
+
+struct Mutant {
+  MutationMode mode = MutationMode::skip;
+  std::string file;  // matches a site whose file ends with it at a '/' (or equals it)
+  std::uint32_t line = 0;
+  std::uint32_t column = 0;  // 0: every site on the line
+
+  bool matches(const char* site_file, std::uint32_t site_line, std::uint32_t site_column) const;
+  // "skip@FILE:LINE[:COLUMN]" or "drop-flushes@FILE:LINE[:COLUMN]".
+  std::string text() const;
+  static std::optional<Mutant> parse(std::string_view text);
+};
+// Runs this process with the mutant (nullopt: none, the default).
+void set_mutant(std::optional<Mutant> mutant);
 
 // --- Crash images. ------------------------------------------------------------------------
 
@@ -278,6 +329,7 @@ struct Line {
 struct PendingFlush {
   std::uintptr_t line;
   std::uint64_t seq;
+  std::uint32_t site;  // index in State::sites
 };
 
 // A not-yet-durable store by another thread whose bytes this thread loaded (the diagnostic).
@@ -294,6 +346,26 @@ struct ThreadState {
 
 struct Region {
   std::uintptr_t begin, end;
+};
+
+// A persistence site; the file pointer is the compiler's string (one per translation unit, so
+// one site may have several records: site_counts() merges them).
+struct SiteKey {
+  const char* file;
+  std::uint32_t line, column;
+  bool operator==(const SiteKey&) const = default;
+};
+struct SiteKeyHash {
+  std::size_t operator()(const SiteKey& k) const noexcept {
+    return std::hash<const void*>()(k.file) ^ (std::size_t{k.line} << 20) ^ k.column;
+  }
+};
+struct SiteRecord {
+  SiteKey key;
+  SiteKind kind;
+  std::uint64_t executions = 0;
+  bool drains_other_sites = false;
+  bool mutated = false;  // the mutant matches this site
 };
 
 struct State {
@@ -313,6 +385,9 @@ struct State {
   std::function<void()> handler;
   bool warning_tracking = true;
   std::uint64_t warnings = 0;
+  std::unordered_map<SiteKey, std::uint32_t, SiteKeyHash> site_index;
+  std::vector<SiteRecord> sites;
+  std::optional<Mutant> mutant;
 };
 
 // How many Guards this thread holds: the lock is re-entrant for its holder, so a crash handler
@@ -468,12 +543,29 @@ inline void drain(State& s) {
   ts->pending.clear();
 }
 
-inline void add_pending(State& s, ThreadState& ts, std::uintptr_t line) {
+inline void add_pending(State& s, ThreadState& ts, std::uintptr_t line, std::uint32_t site) {
   if (!ts.pending.empty() && ts.pending.back().line == line) {
     ts.pending.back().seq = s.next_seq;
     return;
   }
-  ts.pending.push_back({line, s.next_seq});
+  ts.pending.push_back({line, s.next_seq, site});
+}
+
+// The index of site's record in State::sites, created on first use (lock held).
+inline std::uint32_t site_record(State& s, const std::source_location& site, SiteKind kind) {
+  const SiteKey key{site.file_name(), site.line(), site.column()};
+  auto it = s.site_index.find(key);
+  if (it != s.site_index.end()) return it->second;
+  const auto index = static_cast<std::uint32_t>(s.sites.size());
+  s.sites.push_back({key, kind, 0, false,
+                     s.mutant.has_value() && s.mutant->matches(key.file, key.line, key.column)});
+  s.site_index.emplace(key, index);
+  return index;
+}
+
+// Is the site the mutant, in this mode?
+inline bool mutated(const State& s, std::uint32_t site, MutationMode mode) {
+  return s.sites[site].mutated && s.mutant->mode == mode;
 }
 
 // Is the store (line, seq) still not certainly durable?
@@ -517,13 +609,15 @@ inline void note_load(State& s, std::uintptr_t a, std::size_t n) {
 inline std::atomic<ScheduleHook> schedule_hook{nullptr};
 
 // First thing in every access-layer operation (lock not held).
-inline void before_operation() {
+inline void before_operation(Operation op, const void* addr) {
   if (lock_depth != 0) return;
-  if (ScheduleHook h = schedule_hook.load(std::memory_order_acquire)) h();
+  if (ScheduleHook h = schedule_hook.load(std::memory_order_acquire)) h(op, addr);
 }
 
 // Performs and records a store of n bytes (lock held).
-inline void write(State& s, void* addr, const void* src, std::size_t n, bool nontemporal) {
+// `site`: the non-temporal store's site (unused for a plain store).
+inline void write(State& s, void* addr, const void* src, std::size_t n, bool nontemporal,
+                  std::uint32_t site = 0) {
   if (n == 0) return;
   if (s.regions.empty() || pm::eadr()) {  // nothing recorded; under eADR a store is durable
     std::memcpy(addr, src, n);
@@ -546,7 +640,7 @@ inline void write(State& s, void* addr, const void* src, std::size_t n, bool non
                           static_cast<std::uint8_t>(len),
                           static_cast<std::uint32_t>(l.bytes.size())});
       l.bytes.insert(l.bytes.end(), from, from + len);
-      if (nontemporal) add_pending(s, *ts, line);
+      if (nontemporal) add_pending(s, *ts, line, site);
     }
     std::memcpy(reinterpret_cast<void*>(a), from, len);
     a += len;
@@ -560,7 +654,7 @@ inline void write(State& s, void* addr, const void* src, std::size_t n, bool non
 // --- Access-layer operations. -----------------------------------------------------------------
 
 inline void load(const void* addr, void* out, std::size_t n) {
-  detail::before_operation();
+  detail::before_operation(Operation::load, addr);
   detail::State& s = detail::state();
   detail::Guard g(s);
   std::memcpy(out, addr, n);
@@ -568,17 +662,21 @@ inline void load(const void* addr, void* out, std::size_t n) {
 }
 
 inline void store(void* addr, const void* src, std::size_t n) {
-  detail::before_operation();
+  detail::before_operation(Operation::store, addr);
   detail::State& s = detail::state();
   detail::Guard g(s);
   detail::write(s, addr, src, n, false);
 }
 
-inline void store_nontemporal(void* addr, const void* src, std::size_t n) {
-  detail::before_operation();
+inline void store_nontemporal(void* addr, const void* src, std::size_t n,
+                              const std::source_location& site) {
+  detail::before_operation(Operation::store, addr);
   detail::State& s = detail::state();
   detail::Guard g(s);
-  detail::write(s, addr, src, n, true);
+  const std::uint32_t index = detail::site_record(s, site, SiteKind::nontemporal);
+  ++s.sites[index].executions;
+  const bool skipped = detail::mutated(s, index, MutationMode::skip);  // a plain store then
+  detail::write(s, addr, src, n, !skipped, index);
 }
 
 template <class F>
@@ -588,7 +686,7 @@ void rmw(void* addr, std::size_t n, F&& update) {
   unsigned char bytes[16];  // pm::atomic words are at most 16 bytes
   if (n > sizeof bytes)
     throw SimulatorError("pmds::pm::sim::rmw: " + std::to_string(n) + " bytes (at most 16)");
-  detail::before_operation();
+  detail::before_operation(Operation::rmw, addr);
   detail::State& s = detail::state();
   detail::Guard g(s);
   detail::event(s);
@@ -598,12 +696,16 @@ void rmw(void* addr, std::size_t n, F&& update) {
   if (update(static_cast<void*>(bytes))) detail::write(s, addr, bytes, n, false);
 }
 
-inline void flush(const void* addr, FlushInstruction how) {
+inline void flush(const void* addr, FlushInstruction how, const std::source_location& site,
+                  SiteKind kind) {
   if (how == FlushInstruction::none) return;  // eADR: caches are persistent
-  detail::before_operation();
+  detail::before_operation(Operation::flush, addr);
   const std::uintptr_t line = reinterpret_cast<std::uintptr_t>(addr) & detail::line_mask;
   detail::State& s = detail::state();
   detail::Guard g(s);
+  const std::uint32_t index = detail::site_record(s, site, kind);
+  if (kind != SiteKind::persist) ++s.sites[index].executions;  // a persist counts its fence
+  if (detail::mutated(s, index, MutationMode::skip)) return;
   if (how == FlushInstruction::clflush) {
     detail::event(s);
     detail::make_durable(s, line, s.next_seq);
@@ -611,14 +713,25 @@ inline void flush(const void* addr, FlushInstruction how) {
   }
   // clwb / clflushopt: a line with no undetermined store has nothing to write back.
   if (s.lines.find(line) == s.lines.end()) return;
-  detail::add_pending(s, detail::this_thread(s), line);
+  detail::add_pending(s, detail::this_thread(s), line, index);
 }
 
-inline void fence() {
-  detail::before_operation();
+inline void fence(const std::source_location& site, SiteKind kind) {
+  detail::before_operation(Operation::fence, nullptr);
   detail::State& s = detail::state();
   detail::Guard g(s);
+  const std::uint32_t index = detail::site_record(s, site, kind);
+  ++s.sites[index].executions;
+  if (detail::mutated(s, index, MutationMode::skip)) return;  // not issued: no event either
   detail::event(s);
+  detail::ThreadState* ts = detail::this_thread_if_any();
+  if (ts == nullptr) return;
+  if (detail::mutated(s, index, MutationMode::drop_flushes)) {
+    ts->pending.clear();
+    return;
+  }
+  for (const detail::PendingFlush& p : ts->pending)
+    if (p.site != index) s.sites[index].drains_other_sites = true;
   detail::drain(s);
 }
 
@@ -673,6 +786,99 @@ inline void mark_all_durable() {
     ts->pending.clear();
     ts->taints.clear();
   }
+}
+
+// --- Persistence sites and mutants. ----------------------------------------------------------
+
+inline std::vector<SiteCount> site_counts() {
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  std::vector<SiteCount> out;
+  for (const detail::SiteRecord& r : s.sites) {
+    if (r.executions == 0) continue;
+    auto same = std::find_if(out.begin(), out.end(), [&](const SiteCount& c) {
+      return c.line == r.key.line && c.column == r.key.column && c.file == r.key.file;
+    });
+    if (same == out.end()) {
+      out.push_back({r.key.file, r.key.line, r.key.column, r.kind, 0, false});
+      same = out.end() - 1;
+    }
+    same->executions += r.executions;
+    same->drains_other_sites = same->drains_other_sites || r.drains_other_sites;
+  }
+  return out;
+}
+
+inline void reset_site_counts() {
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  for (detail::SiteRecord& r : s.sites) {
+    r.executions = 0;
+    r.drains_other_sites = false;
+  }
+}
+
+inline bool Mutant::matches(const char* site_file, std::uint32_t site_line,
+                            std::uint32_t site_column) const {
+  if (file.empty() || site_line != line || (column != 0 && site_column != column)) return false;
+  const std::string_view f(site_file);
+  if (f.size() < file.size() || f.substr(f.size() - file.size()) != file) return false;
+  return f.size() == file.size() || file.front() == '/' || f[f.size() - file.size() - 1] == '/';
+}
+
+inline std::string Mutant::text() const {
+  // Appended piece by piece: GCC 12's -Wrestrict misfires on "literal" + std::string here.
+  std::string t = mode == MutationMode::skip ? "skip@" : "drop-flushes@";
+  t += file;
+  t += ':';
+  t += std::to_string(line);
+  if (column != 0) {
+    t += ':';
+    t += std::to_string(column);
+  }
+  return t;
+}
+
+inline std::optional<Mutant> Mutant::parse(std::string_view text) {
+  Mutant m;
+  const auto at = text.find('@');
+  if (at == std::string_view::npos) return std::nullopt;
+  const std::string_view mode = text.substr(0, at);
+  if (mode == "skip")
+    m.mode = MutationMode::skip;
+  else if (mode == "drop-flushes")
+    m.mode = MutationMode::drop_flushes;
+  else
+    return std::nullopt;
+  std::string_view rest = text.substr(at + 1);
+  // FILE:LINE or FILE:LINE:COLUMN; a number is all digits, at most 9 of them.
+  const auto number = [](std::string_view d) -> std::optional<std::uint32_t> {
+    if (d.empty() || d.size() > 9 || d.find_first_not_of("0123456789") != std::string_view::npos)
+      return std::nullopt;
+    return static_cast<std::uint32_t>(std::stoul(std::string(d)));
+  };
+  std::vector<std::uint32_t> numbers;
+  while (numbers.size() < 2) {
+    const auto colon = rest.rfind(':');
+    if (colon == std::string_view::npos) break;
+    const auto n = number(rest.substr(colon + 1));
+    if (!n) break;
+    numbers.insert(numbers.begin(), *n);
+    rest = rest.substr(0, colon);
+  }
+  if (numbers.empty() || rest.empty() || numbers[0] == 0) return std::nullopt;
+  m.file = std::string(rest);
+  m.line = numbers[0];
+  if (numbers.size() == 2) m.column = numbers[1];
+  return m;
+}
+
+inline void set_mutant(std::optional<Mutant> mutant) {
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  s.mutant = std::move(mutant);
+  for (detail::SiteRecord& r : s.sites)
+    r.mutated = s.mutant.has_value() && s.mutant->matches(r.key.file, r.key.line, r.key.column);
 }
 
 // --- Crash points. ------------------------------------------------------------------------

@@ -146,17 +146,16 @@ inline void make_valid(Node* n) {
 }
 
 // FLUSH_INSERT / FLUSH_DELETE of §3.1: psync the node unless someone already did since the
-// insertion (deletion) was written; set the flag only after the psync completed.
-inline void flush_insert(Node* n) {
+// insertion (deletion) was written; set the flag only after the psync completed. The psync's
+// site is the caller's line (pm/site.hpp): each call is its own mutant in the crash lab.
+inline void flush_insert(Node* n, pm::Site site = pm::Site::current()) {
   if (n->insert_flushed.load(std::memory_order_acquire) != 0) return;
-  pm::flush(n);
-  pm::fence();
+  pm::persist(n, sizeof(Node), site);
   n->insert_flushed.store(1, std::memory_order_release);
 }
-inline void flush_delete(Node* n) {
+inline void flush_delete(Node* n, pm::Site site = pm::Site::current()) {
   if (n->delete_flushed.load(std::memory_order_acquire) != 0) return;
-  pm::flush(n);
-  pm::fence();
+  pm::persist(n, sizeof(Node), site);
   n->delete_flushed.store(1, std::memory_order_release);
 }
 

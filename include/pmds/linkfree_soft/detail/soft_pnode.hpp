@@ -98,7 +98,7 @@ struct alignas(pm::cache_line_size) SoftPNode {
   // Listing 7's create: validStart, key, value, validEnd, then one psync. Idempotent for a given
   // (key, value, validity), so helpers may run it concurrently with the inserter (§4.4).
   template <SoftBug Bug>
-  void create(Key k, Value v, bool validity) {
+  void create(Key k, Value v, bool validity, pm::Site site = pm::Site::current()) {
     const auto p = static_cast<std::uint8_t>(validity);
     valid_start.store(p, std::memory_order_release);
     // release: the key and value stores are not moved before validStart (same line, so they
@@ -106,16 +106,18 @@ struct alignas(pm::cache_line_size) SoftPNode {
     key.store(k, std::memory_order_release);
     value.store(v, std::memory_order_release);
     valid_end.store(p, std::memory_order_release);
-    if constexpr (Bug != SoftBug::create_without_flush) pm::flush(this);
-    pm::fence();  // the one fence of an insert (§2.3: SOFT's bound)
+    // The one fence of an insert (§2.3: SOFT's bound).
+    if constexpr (Bug == SoftBug::create_without_flush)
+      pm::fence(site);
+    else
+      pm::persist(this, sizeof *this, site);
   }
 
   // Listing 7's destroy: the deleted flag, then one psync. Afterwards all three flags equal
   // pValidity: "valid and removed", exactly the state of a freshly allocated slot.
-  void destroy(bool validity) {
+  void destroy(bool validity, pm::Site site = pm::Site::current()) {
     deleted.store(static_cast<std::uint8_t>(validity), std::memory_order_release);
-    pm::flush(this);
-    pm::fence();  // the one fence of a remove
+    pm::persist(this, sizeof *this, site);  // the one fence of a remove
   }
 };
 static_assert(sizeof(SoftPNode) == pm::cache_line_size);
