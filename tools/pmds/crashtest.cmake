@@ -31,4 +31,25 @@ if(PMDS_BUILD_TESTS)
                        "VIOLATION list/izraelevitz-bug-d-recovery-drops-node.*replay:  pmds crashtest")
   set_tests_properties(crashtest_cli_passes crashtest_cli_reports_a_planted_bug PROPERTIES
                        LABELS "crashlab;no-sanitizer" TIMEOUT 300)
+
+  # The lab measures itself (docs/ARCHITECTURE.md §3, "Mutation"): one list and one hash table
+  # of each technique, every persistence site removed in turn at a small budget; the score
+  # (mutants caught / mutants) must stay at or above the value measured when the floor was set
+  # (a run is a function of its seed, so the score at this budget is reproducible). Raise a
+  # floor when a change to the lab catches more; never lower one to make a change pass.
+  # Floors measured 2026-11-24 at this budget: list/linkfree 5/7 (its two reader-side psyncs
+  # need ~140 and ~240 crash points), hash/linkfree 7/7, list/soft 4/4, hash/soft 4/4,
+  # list/izraelevitz 4/16 and hash/izraelevitz 3/14 (most survivors are the flushes after loads).
+  set(mutation_floors
+      list/linkfree 0.71 hash/linkfree 1.0 list/soft 1.0 hash/soft 1.0
+      list/izraelevitz 0.25 hash/izraelevitz 0.21)
+  while(mutation_floors)
+    list(POP_FRONT mutation_floors structure floor)
+    string(REPLACE "/" "_" test_name "crashtest_mutation_${structure}")
+    add_test(NAME ${test_name}
+             COMMAND pmds_cli crashtest --mutate --structure ${structure} --crashes 100
+                     --census-crashes 300 --min-score ${floor} --quiet)
+    set_tests_properties(${test_name} PROPERTIES LABELS "crashlab;mutation;no-sanitizer"
+                         TIMEOUT 600)
+  endwhile()
 endif()

@@ -17,6 +17,7 @@
 #include "commands.hpp"
 #include "crashtest_options.hpp"
 #include "crashtest_select.hpp"
+#include "pmds/crashlab/mutation.hpp"
 #include "pmds/crashlab/process.hpp"
 #include "pmds/crashlab/report.hpp"
 #include "pmds/crashlab/sim_lab.hpp"
@@ -85,6 +86,78 @@ void run_process_part(const registry::Entry& e, const crashtest::Options& o, Lab
   for (const auto& x : p.errors) r.errors.push_back(x);
 }
 
+// The simulated lab's options from the command line's.
+SimOptions sim_options(const crashtest::Options& o, const std::optional<ReplayPoint>& replay,
+                       const std::optional<pm::sim::Mutant>& mutant) {
+  SimOptions so;
+  so.workload = {.threads = o.threads,
+                 .ops = o.ops,
+                 .key_range = o.keys,
+                 .read_percent = o.reads,
+                 .sync_percent = 5,
+                 .prefill = o.prefill};
+  so.seed = o.seed;
+  so.crashes = o.crashes;
+  so.images = o.images;
+  so.crashes_per_run = o.crashes_per_run;
+  so.recovery_crash_percent = o.recovery_crashes;
+  so.switch_probability = o.switch_probability;
+  so.persist_switch_probability = o.persist_switch_probability;
+  so.return_crash_percent = o.return_crashes;
+  so.pool_size = o.pool_mib << 20;
+  so.stop_at_first_violation = o.stop_at_first;
+  so.keep_histories = o.keep_histories || replay.has_value();
+  so.keep_details = 5;
+  so.replay = replay;
+  so.mutant = mutant;
+  return so;
+}
+
+// Writes the JSON records to o.json_file (if given); false (after saying why) when it cannot.
+bool write_json(const crashtest::Options& o, const Json& records) {
+  if (o.json_file.empty()) return true;
+  std::ofstream f(o.json_file);
+  f << records.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
+  if (f) return true;
+  std::cerr << "pmds crashtest: cannot write " << o.json_file << "\n";
+  return false;
+}
+
+// `pmds crashtest --mutate`: a mutation run per structure (crashlab/mutation.hpp).
+int run_mutation_command(const crashtest::Options& o,
+                         const std::vector<const registry::Entry*>& entries,
+                         const SimOptions& base) {
+  Json records = Json::array();
+  bool ok = true;
+  for (const registry::Entry* e : entries) {
+    const auto progress = [&](const MutantResult& m) {
+      if (o.quiet) return;
+      std::fprintf(stderr, "%-24s %-13s %-62s %s after %llu crashes, %.1f s\n", e->name.data(),
+                   mode_name(m.mutant.mode), m.site.location.c_str(),
+                   !m.errors.empty() ? "ERROR"
+                   : m.caught        ? "caught"
+                                     : "survived",
+                   static_cast<unsigned long long>(m.caught ? m.first_violation_crash : m.crashes),
+                   m.seconds);
+    };
+    const MutationResult r = run_mutation(*e, base, o.census_crashes, progress);
+    std::cout << mutation_table(r);
+    if (!r.census_passed()) {
+      for (const auto& v : r.census.details) std::cout << describe(r.structure, v);
+      for (const auto& x : r.census.errors)
+        std::cout << "LAB ERROR " << r.structure << ": " << x << "\n";
+      ok = false;
+    } else if (r.score() < o.min_score) {
+      std::cout << "  score below --min-score " << o.min_score << "\n";
+      ok = false;
+    }
+    std::cout << "\n";
+    records.push_back(mutation_json(r));
+  }
+  if (!write_json(o, records)) return 1;
+  return ok ? 0 : 1;
+}
+
 int run(int argc, char** argv) {
   CLI::App app{crashtest::description, "pmds crashtest"};
   crashtest::Options o;
@@ -92,6 +165,16 @@ int run(int argc, char** argv) {
   if (const auto done = cli::parse_command_line(app, argc, argv)) return *done;
   const auto entries = crashtest::select(o);
   if (!entries) return 2;
+  std::optional<pm::sim::Mutant> mutant;
+  if (!o.mutant.empty()) {
+    mutant = pm::sim::Mutant::parse(o.mutant);
+    if (!mutant) {
+      std::cerr << "pmds crashtest: --mutant needs skip@FILE:LINE[:COL] or "
+                   "drop-flushes@FILE:LINE[:COL], not \""
+                << o.mutant << "\"\n";
+      return 2;
+    }
+  }
   std::optional<ReplayPoint> replay;
   if (!o.replay.empty()) {
     replay = ReplayPoint::parse(o.replay);
@@ -100,27 +183,11 @@ int run(int argc, char** argv) {
       return 2;
     }
   }
+  if (o.mutate) return run_mutation_command(o, *entries, sim_options(o, replay, mutant));
   std::vector<LabResult> results;
   const bool show_progress = !o.quiet && ::isatty(2);
   for (const registry::Entry* e : *entries) {
-    SimOptions so;
-    so.workload = {.threads = o.threads,
-                   .ops = o.ops,
-                   .key_range = o.keys,
-                   .read_percent = o.reads,
-                   .sync_percent = 5,
-                   .prefill = o.prefill};
-    so.seed = o.seed;
-    so.crashes = o.crashes;
-    so.images = o.images;
-    so.crashes_per_run = o.crashes_per_run;
-    so.recovery_crash_percent = o.recovery_crashes;
-    so.switch_probability = o.switch_probability;
-    so.pool_size = o.pool_mib << 20;
-    so.stop_at_first_violation = o.stop_at_first;
-    so.keep_histories = o.keep_histories || replay.has_value();
-    so.keep_details = 5;
-    so.replay = replay;
+    SimOptions so = sim_options(o, replay, mutant);
     if (!o.quiet)
       so.progress = [&](const LabResult& r) {
         const double rate =
@@ -161,16 +228,9 @@ int run(int argc, char** argv) {
     results.push_back(std::move(r));
   }
   std::cout << "\n" << summary_table(results);
-  if (!o.json_file.empty()) {
-    Json records = Json::array();
-    for (const auto& r : results) records.push_back(result_json(r));
-    std::ofstream f(o.json_file);
-    f << records.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
-    if (!f) {
-      std::cerr << "pmds crashtest: cannot write " << o.json_file << "\n";
-      return 1;
-    }
-  }
+  Json records = Json::array();
+  for (const auto& r : results) records.push_back(result_json(r));
+  if (!write_json(o, records)) return 1;
   for (const auto& r : results)
     if (!r.passed()) return 1;
   return 0;

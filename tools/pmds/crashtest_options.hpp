@@ -26,11 +26,15 @@ struct Options {
   std::uint64_t crashes = 500, process_crashes = 20;
   std::size_t images = 3, threads = 3, ops = 30, process_ops = 100, prefill = 0;
   std::uint64_t keys = 16, seed = 1, pool_mib = 16;
-  unsigned reads = 20, recovery_crashes = 20;
+  unsigned reads = 20, recovery_crashes = 20, return_crashes = 40;
   std::size_t crashes_per_run = 25;
-  double switch_probability = 0.01;
+  double switch_probability = 0.01, persist_switch_probability = 0.2;
   bool stop_at_first = false, keep_histories = false, quiet = false, json_line = false;
   std::string json_file, replay;
+  bool mutate = false;   // the mutation run (crashlab/mutation.hpp)
+  std::string mutant;    // one lab run with this site mutated
+  double min_score = 0;  // --mutate: exit 1 when a structure's score is below
+  std::uint64_t census_crashes = 100;
 };
 
 // Declares the options on `app`, filling `o` when it parses.
@@ -107,6 +111,16 @@ inline void add_options(CLI::App& app, Options& o) {
                  "simulated scheduler: chance to switch thread per access (0.01)")
       ->type_name("P")
       ->check(real_number(0, 1, false));
+  app.add_option("--switch-persist", o.persist_switch_probability,
+                 "... at a flush of a line the thread wrote since it last flushed it\n"
+                 "(a persistence window; default 0.2)")
+      ->type_name("P")
+      ->check(real_number(0, 1, false));
+  app.add_option("--return-crashes", o.return_crashes,
+                 "percent of crash points taken right after an operation returns\n"
+                 "while another thread waits at a window's flush (default 40)")
+      ->type_name("P")
+      ->transform(whole_number(0, 100));
   app.add_option("--recovery-crashes", o.recovery_crashes,
                  "percent of recoveries crashed and redone (default 20)")
       ->type_name("P")
@@ -130,6 +144,31 @@ inline void add_options(CLI::App& app, Options& o) {
   app.add_option("--replay", o.replay, "re-run one simulated crash check printed by a violation")
       ->type_name("W:E:I[:R]");
   app.add_flag("--quiet", o.quiet, "no progress line");
+
+  const std::string mutation = "mutation (the lab measures itself; simulated crashes only)";
+  app.add_flag("--mutate", o.mutate,
+               "for each persistence site (flush, fence, persist, non-temporal\n"
+               "write) the structures execute, run the lab with that site removed;\n"
+               "report which removals it catches (--crashes per mutant: default\n"
+               "300; each stops at its first violation)")
+      ->group(mutation);
+  app.add_option("--mutant", o.mutant,
+                 "run the lab with one site mutated, as --mutate prints it:\n"
+                 "skip@FILE:LINE[:COL] or drop-flushes@FILE:LINE[:COL]")
+      ->type_name("M")
+      ->group(mutation);
+  app.add_option("--min-score", o.min_score,
+                 "with --mutate: exit 1 when a structure's score (caught/mutants)\n"
+                 "is below S")
+      ->type_name("S")
+      ->check(real_number(0, 1, false))
+      ->group(mutation);
+  app.add_option("--census-crashes", o.census_crashes,
+                 "with --mutate: crash points of the unmutated run that lists the\n"
+                 "sites (default 100)")
+      ->type_name("N")
+      ->transform(whole_number(1, any))
+      ->group(mutation);
   // Internal (no group: not in --help): pmds-crashlab-process prints its result as one JSON line.
   app.add_flag("--json-line", o.json_line)->group("");
   app.set_help_flag("-h,--help", "this text")->group("options");
@@ -138,6 +177,20 @@ inline void add_options(CLI::App& app, Options& o) {
     if (o.structures.empty() && !o.all && !o.fixtures)
       throw CLI::RequiredError("choose structures: --structure NAME, --all or --fixtures",
                                CLI::ExitCodes::RequiredError);
+    if (o.mutate || !o.mutant.empty()) {
+      // Mutants exist only in the simulator: no process crashes (the hardware backend).
+      if (process_crashes->count() != 0 && o.process_crashes != 0)
+        throw CLI::ValidationError("--process-crashes",
+                                   "mutants run only under simulated crashes; drop it");
+      o.process_crashes = 0;
+    }
+    if (o.mutate) {
+      if (!o.mutant.empty() || !o.replay.empty())
+        throw CLI::ValidationError("--mutate", "runs every mutant: not with --mutant or --replay");
+      if (crashes->count() == 0) o.crashes = 300;
+      if (o.crashes == 0) throw CLI::ValidationError("--crashes", "a mutant needs crashes");
+      o.stop_at_first = true;
+    }
     if (o.soak) {  // explicit counts win
       if (crashes->count() == 0) o.crashes = 10000;
       if (process_crashes->count() == 0) o.process_crashes = 200;

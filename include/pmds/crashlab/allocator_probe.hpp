@@ -74,9 +74,12 @@ class AllocatorProbe {
     recovery_.freed_slots = found.free_slots;
   }
 
+  // A result read from the table is returned only once what was read is durable: the writer
+  // may not have persisted it yet (the crash lab's return crash points found this reader-side
+  // rule missing here: insert -> false on a key whose insert was not yet durable).
   bool insert(Key k, Value v) {
     auto& word = table_word(k);
-    if (word.load() != 0) return false;
+    if (word.load() != 0) return observed(word, false);
     auto* e = static_cast<Element*>(pool_->allocator().allocate(k % 2 ? 1008 : 4096));
     e->stamp.store(stamp_of(e));
     e->key.store(k);
@@ -85,7 +88,7 @@ class AllocatorProbe {
     std::uint64_t expected = 0;
     if (!word.compare_exchange_strong(expected, reinterpret_cast<std::uint64_t>(e))) {
       pool_->allocator().free(e);  // never published: recovery frees it too (the table says so)
-      return false;
+      return observed(word, false);
     }
     pm::persist(&word, sizeof(std::uint64_t));
     return true;
@@ -101,10 +104,13 @@ class AllocatorProbe {
         return true;
       }
     }
-    return false;
+    return observed(word, false);
   }
 
-  bool contains(Key k) { return table_word(k).load() != 0; }
+  bool contains(Key k) {
+    auto& word = table_word(k);
+    return observed(word, word.load() != 0);
+  }
 
   // Quiescent.
   template <class F>
@@ -124,6 +130,11 @@ class AllocatorProbe {
   struct Element {
     pm::atomic<std::uint64_t> stamp, key, value;
   };
+
+  static bool observed(pm::atomic<std::uint64_t>& word, bool result) {
+    pm::persist(&word, sizeof(std::uint64_t));
+    return result;
+  }
 
   static std::uint64_t stamp_of(const void* slot) {
     return 0x5354414d50000001ull ^ reinterpret_cast<std::uintptr_t>(slot);

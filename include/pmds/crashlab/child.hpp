@@ -7,7 +7,10 @@
 // an output file:
 //   events N         simulator events the recovery took (simulated backend)
 //   slots LIVE TOTAL slots of used chunks not on a free list after recovery / all of them
+//   clean            the pool said it had been closed cleanly (a crashed one must not)
 //   held N           slots the structure says it holds (RecoveryStats::live_slots), if it says
+//   site N D KIND LOC  (simulated backend) a persistence site the recovery executed N times (D: 1
+//                    if a fence of it completed another site's flushes), at LOC (FILE:LINE:COL)
 //   items N          then N lines "key value"
 //   continued N      (when asked, "continue=N") make_continuation's N operations were applied to
 //                    the recovered structure: N lines "result OK VALUE NUMBER-BITS"; then the
@@ -37,6 +40,7 @@
 
 #include "pmds/crashlab/fixtures.hpp"
 #include "pmds/crashlab/process.hpp"
+#include "pmds/crashlab/report.hpp"
 #include "pmds/crashlab/workload.hpp"
 #include "pmds/registry.hpp"
 
@@ -59,6 +63,8 @@ struct Recovered {
   bool continued = false;  // the continuation ran: its results, then the contents reopened
   std::vector<registry::OpResult> continuation;
   std::vector<registry::Item> reopened;
+  std::vector<SiteUse> sites;   // persistence sites the recovery (the open) executed
+  bool clean_shutdown = false;  // the pool said it had been closed cleanly
 };
 
 inline Recovered parse_recovered(const std::string& text, const ExitStatus& status) {
@@ -80,6 +86,8 @@ inline Recovered parse_recovered(const std::string& text, const ExitStatus& stat
     unsigned ok = 0;
     if (line.rfind("error ", 0) == 0) {
       r.error = line.substr(6);
+    } else if (line == "clean") {
+      r.clean_shutdown = true;
     } else if (line == "crashed") {
       r.crashed = true;
     } else if (std::sscanf(line.c_str(), "events %llu", &a) == 1) {
@@ -87,6 +95,18 @@ inline Recovered parse_recovered(const std::string& text, const ExitStatus& stat
     } else if (std::sscanf(line.c_str(), "slots %llu %llu", &a, &b) == 2) {
       r.live_slots = a;
       r.total_slots = b;
+    } else if (line.rfind("site ", 0) == 0) {
+      SiteUse use;
+      char kind[16] = {0};
+      int consumed = 0;
+      if (std::sscanf(line.c_str(), "site %llu %u %15s %n", &a, &ok, kind, &consumed) == 3 &&
+          consumed > 0) {
+        use.recovery = a;
+        use.drains_other_sites = ok != 0;
+        use.kind = kind;
+        use.location = line.substr(static_cast<std::size_t>(consumed));
+        r.sites.push_back(use);
+      }
     } else if (std::sscanf(line.c_str(), "held %llu", &a) == 1) {
       r.held_slots = a;
     } else if (std::sscanf(line.c_str(), "items %llu", &a) == 1) {
@@ -151,6 +171,13 @@ inline pm::sim::ImageKind image_kind_from(const std::string& s) {
 #if defined(PMDS_BACKEND_SIMULATED)
     // No unscheduled thread: the recovery's event numbers (recovery crash points) must replay.
     options.background_thread = false;
+    // The lab's mutant (`pmds crashtest --mutate`) applies to recovery too.
+    if (const std::string m = get("mutant"); !m.empty()) {
+      const auto mutant = pm::sim::Mutant::parse(m);
+      if (!mutant) throw Error("bad mutant " + m);
+      pm::sim::set_mutant(mutant);
+    }
+    pm::sim::reset_site_counts();
     // Crash the recovery itself just before event crash_event: write that crash image and stop.
     const std::string crash_event = get("crash_event");
     if (!crash_event.empty()) {
@@ -170,7 +197,12 @@ inline pm::sim::ImageKind image_kind_from(const std::string& s) {
 #if defined(PMDS_BACKEND_SIMULATED)
     pm::sim::clear_crash_handler();
     report += "events " + std::to_string(pm::sim::event_count()) + "\n";
+    for (const pm::sim::SiteCount& c : pm::sim::site_counts())
+      report += "site " + std::to_string(c.executions) + " " +
+                (c.drains_other_sites ? "1 " : "0 ") + to_string(c.kind) + " " +
+                site_location(c.file, c.line, c.column) + "\n";
 #endif
+    if (inst.pool()->was_clean_shutdown()) report += "clean\n";
     // Leak check: after recovery every slot of every used chunk is live or free.
     const pm::ChunkAllocator& alloc = inst.pool()->allocator();
     std::uint64_t total = 0;

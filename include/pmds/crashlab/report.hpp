@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pmds/crashlab/history.hpp"
@@ -21,6 +22,56 @@ struct Violation {
   std::string history_file;        // the whole history, when kept
   std::uint64_t crash_number = 0;  // which crash of its kind (1-based) revealed it
 };
+
+// A persistence site the lab's runs executed (pm/site.hpp), for `pmds crashtest --mutate`.
+struct SiteUse {
+  std::string location;  // FILE:LINE:COLUMN, FILE from the repository root where it can tell
+  std::string kind;      // flush | fence | persist | nontemporal
+  std::uint64_t workload = 0, recovery = 0;  // executions in workload runs / in recoveries
+  bool drains_other_sites = false;           // a fence of it completed another site's flushes
+};
+
+// A compiler's file name shortened to the repository's layout ("/src/pmds/include/pmds/x.hpp"
+// -> "include/pmds/x.hpp"), so a location reads, and matches a mutant, from any checkout.
+inline std::string site_location(std::string_view file, std::uint32_t line, std::uint32_t column) {
+  for (const std::string_view root : {"include/pmds/", "test/", "tools/", "bench/", "examples/"}) {
+    const auto at = file.rfind(root);
+    if (at != std::string_view::npos && (at == 0 || file[at - 1] == '/')) {
+      file = file.substr(at);
+      break;
+    }
+  }
+  return std::string(file) + ":" + std::to_string(line) + ":" + std::to_string(column);
+}
+
+// Adds `use` to `sites` (counts summed with an entry of the same location).
+inline void add_site(std::vector<SiteUse>& sites, const SiteUse& use) {
+  for (SiteUse& s : sites)
+    if (s.location == use.location) {
+      s.workload += use.workload;
+      s.recovery += use.recovery;
+      s.drains_other_sites = s.drains_other_sites || use.drains_other_sites;
+      return;
+    }
+  sites.push_back(use);
+}
+
+inline Json site_json(const SiteUse& s) {
+  return {{"location", s.location},
+          {"kind", s.kind},
+          {"workload", s.workload},
+          {"recovery", s.recovery},
+          {"drains_other_sites", s.drains_other_sites}};
+}
+inline SiteUse site_from_json(const nlohmann::json& j) {
+  SiteUse s;
+  s.location = j.value("location", s.location);
+  s.kind = j.value("kind", s.kind);
+  s.workload = j.value("workload", s.workload);
+  s.recovery = j.value("recovery", s.recovery);
+  s.drains_other_sites = j.value("drains_other_sites", s.drains_other_sites);
+  return s;
+}
 
 struct LabResult {
   std::string structure;
@@ -42,6 +93,7 @@ struct LabResult {
   double sim_seconds = 0, process_seconds = 0;
   std::vector<Violation> details;   // the first few violations
   std::vector<std::string> errors;  // the lab could not run (not a verdict on the structure)
+  std::vector<SiteUse> sites;       // persistence sites executed (simulated lab)
 
   double seconds() const { return sim_seconds + process_seconds; }
   bool passed() const { return violations == 0 && errors.empty(); }
@@ -71,8 +123,9 @@ inline Violation violation_from_json(const nlohmann::json& j) {
 
 // The JSON record of one structure (`pmds crashtest --json`).
 inline Json result_json(const LabResult& r) {
-  Json details = Json::array();
+  Json details = Json::array(), sites = Json::array();
   for (const auto& v : r.details) details.push_back(violation_json(v));
+  for (const auto& s : r.sites) sites.push_back(site_json(s));
   return {{"structure", r.structure},
           {"criterion", r.criterion},
           {"simulated_crashes", r.simulated_crashes},
@@ -92,7 +145,8 @@ inline Json result_json(const LabResult& r) {
           {"crashes_per_second",
            r.sim_seconds > 0 ? static_cast<double>(r.simulated_crashes) / r.sim_seconds : 0.0},
           {"details", details},
-          {"errors", r.errors}};
+          {"errors", r.errors},
+          {"sites", sites}};
 }
 
 inline LabResult result_from_json(const nlohmann::json& j) {
@@ -117,6 +171,8 @@ inline LabResult result_from_json(const nlohmann::json& j) {
   for (const auto& v : j.value("details", nlohmann::json::array()))
     r.details.push_back(violation_from_json(v));
   r.errors = j.value("errors", r.errors);
+  for (const auto& s : j.value("sites", nlohmann::json::array()))
+    r.sites.push_back(site_from_json(s));
   return r;
 }
 

@@ -14,27 +14,46 @@
 // replay interleaves them exactly as the first run did. background_step() must not wait for a
 // workload thread (that blocks outside the access layer: see below).
 //
+// Persistence windows (seed-driven too): a thread that stored to a cache line and now flushes
+// it has, until that flush, published a value a crash can still take back. Another thread that
+// reads it, finishes its operation and returns inside that window is where a missing flush
+// shows (a reader that should have persisted what it read, a writer that flushes too late);
+// with a uniform switch chance of 1% the window is rarely open long enough. So the switch
+// chance at such a flush is p_persist instead (crashlab's --switch-persist), and
+// stalled_in_window() tells the lab when a thread waits for its turn at such a flush, or with
+// stores it has not flushed yet: a crash right after another thread's operation returns then
+// is the crash that exposes a reader that should have persisted what it read.
+//
 // A thread that blocks outside the access layer while holding the turn (a std::mutex held
 // across a persistent access, say) would stop every other thread: a waiter that has waited
 // `steal_after` takes the turn instead, the run goes on (no longer replayable exactly) and
 // stolen() counts it.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+
 #include <random>
 #include <vector>
+#include "pmds/pm/simulator.hpp"
 
 namespace pmds::crashlab {
 
 class Scheduler {
  public:
-  // p_switch: probability that an access-layer operation passes the turn.
-  Scheduler(std::size_t threads, std::uint64_t seed, double p_switch)
-      : live_(threads, true), rng_(seed), p_switch_(p_switch) {}
+  // p_switch: probability that an access-layer operation passes the turn; p_persist: that a
+  // flush of a line the thread stored to since it last flushed it does.
+  Scheduler(std::size_t threads, std::uint64_t seed, double p_switch, double p_persist = 0)
+      : live_(threads, true),
+        written_(threads),
+        stalled_(threads, false),
+        rng_(seed),
+        p_switch_(p_switch),
+        p_persist_(p_persist) {}
 
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -68,6 +87,16 @@ class Scheduler {
     wait_for_turn(g, static_cast<std::size_t>(me));
   }
 
+  // True when a live thread other than the caller passed the turn at a flush ending a
+  // persistence window, or with stores it has not flushed yet, and has not run since.
+  bool stalled_in_window() {
+    std::lock_guard g(mutex_);
+    const int me = current_index();
+    for (std::size_t i = 0; i < stalled_.size(); ++i)
+      if (stalled_[i] && live_[i] && static_cast<int>(i) != me) return true;
+    return false;
+  }
+
   // True when no thread but the caller is live (every other one has left).
   bool alone() {
     std::lock_guard g(mutex_);
@@ -75,9 +104,9 @@ class Scheduler {
   }
 
   // The schedule hook: a preemption point of the calling thread (ignored for other threads).
-  static void preemption_point() {
+  static void preemption_point(pm::sim::Operation op, const void* addr) {
     Scheduler* s = current_scheduler();
-    if (s != nullptr) s->maybe_switch(static_cast<std::size_t>(current_index()));
+    if (s != nullptr) s->maybe_switch(static_cast<std::size_t>(current_index()), op, addr);
   }
 
   // While a Freeze lives (the crash lab's handler checking a crash point, which can take
@@ -118,17 +147,44 @@ class Scheduler {
     return s;
   }
 
-  void maybe_switch(std::size_t me) {
+  void maybe_switch(std::size_t me, pm::sim::Operation op, const void* addr) {
     std::unique_lock g(mutex_);
     if (turn_ != static_cast<int>(me)) {  // our turn was stolen: wait for it again
       wait_for_turn(g, me);
       return;
     }
-    if (std::uniform_real_distribution<double>(0, 1)(rng_) >= p_switch_) return;
+    const bool window = persistence_window(me, op, addr);
+    const double p = window ? std::max(p_switch_, p_persist_) : p_switch_;
+    if (std::uniform_real_distribution<double>(0, 1)(rng_) >= p) return;
     const int next = pick_other(static_cast<int>(me));
     if (next < 0) return;
     pass_to(next);
+    // Stalled with stores it has not flushed yet: at this window's flush, or before reaching
+    // the flush of an earlier store (a link-free insert between its linking CAS and its psync).
+    stalled_[me] = window || !written_[me].empty();
     wait_for_turn(g, me);
+    stalled_[me] = false;
+  }
+
+  // Notes the lines thread `me` writes; true at a flush of one of them (the flush ends it).
+  // Lock held.
+  bool persistence_window(std::size_t me, pm::sim::Operation op, const void* addr) {
+    using pm::sim::Operation;
+    if (p_persist_ <= p_switch_ || me >= written_.size()) return false;
+    const auto line = reinterpret_cast<std::uintptr_t>(addr) & ~std::uintptr_t{63};
+    std::vector<std::uintptr_t>& lines = written_[me];
+    if (op == Operation::store || op == Operation::rmw) {
+      if (std::find(lines.begin(), lines.end(), line) == lines.end()) {
+        if (lines.size() >= 64) lines.erase(lines.begin());  // bounded; the oldest goes
+        lines.push_back(line);
+      }
+      return false;
+    }
+    if (op != Operation::flush) return false;
+    const auto it = std::find(lines.begin(), lines.end(), line);
+    if (it == lines.end()) return false;
+    lines.erase(it);
+    return true;
   }
 
   // Live threads other than `me`. Lock held.
@@ -167,9 +223,11 @@ class Scheduler {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<bool> live_;
+  std::vector<std::vector<std::uintptr_t>> written_;  // per thread: lines stored, not yet flushed
+  std::vector<bool> stalled_;  // per thread: passed the turn at a window's flush, not run since
   int turn_ = 0;
   std::mt19937_64 rng_;
-  double p_switch_;
+  double p_switch_, p_persist_;
   std::uint64_t switches_ = 0;
   std::uint64_t stolen_ = 0;
   int frozen_ = 0;

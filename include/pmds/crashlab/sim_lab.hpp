@@ -5,8 +5,10 @@
 //   lab process ── fork ──> workload process (one per workload run, seed W = mix(seed, run)):
 //     creates the structure in a fresh pool file (attached to the Px86 simulator), runs the
 //     prefill and then the workload threads under the deterministic scheduler, recording the
-//     history. Crash points: `crashes_per_run` simulator events drawn uniformly over the run
-//     (crash-point events are fences, RMWs and clflushes, docs/ARCHITECTURE.md §3). At each one
+//     history. Crash points: `crashes_per_run` per run, most of them simulator events drawn
+//     uniformly over the run (crash-point events are fences, RMWs and clflushes,
+//     docs/ARCHITECTURE.md §3), some (`return_crash_percent`) the first event after an operation
+//     returns while another thread is stalled in a persistence window (scheduler.hpp). At each one
 //     the simulator calls the lab's handler just before the event takes effect, every other
 //     thread stopped; the handler takes the snapshot, and for each of K crash images (all-minimum,
 //     all-maximum, random choices per line; every image when there are at most K):
@@ -115,20 +117,29 @@ struct SimOptions {
   // histories of queues and stacks (checked as one object, not per key) then overlap so much
   // that the linearizability search takes seconds per history.
   double switch_probability = 0.01;
+  // ... and at a flush of a line the thread stored to since it last flushed it (a persistence
+  // window, crashlab/scheduler.hpp).
+  double persist_switch_probability = 0.2;
+  // Share of each run's crash points taken right after an operation returns while another
+  // thread waits at the flush that would make its stores durable (crashlab/scheduler.hpp);
+  // the rest are drawn uniformly over the run's events.
+  unsigned return_crash_percent = 40;
   std::uint64_t pool_size = 16ull << 20;
   double recovery_timeout_s = 30;
   double check_timeout_s = 30;  // lincheck's limit per history (then "undecided")
   bool stop_at_first_violation = false;
-  std::size_t keep_details = 3;                    // violations kept in LabResult::details
-  bool keep_histories = false;                     // keep each reported violation's history file
-  std::string command = "pmds crashtest";          // how replay commands start
-  std::optional<ReplayPoint> replay;               // check only this point (printing its history)
+  std::size_t keep_details = 3;            // violations kept in LabResult::details
+  bool keep_histories = false;             // keep each reported violation's history file
+  std::string command = "pmds crashtest";  // how replay commands start
+  std::optional<ReplayPoint> replay;       // check only this point (printing its history)
+  // Run the workload and every recovery with this persistence site mutated
+  // (pm::sim::Mutant; crashlab/mutation.hpp runs one lab per executed site).
+  std::optional<pm::sim::Mutant> mutant;
   std::function<void(const LabResult&)> progress;  // called after each crash point
 };
 
-// The command line that replays one point with the same options.
-inline std::string replay_command(const registry::Entry& e, const SimOptions& o,
-                                  const ReplayPoint& p) {
+// The command line that runs the lab on e with the same options (without the crash budget).
+inline std::string lab_command(const registry::Entry& e, const SimOptions& o) {
   char sw[32];
   std::snprintf(sw, sizeof sw, "%g", o.switch_probability);
   std::string s = o.command + " --structure " + std::string(e.name) + " --threads " +
@@ -139,7 +150,21 @@ inline std::string replay_command(const registry::Entry& e, const SimOptions& o,
   if (o.workload.prefill != 0) s += " --prefill " + std::to_string(o.workload.prefill);
   if (o.pool_size != SimOptions{}.pool_size)
     s += " --pool-mib " + std::to_string(o.pool_size >> 20);
-  return s + " --replay " + p.text();
+  if (o.persist_switch_probability != SimOptions{}.persist_switch_probability) {
+    std::snprintf(sw, sizeof sw, "%g", o.persist_switch_probability);
+    s += std::string(" --switch-persist ") + sw;
+  }
+  if (o.return_crash_percent != SimOptions{}.return_crash_percent)
+    s += " --return-crashes " + std::to_string(o.return_crash_percent);
+  if (o.seed != SimOptions{}.seed) s += " --seed " + std::to_string(o.seed);
+  if (o.mutant) s += " --mutant " + o.mutant->text();
+  return s;
+}
+
+// The command line that replays one point with the same options.
+inline std::string replay_command(const registry::Entry& e, const SimOptions& o,
+                                  const ReplayPoint& p) {
+  return lab_command(e, o) + " --replay " + p.text();
 }
 
 namespace detail {
@@ -172,12 +197,16 @@ inline std::array<std::string, 4> scratch_paths(pid_t pid) {
 class WorkloadProcess {
  public:
   WorkloadProcess(const registry::Entry& e, const SimOptions& o, std::uint64_t wseed,
-                  std::vector<std::uint64_t> events, std::uint64_t first_crash_number,
-                  std::size_t keep_budget, std::uint64_t recovery_estimate, int result_fd)
+                  std::vector<std::uint64_t> events, std::size_t return_crashes,
+                  std::uint64_t first_crash_number, std::size_t keep_budget,
+                  std::uint64_t recovery_estimate, int result_fd)
       : e_(e),
         o_(o),
         wseed_(wseed),
         events_(std::move(events)),
+        return_crashes_(return_crashes),
+        return_share_(return_crashes),
+        return_dice_(mix_seed(wseed, 0x7e7a)),
         crash_number_(first_crash_number),
         keep_budget_(keep_budget),
         recovery_estimate_(recovery_estimate),
@@ -203,16 +232,20 @@ class WorkloadProcess {
     out_file_ = ScratchFile(paths[3]);
     lincheck_ = std::make_unique<Lincheck>(find_lincheck(), o_.check_timeout_s);
     recovery_ = std::make_unique<RecoveryServer>();
+    pm::sim::set_mutant(o_.mutant);
 
     registry::CreateOptions co;
     co.key_range = o_.workload.key_range;
     co.pool_size = o_.pool_size;
     co.background_thread = false;  // the scheduler runs it (below)
-    auto inst = registry::Instance::create(e_, co, pool_file_.path());
+    // Creation is not under test: it ends in a clean close, which makes everything durable.
+    // The workload then runs on the pool opened again, so the open (its mark of an open pool,
+    // the structure's recovery after a clean shutdown) is under test too.
+    registry::Instance::create(e_, co, pool_file_.path()).close();
+    auto inst = registry::Instance::open(e_, pool_file_.path(), co);
     if (e_.kind == registry::Kind::register_object) init_ = inst.contents();
-    // Creation is not under test: what it wrote counts as durable.
-    pm::sim::mark_all_durable();
     pm::sim::reset_warning_count();
+    pm::sim::reset_site_counts();
     base_ = pm::sim::event_count();
 
     const std::size_t threads = o_.workload.threads;
@@ -226,8 +259,8 @@ class WorkloadProcess {
     // The structure's background work, if any, is scheduled thread number `threads`.
     const bool background = inst.has_background_work();
     scheduler_.emplace(threads + (background ? 1 : 0), mix_seed(wseed_, 0x5c4ed),
-                       o_.switch_probability);
-    arm_next();
+                       o_.switch_probability, o_.persist_switch_probability);
+    arm_next(pm::sim::event_count());
 
     for (const auto& op : w.prefill) log_->record(threads, op, [&] { return inst.apply(op); });
 
@@ -239,8 +272,10 @@ class WorkloadProcess {
       workers.emplace_back([&, t] {
         scheduler_->enter(t);
         try {
-          for (const auto& op : w.per_thread[t])
+          for (const auto& op : w.per_thread[t]) {
             log_->record(t, op, [&] { return inst.apply(op); });
+            after_return();
+          }
         } catch (const std::exception& ex) {
           std::lock_guard g(error_mutex);
           if (error.empty()) error = "workload thread " + std::to_string(t) + ": " + ex.what();
@@ -268,7 +303,13 @@ class WorkloadProcess {
     pm::sim::set_schedule_hook(nullptr);
     pm::sim::clear_crash_handler();
     if (!error.empty()) throw Error(error);
+    for (const pm::sim::SiteCount& c : pm::sim::site_counts())
+      add_site(sites_, {site_location(c.file, c.line, c.column), to_string(c.kind), c.executions, 0,
+                        c.drains_other_sites});
+    Json sites = Json::array();
+    for (const SiteUse& use : sites_) sites.push_back(site_json(use));
     send({{"type", "done"},
+          {"sites", sites},
           {"events", pm::sim::event_count() - base_},
           {"recovery_events", recovery_estimate_},
           {"warnings", pm::sim::warning_count()},
@@ -286,10 +327,24 @@ class WorkloadProcess {
     _exit(status);
   }
 
-  void arm_next() {
-    while (next_ < events_.size() && base_ + events_[next_] < pm::sim::event_count()) ++next_;
+  // Arms the first drawn crash point at or after event `from` (absolute).
+  void arm_next(std::uint64_t from) {
+    while (next_ < events_.size() && base_ + events_[next_] < from) ++next_;
     if (next_ < events_.size())
       pm::sim::set_crash_handler(base_ + events_[next_], [this] { on_crash(); });
+  }
+
+  // An operation just returned (its thread holds the turn): when another thread is stalled
+  // with stores it has not flushed yet, crash at the next event, now and then: with chance
+  // (this run's share) / (the run's operations), so the share spreads over the run. The dice
+  // are the lab's own, not the scheduler's, so the schedule — and every event number — is the
+  // same with or without.
+  void after_return() {
+    if (return_crashes_ == 0 || !scheduler_->stalled_in_window()) return;
+    const std::uint64_t ops = o_.workload.threads * o_.workload.ops + 1;
+    if (return_dice_() % ops >= return_share_) return;
+    --return_crashes_;
+    pm::sim::set_crash_handler(pm::sim::event_count(), [this] { on_crash(); });
   }
 
   void send(const Json& line) { write_all(out_, json_line(line) + "\n"); }
@@ -298,7 +353,6 @@ class WorkloadProcess {
   void on_crash() {
     Scheduler::Freeze freeze(scheduler_ ? &*scheduler_ : nullptr);
     const std::uint64_t event = pm::sim::event_count() - base_;
-    ++next_;
     const std::uint64_t crash_number = crash_number_++;
     Json violations = Json::array();
     std::size_t images = 0, recovery_crashes = 0, undecided = 0, found = 0;
@@ -331,7 +385,7 @@ class WorkloadProcess {
           {"violation_count", found},
           {"violations", violations}});
     if (found > 0 && o_.stop_at_first_violation) finish(0);
-    arm_next();
+    arm_next(base_ + event + 1);  // a drawn point at this event (after_return's too) is done
   }
 
   // Recovers the image in a fresh process, crashing that recovery at a drawn event when the
@@ -344,6 +398,7 @@ class WorkloadProcess {
            {"timeout", std::to_string(static_cast<unsigned>(o_.recovery_timeout_s))}};
     if (o_.continue_after_recovery)
       a["continue"] = std::to_string(continuation_length(o_.workload));
+    if (o_.mutant) a["mutant"] = o_.mutant->text();
     std::mt19937_64 dice(mix_seed(mix_seed(wseed_, point.event), point.image + 1000));
     std::optional<std::uint64_t> crash_at;
     if (o_.replay) {
@@ -368,6 +423,7 @@ class WorkloadProcess {
       if (!rec.error.empty()) rec.error = "after a crash during recovery: " + rec.error;
     }
     if (rec.ok) recovery_estimate_ = std::max(recovery_estimate_, rec.events);
+    for (const SiteUse& use : rec.sites) add_site(sites_, use);
     return rec;
   }
 
@@ -389,6 +445,7 @@ class WorkloadProcess {
             .checker = *lincheck_,
             .threads = o_.workload.threads,
             .key_range = o_.workload.key_range,
+            .crashed_after_open = true,
             .dump_name = "history-" + point.text(),
             .print = o_.replay.has_value(),
             .keep = {}};
@@ -419,6 +476,9 @@ class WorkloadProcess {
   const SimOptions& o_;
   std::uint64_t wseed_;
   std::vector<std::uint64_t> events_;
+  std::size_t return_crashes_;  // left in this run
+  std::size_t return_share_;    // at the start
+  std::mt19937_64 return_dice_;
   std::size_t next_ = 0;
   std::uint64_t crash_number_;
   std::size_t keep_budget_;
@@ -435,6 +495,8 @@ class WorkloadProcess {
   std::optional<HistoryLog> log_;
   std::optional<Scheduler> scheduler_;
   std::vector<registry::Item> init_;
+  std::vector<SiteUse>
+      sites_;  // executed by recoveries so far (the workload's are added at its end)
 };
 
 }  // namespace detail
@@ -452,12 +514,15 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
     if (o.replay && run > 0) break;
     const std::uint64_t wseed = o.replay ? o.replay->workload_seed : mix_seed(o.seed, run);
     std::vector<std::uint64_t> events;
+    std::size_t return_crashes = 0;  // none when replaying: the replayed point is an event
     if (o.replay) {
       events.push_back(o.replay->event);
     } else {
       const std::uint64_t range = estimate ? estimate : 60 * (ops_total + 8);
-      const std::uint64_t want =
+      const std::uint64_t all =
           std::min<std::uint64_t>(o.crashes_per_run, o.crashes - r.simulated_crashes);
+      return_crashes = static_cast<std::size_t>(all * o.return_crash_percent / 100);
+      const std::uint64_t want = all - return_crashes;
       std::mt19937_64 rng(mix_seed(wseed, 0xc4a54));
       for (std::uint64_t i = 0; i < want; ++i) events.push_back(rng() % range);
       std::sort(events.begin(), events.end());
@@ -472,8 +537,8 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
       ::close(fds[0]);
       const std::size_t keep =
           o.keep_details > r.details.size() ? o.keep_details - r.details.size() : 0;
-      detail::WorkloadProcess(e, o, wseed, std::move(events), r.simulated_crashes + 1, keep,
-                              recovery_estimate, fds[1])
+      detail::WorkloadProcess(e, o, wseed, std::move(events), return_crashes,
+                              r.simulated_crashes + 1, keep, recovery_estimate, fds[1])
           .run();
     }
     ::close(fds[1]);
@@ -512,6 +577,8 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
           r.events += count("events");
           r.not_durable_reads += count("warnings");
           r.background_steps += count("background_steps");
+          for (const auto& s : j.value("sites", nlohmann::json::array()))
+            add_site(r.sites, site_from_json(s));
           recovery_estimate = std::max(recovery_estimate, count("recovery_events"));
           if (count("stolen") > 0)
             r.errors.push_back("scheduler: a thread blocked outside the access layer; run " +

@@ -1,6 +1,7 @@
 // pmds crash lab — the verdict on one recovery, the same for simulated power failures
 // (sim_lab.hpp) and process crashes (process_lab.hpp), docs/ARCHITECTURE.md §4:
-//   recovery   the recovery process reported its contents (no throw, signal or hang);
+//   recovery   the recovery process reported its contents (no throw, signal or hang), and
+//              (simulated crashes) the pool did not claim a clean shutdown;
 //   leak       every slot of every used chunk is free or held by the structure (leak_message);
 //   criterion  lincheck explains the recovered contents by the history under the entry's
 //              criterion;
@@ -50,8 +51,11 @@ struct Judge {
   Lincheck& checker;
   std::size_t threads = 1;       // the workload's threads (the leak bound's pending nodes)
   std::uint64_t key_range = 16;  // the workload's (the continuation's keys lie above it)
-  std::string dump_name;         // PMDS_CRASHLAB_DUMP=DIR writes DIR/<dump_name>.jsonl
-  bool print = false;            // a replay: print each history and its verdict on stderr
+  // The crash came after the pool was opened (simulated crashes): a pool that then says it
+  // was closed cleanly lies. A killed process may die before its open marks the pool open.
+  bool crashed_after_open = false;
+  std::string dump_name;  // PMDS_CRASHLAB_DUMP=DIR writes DIR/<dump_name>.jsonl
+  bool print = false;     // a replay: print each history and its verdict on stderr
   // Keeps a violating history: returns the file it wrote ("" when it keeps none).
   std::function<std::string(const std::string& text)> keep;
 };
@@ -119,6 +123,14 @@ inline Judgement judge(const Judge& j, HistoryText h, const Recovered& rec, cons
     v.message = rec.error.empty() ? "recovery failed" : rec.error;
     out.violations.push_back(std::move(v));
     return out;
+  }
+  if (j.crashed_after_open && rec.clean_shutdown) {
+    Violation v = base;
+    v.criterion = "recovery";
+    v.message =
+        "the pool says it was closed cleanly, but its process crashed (the open's mark of an "
+        "open pool was not durable)";
+    out.violations.push_back(std::move(v));
   }
   if (const auto leak = leak_message(rec, j.threads)) {
     Violation v = base;
