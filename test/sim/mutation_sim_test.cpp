@@ -27,7 +27,7 @@ class Mutation : public simtest::SimTest {
     sim::reset_site_counts();
   }
   void TearDown() override {
-    sim::set_mutant(std::nullopt);
+    sim::set_mutants({});
     SimTest::TearDown();
   }
   // The count of the site at `line` of this file (nullopt: not executed).
@@ -77,7 +77,7 @@ TEST_F(Mutation, EachSiteIsCountedAtItsCallersLineWithItsKind) {
 
 TEST_F(Mutation, SkippingAPersistLeavesTheStoreUndeterminedAndIssuesNoEvent) {
   const std::uint32_t line = std::source_location::current().line() + 4;
-  sim::set_mutant(mutant_at(sim::MutationMode::skip, line));
+  sim::set_mutants({mutant_at(sim::MutationMode::skip, line)});
   w(0).store(1);
   const std::uint64_t events = sim::event_count();
   pm::persist(&w(0), 8);  // the mutant
@@ -89,9 +89,21 @@ TEST_F(Mutation, SkippingAPersistLeavesTheStoreUndeterminedAndIssuesNoEvent) {
   EXPECT_EQ(reachable({0}), (std::set<Words>{{1}}));
 }
 
+TEST_F(Mutation, TwoMutantsAtOnceEachTakeTheirSite) {
+  const std::uint32_t line = std::source_location::current().line() + 5;
+  sim::set_mutants(
+      {mutant_at(sim::MutationMode::skip, line), mutant_at(sim::MutationMode::skip, line + 1)});
+  w(0).store(1);
+  w(8).store(1);
+  pm::persist(&w(0), 8);  // a mutant
+  pm::persist(&w(8), 8);  // the other
+  pm::persist(&w(16), 8);
+  EXPECT_EQ(reachable({0, 8}), (std::set<Words>{{0, 0}, {0, 1}, {1, 0}, {1, 1}}));
+}
+
 TEST_F(Mutation, SkippingAFlushLeavesItsFenceNothingToComplete) {
   const std::uint32_t line = std::source_location::current().line() + 4;
-  sim::set_mutant(mutant_at(sim::MutationMode::skip, line));
+  sim::set_mutants({mutant_at(sim::MutationMode::skip, line)});
   w(0).store(1);
   w(8).store(1);
   pm::flush(&w(0));  // the mutant
@@ -102,7 +114,7 @@ TEST_F(Mutation, SkippingAFlushLeavesItsFenceNothingToComplete) {
 
 TEST_F(Mutation, DropFlushesKeepsTheFenceButNotWhatItWouldComplete) {
   const std::uint32_t line = std::source_location::current().line() + 5;
-  sim::set_mutant(mutant_at(sim::MutationMode::drop_flushes, line));
+  sim::set_mutants({mutant_at(sim::MutationMode::drop_flushes, line)});
   w(0).store(1);
   pm::flush(&w(0));
   const std::uint64_t events = sim::event_count();
@@ -125,7 +137,7 @@ TEST_F(Mutation, AFenceThatCompletesAnotherSitesFlushesSaysSo) {
 
 TEST_F(Mutation, ASkippedNonTemporalStoreIsAPlainStore) {
   const std::uint32_t line = std::source_location::current().line() + 2;
-  sim::set_mutant(mutant_at(sim::MutationMode::skip, line));
+  sim::set_mutants({mutant_at(sim::MutationMode::skip, line)});
   pm::write_nontemporal(&w(0), "\x01\0\0\0\0\0\0\0", 8);  // the mutant
   pm::fence();
   EXPECT_EQ(w(0).load(), 1u);  // the store happened
@@ -149,6 +161,11 @@ TEST_F(Mutation, MutantsReadBackAndMatchOnlyTheirSite) {
   EXPECT_EQ(any_column->column, 0u);
   EXPECT_TRUE(any_column->matches("/a/list.hpp", 12, 99));
   EXPECT_FALSE(any_column->matches("/a/skiplist.hpp", 12, 99));  // a suffix, but not at a '/'
+  const auto pair = sim::Mutant::parse_list("skip@a/list.hpp:12,drop-flushes@b/hash.hpp:3:4");
+  ASSERT_TRUE(pair.has_value());
+  ASSERT_EQ(pair->size(), 2u);
+  EXPECT_EQ(sim::Mutant::text_of(*pair), "skip@a/list.hpp:12,drop-flushes@b/hash.hpp:3:4");
+  EXPECT_FALSE(sim::Mutant::parse_list("skip@a/list.hpp:12,").has_value());
   for (const char* bad : {"", "skip", "skip@", "skip@list.hpp", "skip@list.hpp:x", "skip@:12",
                           "remove@list.hpp:12", "skip@list.hpp:0", "skip@list.hpp:1234567890"})
     EXPECT_FALSE(sim::Mutant::parse(bad).has_value()) << bad;

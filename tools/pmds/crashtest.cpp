@@ -88,7 +88,7 @@ void run_process_part(const registry::Entry& e, const crashtest::Options& o, Lab
 
 // The simulated lab's options from the command line's.
 SimOptions sim_options(const crashtest::Options& o, const std::optional<ReplayPoint>& replay,
-                       const std::optional<pm::sim::Mutant>& mutant) {
+                       const std::vector<pm::sim::Mutant>& mutants) {
   SimOptions so;
   so.workload = {.threads = o.threads,
                  .ops = o.ops,
@@ -109,7 +109,7 @@ SimOptions sim_options(const crashtest::Options& o, const std::optional<ReplayPo
   so.keep_histories = o.keep_histories || replay.has_value();
   so.keep_details = 5;
   so.replay = replay;
-  so.mutant = mutant;
+  so.mutants = mutants;
   return so;
 }
 
@@ -165,15 +165,16 @@ int run(int argc, char** argv) {
   if (const auto done = cli::parse_command_line(app, argc, argv)) return *done;
   const auto entries = crashtest::select(o);
   if (!entries) return 2;
-  std::optional<pm::sim::Mutant> mutant;
+  std::vector<pm::sim::Mutant> mutants;
   if (!o.mutant.empty()) {
-    mutant = pm::sim::Mutant::parse(o.mutant);
-    if (!mutant) {
+    const auto parsed = pm::sim::Mutant::parse_list(o.mutant);
+    if (!parsed) {
       std::cerr << "pmds crashtest: --mutant needs skip@FILE:LINE[:COL] or "
-                   "drop-flushes@FILE:LINE[:COL], not \""
+                   "drop-flushes@FILE:LINE[:COL], comma separated, not \""
                 << o.mutant << "\"\n";
       return 2;
     }
+    mutants = *parsed;
   }
   std::optional<ReplayPoint> replay;
   if (!o.replay.empty()) {
@@ -183,11 +184,11 @@ int run(int argc, char** argv) {
       return 2;
     }
   }
-  if (o.mutate) return run_mutation_command(o, *entries, sim_options(o, replay, mutant));
+  if (o.mutate) return run_mutation_command(o, *entries, sim_options(o, replay, mutants));
   std::vector<LabResult> results;
   const bool show_progress = !o.quiet && ::isatty(2);
   for (const registry::Entry* e : *entries) {
-    SimOptions so = sim_options(o, replay, mutant);
+    SimOptions so = sim_options(o, replay, mutants);
     if (!o.quiet)
       so.progress = [&](const LabResult& r) {
         const double rate =

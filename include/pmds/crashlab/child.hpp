@@ -173,9 +173,9 @@ inline pm::sim::ImageKind image_kind_from(const std::string& s) {
     options.background_thread = false;
     // The lab's mutant (`pmds crashtest --mutate`) applies to recovery too.
     if (const std::string m = get("mutant"); !m.empty()) {
-      const auto mutant = pm::sim::Mutant::parse(m);
-      if (!mutant) throw Error("bad mutant " + m);
-      pm::sim::set_mutant(mutant);
+      const auto mutants = pm::sim::Mutant::parse_list(m);
+      if (!mutants) throw Error("bad mutant " + m);
+      pm::sim::set_mutants(*mutants);
     }
     pm::sim::reset_site_counts();
     // Crash the recovery itself just before event crash_event: write that crash image and stop.

@@ -78,7 +78,7 @@ inline MutationResult run_mutation(const registry::Entry& e, SimOptions o,
   SimOptions census = o;
   census.crashes = census_crashes;
   census.stop_at_first_violation = false;
-  census.mutant.reset();
+  census.mutants.clear();
   out.census = run_simulated(e, census);
   const auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -95,7 +95,7 @@ inline MutationResult run_mutation(const registry::Entry& e, SimOptions o,
       MutantResult m;
       m.site = site;
       m.mutant = mutant_of(site, mode);
-      o.mutant = m.mutant;
+      o.mutants = {m.mutant};
       const LabResult r = run_simulated(e, o);
       m.caught = r.violations > 0;
       m.crashes = r.simulated_crashes;

@@ -134,7 +134,7 @@ struct SimOptions {
   std::optional<ReplayPoint> replay;       // check only this point (printing its history)
   // Run the workload and every recovery with this persistence site mutated
   // (pm::sim::Mutant; crashlab/mutation.hpp runs one lab per executed site).
-  std::optional<pm::sim::Mutant> mutant;
+  std::vector<pm::sim::Mutant> mutants;
   std::function<void(const LabResult&)> progress;  // called after each crash point
 };
 
@@ -157,7 +157,7 @@ inline std::string lab_command(const registry::Entry& e, const SimOptions& o) {
   if (o.return_crash_percent != SimOptions{}.return_crash_percent)
     s += " --return-crashes " + std::to_string(o.return_crash_percent);
   if (o.seed != SimOptions{}.seed) s += " --seed " + std::to_string(o.seed);
-  if (o.mutant) s += " --mutant " + o.mutant->text();
+  if (!o.mutants.empty()) s += " --mutant " + pm::sim::Mutant::text_of(o.mutants);
   return s;
 }
 
@@ -232,7 +232,7 @@ class WorkloadProcess {
     out_file_ = ScratchFile(paths[3]);
     lincheck_ = std::make_unique<Lincheck>(find_lincheck(), o_.check_timeout_s);
     recovery_ = std::make_unique<RecoveryServer>();
-    pm::sim::set_mutant(o_.mutant);
+    pm::sim::set_mutants(o_.mutants);
 
     registry::CreateOptions co;
     co.key_range = o_.workload.key_range;
@@ -398,7 +398,7 @@ class WorkloadProcess {
            {"timeout", std::to_string(static_cast<unsigned>(o_.recovery_timeout_s))}};
     if (o_.continue_after_recovery)
       a["continue"] = std::to_string(continuation_length(o_.workload));
-    if (o_.mutant) a["mutant"] = o_.mutant->text();
+    if (!o_.mutants.empty()) a["mutant"] = pm::sim::Mutant::text_of(o_.mutants);
     std::mt19937_64 dice(mix_seed(mix_seed(wseed_, point.event), point.image + 1000));
     std::optional<std::uint64_t> crash_at;
     if (o_.replay) {

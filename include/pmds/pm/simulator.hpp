@@ -184,9 +184,14 @@ struct Mutant {
   // "skip@FILE:LINE[:COLUMN]" or "drop-flushes@FILE:LINE[:COLUMN]".
   std::string text() const;
   static std::optional<Mutant> parse(std::string_view text);
+  // Several, comma separated (a pair removed together: is each one's survival the other's
+  // doing?); nullopt if any is malformed.
+  static std::optional<std::vector<Mutant>> parse_list(std::string_view text);
+  static std::string text_of(const std::vector<Mutant>& mutants);
 };
-// Runs this process with the mutant (nullopt: none, the default).
-void set_mutant(std::optional<Mutant> mutant);
+// Runs this process with these mutants (none: the default). A site matched by several takes
+// the first one's mode.
+void set_mutants(std::vector<Mutant> mutants);
 
 // --- Crash images. ------------------------------------------------------------------------
 
@@ -365,7 +370,7 @@ struct SiteRecord {
   SiteKind kind;
   std::uint64_t executions = 0;
   bool drains_other_sites = false;
-  bool mutated = false;  // the mutant matches this site
+  std::optional<MutationMode> mutation;  // a mutant matches this site
 };
 
 struct State {
@@ -387,7 +392,7 @@ struct State {
   std::uint64_t warnings = 0;
   std::unordered_map<SiteKey, std::uint32_t, SiteKeyHash> site_index;
   std::vector<SiteRecord> sites;
-  std::optional<Mutant> mutant;
+  std::vector<Mutant> mutants;
 };
 
 // How many Guards this thread holds: the lock is re-entrant for its holder, so a crash handler
@@ -551,21 +556,27 @@ inline void add_pending(State& s, ThreadState& ts, std::uintptr_t line, std::uin
   ts.pending.push_back({line, s.next_seq, site});
 }
 
+// The mode of the first mutant that matches the site, if any (lock held).
+inline std::optional<MutationMode> mutation_of(const State& s, const SiteKey& key) {
+  for (const Mutant& m : s.mutants)
+    if (m.matches(key.file, key.line, key.column)) return m.mode;
+  return std::nullopt;
+}
+
 // The index of site's record in State::sites, created on first use (lock held).
 inline std::uint32_t site_record(State& s, const std::source_location& site, SiteKind kind) {
   const SiteKey key{site.file_name(), site.line(), site.column()};
   auto it = s.site_index.find(key);
   if (it != s.site_index.end()) return it->second;
   const auto index = static_cast<std::uint32_t>(s.sites.size());
-  s.sites.push_back({key, kind, 0, false,
-                     s.mutant.has_value() && s.mutant->matches(key.file, key.line, key.column)});
+  s.sites.push_back({key, kind, 0, false, mutation_of(s, key)});
   s.site_index.emplace(key, index);
   return index;
 }
 
 // Is the site the mutant, in this mode?
 inline bool mutated(const State& s, std::uint32_t site, MutationMode mode) {
-  return s.sites[site].mutated && s.mutant->mode == mode;
+  return s.sites[site].mutation == mode;
 }
 
 // Is the store (line, seq) still not certainly durable?
@@ -873,12 +884,33 @@ inline std::optional<Mutant> Mutant::parse(std::string_view text) {
   return m;
 }
 
-inline void set_mutant(std::optional<Mutant> mutant) {
+inline std::optional<std::vector<Mutant>> Mutant::parse_list(std::string_view text) {
+  std::vector<Mutant> out;
+  std::size_t start = 0;
+  for (;;) {
+    const auto comma = std::min(text.find(',', start), text.size());
+    const auto m = parse(text.substr(start, comma - start));
+    if (!m) return std::nullopt;
+    out.push_back(*m);
+    if (comma == text.size()) return out;
+    start = comma + 1;
+  }
+}
+
+inline std::string Mutant::text_of(const std::vector<Mutant>& mutants) {
+  std::string t;
+  for (const Mutant& m : mutants) {
+    if (!t.empty()) t += ',';
+    t += m.text();
+  }
+  return t;
+}
+
+inline void set_mutants(std::vector<Mutant> mutants) {
   detail::State& s = detail::state();
   detail::Guard g(s);
-  s.mutant = std::move(mutant);
-  for (detail::SiteRecord& r : s.sites)
-    r.mutated = s.mutant.has_value() && s.mutant->matches(r.key.file, r.key.line, r.key.column);
+  s.mutants = std::move(mutants);
+  for (detail::SiteRecord& r : s.sites) r.mutation = detail::mutation_of(s, r.key);
 }
 
 // --- Crash points. ------------------------------------------------------------------------
