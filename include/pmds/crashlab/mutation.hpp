@@ -1,4 +1,4 @@
-// pmds crash lab — the lab measures itself: mutation runs (docs/ARCHITECTURE.md §4,
+// pmds crash lab — the lab measures itself: mutation runs (docs/ARCHITECTURE.md §3,
 // "Mutation: the lab measures itself"). Simulated backend only.
 //
 // run_mutation(entry, options) first runs the lab on the structure as it is (the census): it

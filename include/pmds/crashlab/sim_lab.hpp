@@ -8,7 +8,8 @@
 //     history. Crash points: `crashes_per_run` per run, most of them simulator events drawn
 //     uniformly over the run (crash-point events are fences, RMWs and clflushes,
 //     docs/ARCHITECTURE.md §3), some (`return_crash_percent`) the first event after an operation
-//     returns while another thread is stalled in a persistence window (scheduler.hpp). At each one
+//     returns while another thread is stalled with stores it has not flushed (scheduler.hpp).
+//     At each one
 //     the simulator calls the lab's handler just before the event takes effect, every other
 //     thread stopped; the handler takes the snapshot, and for each of K crash images (all-minimum,
 //     all-maximum, random choices per line; every image when there are at most K):
@@ -132,7 +133,7 @@ struct SimOptions {
   bool keep_histories = false;             // keep each reported violation's history file
   std::string command = "pmds crashtest";  // how replay commands start
   std::optional<ReplayPoint> replay;       // check only this point (printing its history)
-  // Run the workload and every recovery with this persistence site mutated
+  // Run the workload and every recovery with these persistence sites mutated
   // (pm::sim::Mutant; crashlab/mutation.hpp runs one lab per executed site).
   std::vector<pm::sim::Mutant> mutants;
   std::function<void(const LabResult&)> progress;  // called after each crash point
