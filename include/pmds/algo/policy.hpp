@@ -278,8 +278,8 @@ static_assert(MemoryPolicy<transient_pm_atomic>);
 //
 // Every fact is persisted more than once: by the writer after its write and by every reader
 // after its load, and a node's fields share one line, so a load of one field persists the
-// others. The crash lab's mutation run (docs/ARCHITECTURE.md §3) shows it: removing one such
-// persist alone goes unseen (another covers it), removing a covering pair is caught (the
+// others. The crash lab's mutation run (docs/ARCHITECTURE.md §3) shows it: most such persists
+// removed alone go unseen (another covers them), and removing a covering pair is caught (the
 // mark and unlink persists of a remove; the key and next loads of find). The transform keeps
 // them all on purpose: it is the mechanical, algorithm-blind baseline the techniques are
 // measured against, and pruning it per algorithm would make it a technique of its own.
