@@ -37,6 +37,7 @@
 #include "pmds/algo/anchored_structure.hpp"
 #include "pmds/algo/policy.hpp"
 #include "pmds/interfaces.hpp"
+#include "pmds/random_height.hpp"
 
 namespace pmds::algo {
 
@@ -76,7 +77,7 @@ class SkipList : public AnchoredStructure<P> {
   bool insert(Key key, Value value) {
     check_key(key);
     auto guard = mem_.pin();
-    const int height = random_height();
+    const int height = static_cast<int>(random_height<max_height>());
     raise_levels(height);
     Window w;
     Node* node = nullptr;
@@ -197,15 +198,6 @@ class SkipList : public AnchoredStructure<P> {
     std::array<Node*, max_height> preds;
     std::array<Node*, max_height> succs;
   };
-
-  static int random_height() {
-    thread_local std::uint64_t state =
-        0x9E3779B97F4A7C15ull ^ reinterpret_cast<std::uintptr_t>(&state);
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    return 1 + __builtin_ctzll(state | (std::uint64_t{1} << (max_height - 1)));
-  }
 
   // levels_ (DRAM) is the number of levels any node has used: searches start there rather
   // than at max_height. Monotonic; raised before a node of that height is linked, so a find()

@@ -38,6 +38,7 @@
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/allocator.hpp"
 #include "pmds/pm/pool.hpp"
+#include "pmds/random_height.hpp"
 #include "pmds/reclaim/epoch.hpp"
 #include "pmds/thread_registry.hpp"
 
@@ -103,7 +104,7 @@ class LinkFreeSkipList {
     auto guard = epochs_.pin();
     Node* preds[max_levels];
     Node* succs[max_levels];
-    const int height = random_height();
+    const int height = static_cast<int>(random_height<max_levels>());
     raise_levels_in_use(height);  // before find, so find fills windows up to `height`
     Node* fresh = nullptr;
     for (;;) {
@@ -228,17 +229,6 @@ class LinkFreeSkipList {
       next_word(&head_, level).store(detail::linkfree::word_of(&tail_), std::memory_order_relaxed);
       next_word(&tail_, level).store(0, std::memory_order_relaxed);
     }
-  }
-
-  // Geometric with p = 1/2, in [1, max_levels].
-  static int random_height() {
-    thread_local std::uint64_t state =
-        0x9E3779B97F4A7C15ull * (pmds::thread_id() + 1) ^
-        static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&state));
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    return 1 + std::countr_zero(state | (std::uint64_t{1} << (max_levels - 1)));
   }
 
   void raise_levels_in_use(int height) {

@@ -46,6 +46,7 @@
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/allocator.hpp"
 #include "pmds/pm/pool.hpp"
+#include "pmds/random_height.hpp"
 #include "pmds/reclaim/epoch.hpp"
 #include "pmds/thread_registry.hpp"
 
@@ -448,7 +449,8 @@ class SoftSkipList {
     const bool validity = p->template prepare<Bug>();
     try {
       // pending: the inserter (tower) and the winning remover (marks).
-      return Node::make(key, value, detail::pack_pnode(p, validity), 2, random_height());
+      return Node::make(key, value, detail::pack_pnode(p, validity), 2,
+                        random_height<max_height>());
     } catch (...) {
       allocator_.free(slot);
       throw;
@@ -458,18 +460,6 @@ class SoftSkipList {
   void discard(Node* n) {
     allocator_.free(detail::pnode_of(n->pnode));
     Node::free(n);
-  }
-
-  // Geometric heights from a per-thread xorshift generator.
-  static unsigned random_height() {
-    thread_local std::uint64_t state =
-        0x9E3779B97F4A7C15ull * (static_cast<std::uint64_t>(pmds::thread_id()) + 1) ^
-        reinterpret_cast<std::uintptr_t>(&state);
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    const std::uint64_t bits = state | (std::uint64_t{1} << (max_height - 1));
-    return static_cast<unsigned>(__builtin_ctzll(bits)) + 1;
   }
 
   // The sentinels and, at destruction (quiescent), every node still linked at level 0. Retired
@@ -514,7 +504,7 @@ class SoftSkipList {
     for (unsigned lvl = 0; lvl < max_height; ++lvl) last[lvl] = head_;
     for (const detail::LivePNode& lp : live.nodes) {
       // pending: only a remover's share (no inserter builds this tower).
-      Node* n = Node::make(lp.key, lp.value, lp.pnode, 1, random_height());
+      Node* n = Node::make(lp.key, lp.value, lp.pnode, 1, random_height<max_height>());
       for (unsigned lvl = 0; lvl < n->height; ++lvl) {
         last[lvl]->link(lvl).store(reinterpret_cast<std::uintptr_t>(n), std::memory_order_relaxed);
         last[lvl] = n;
