@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -223,6 +224,35 @@ TEST(CrashlabReplayPoint, ParsesWhatItPrints) {
   EXPECT_FALSE(ReplayPoint::parse("1:x:3").has_value());
   EXPECT_FALSE(ReplayPoint::parse("1:2:3:4:5").has_value());
   EXPECT_FALSE(ReplayPoint::parse("").has_value());
+}
+
+// --mix vary: each run's mix is drawn from its seed (so a replay finds it again), around the
+// given one, and a few seeds cover every key range and read share of the set.
+TEST(CrashlabWorkloadMix, VaryDrawsEachRunsMixFromItsSeed) {
+  SimOptions o = default_options();
+  o.workload.key_range = 8;
+  o.workload.read_percent = 50;
+  const registry::Entry& set = *registry::find("list/linkfree");
+  const registry::Entry& queue = *registry::find("queue/izraelevitz");
+  EXPECT_EQ(run_workload(set, o, 7).key_range, 8u);  // fixed: as given
+  o.vary_mix = true;
+  std::set<std::uint64_t> keys;
+  std::set<unsigned> reads;
+  std::set<std::size_t> set_prefills, queue_prefills;
+  for (std::uint64_t seed = 0; seed < 64; ++seed) {
+    const WorkloadOptions w = run_workload(set, o, mix_seed(o.seed, seed));
+    EXPECT_EQ(w.key_range, run_workload(set, o, mix_seed(o.seed, seed)).key_range);
+    set_prefills.insert(w.prefill);
+    queue_prefills.insert(run_workload(queue, o, mix_seed(o.seed, seed)).prefill);
+    EXPECT_EQ(w.threads, o.workload.threads);
+    keys.insert(w.key_range);
+    reads.insert(w.read_percent);
+  }
+  EXPECT_EQ(keys, (std::set<std::uint64_t>{4, 8, 16}));
+  EXPECT_EQ(reads, (std::set<unsigned>{20, 50, 80}));
+  EXPECT_EQ(set_prefills, (std::set<std::size_t>{0}));  // 0: the default, half the key range
+  EXPECT_EQ(queue_prefills, (std::set<std::size_t>{0, 1}));
+  EXPECT_NE(lab_command(set, o).find("--mix vary"), std::string::npos);
 }
 
 }  // namespace

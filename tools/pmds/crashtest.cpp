@@ -7,6 +7,7 @@
 // records; exits 1 on any violation or lab error.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -96,6 +97,7 @@ SimOptions sim_options(const crashtest::Options& o, const std::optional<ReplayPo
                  .read_percent = o.reads,
                  .sync_percent = 5,
                  .prefill = o.prefill};
+  so.vary_mix = o.mix == "vary";
   so.seed = o.seed;
   so.crashes = o.crashes;
   so.images = o.images;
@@ -213,6 +215,19 @@ int run(int argc, char** argv) {
                      static_cast<unsigned long long>(r.simulated_crashes),
                      static_cast<unsigned long long>(r.images_checked),
                      static_cast<unsigned long long>(r.violations), r.sim_seconds);
+      // A mutant that matches no executed site changes nothing: a passing run would say
+      // nothing about it (a stale line number, a typo). Only a run that ended on its own
+      // reports all its sites.
+      if (!replay && r.violations == 0 && r.errors.empty())
+        for (const pm::sim::Mutant& m : mutants)
+          if (!std::any_of(r.sites.begin(), r.sites.end(), [&m](const SiteUse& s) {
+                const auto at = pm::sim::Mutant::parse("skip@" + s.location);
+                return at && m.matches(at->file.c_str(), at->line, at->column);
+              }))
+            r.errors.push_back("--mutant " + m.text() +
+                               " matched no persistence site the runs executed (pmds crashtest "
+                               "--mutate --structure " +
+                               r.structure + " lists them)");
     }
     if (o.process_crashes > 0 && !replay && !(o.stop_at_first && r.violations > 0)) {
       run_process_part(*e, o, r);

@@ -32,6 +32,7 @@ struct Options {
   bool stop_at_first = false, keep_histories = false, quiet = false, json_line = false;
   std::string json_file, replay;
   bool mutate = false;   // the mutation run (crashlab/mutation.hpp)
+  std::string mix;       // "fixed" or "vary" (SimOptions::vary_mix); empty: vary with --mutate
   std::string mutant;    // one lab run with these sites mutated (comma separated)
   double min_score = 0;  // --mutate: exit 1 when a structure's score is below
   std::uint64_t census_crashes = 100;
@@ -146,6 +147,12 @@ inline void add_options(CLI::App& app, Options& o) {
   app.add_option("--replay", o.replay, "re-run one simulated crash check printed by a violation")
       ->type_name("W:E:I[:R]");
   app.add_flag("--quiet", o.quiet, "no progress line");
+  app.add_option("--mix", o.mix,
+                 "fixed: every workload run uses --keys and --reads; vary: each run\n"
+                 "draws keys from {K/2, K, 2K}, reads from {R-30, R, R+30} and\n"
+                 "a queue's or stack's prefill from {1, 4} (default fixed; vary\n"
+                 "with --mutate)")
+      ->check(CLI::IsMember({"fixed", "vary"}));
 
   const std::string mutation = "mutation (the lab measures itself; simulated crashes only)";
   app.add_flag("--mutate", o.mutate,
@@ -198,6 +205,10 @@ inline void add_options(CLI::App& app, Options& o) {
       // not caught in 300 with 16).
       if (reads->count() == 0) o.reads = 50;
       if (keys->count() == 0) o.keys = 8;
+      // And each run its own mix around those: a removal may be caught under one mix only
+      // (skip_list.hpp's upper-level link persist under izraelevitz: caught with 16 keys and
+      // half reads, or 8 keys and 20% reads, not in 300 crash points with 8 keys and half reads).
+      if (o.mix.empty()) o.mix = "vary";
       if (o.crashes == 0) throw CLI::ValidationError("--crashes", "a mutant needs crashes");
       o.stop_at_first = true;
     }

@@ -105,6 +105,10 @@ struct ReplayPoint {
 
 struct SimOptions {
   WorkloadOptions workload;
+  // Each workload run draws its own mix from its seed (run_workload below): one crash budget
+  // then covers several key ranges and read shares, as a mutation run needs (a removal may be
+  // caught under one mix only: ARCHITECTURE.md §3, "Mutation").
+  bool vary_mix = false;
   std::uint64_t seed = 1;
   std::uint64_t crashes = 500;           // crash points to reach
   std::size_t images = 3;                // crash images per crash point
@@ -139,6 +143,28 @@ struct SimOptions {
   std::function<void(const LabResult&)> progress;  // called after each crash point
 };
 
+// The workload options of the run with seed `wseed`: o.workload, or with o.vary_mix a key range
+// from {K/2, K, 2K} and a read share from {R-30, R, R+30} (within 0..90), and for a queue, stack
+// or priority queue without an explicit --prefill a prefill of 1 or the default 4 (an empty
+// container has paths of its own: a dequeue that returns empty on a head another dequeue has
+// not persisted yet is caught within 12 crash points from 1 item, 456 from 4). Drawn from the
+// seed, so a replay of the run finds the same mix.
+inline WorkloadOptions run_workload(const registry::Entry& e, const SimOptions& o,
+                                    std::uint64_t wseed) {
+  WorkloadOptions w = o.workload;
+  if (!o.vary_mix) return w;
+  std::mt19937_64 rng(mix_seed(wseed, 0x313c));
+  const std::uint64_t keys[] = {std::max<std::uint64_t>(2, w.key_range / 2), w.key_range,
+                                2 * w.key_range};
+  w.key_range = keys[rng() % 3];
+  const int reads = static_cast<int>(w.read_percent) + 30 * (static_cast<int>(rng() % 3) - 1);
+  w.read_percent = static_cast<unsigned>(std::clamp(reads, 0, 90));
+  const bool container = e.kind == registry::Kind::queue || e.kind == registry::Kind::stack ||
+                         e.kind == registry::Kind::priority_queue;
+  if (rng() % 2 == 0 && container && w.prefill == 0) w.prefill = 1;
+  return w;
+}
+
 // The command line that runs the lab on e with the same options (without the crash budget).
 inline std::string lab_command(const registry::Entry& e, const SimOptions& o) {
   char sw[32];
@@ -158,6 +184,7 @@ inline std::string lab_command(const registry::Entry& e, const SimOptions& o) {
   if (o.return_crash_percent != SimOptions{}.return_crash_percent)
     s += " --return-crashes " + std::to_string(o.return_crash_percent);
   if (o.seed != SimOptions{}.seed) s += " --seed " + std::to_string(o.seed);
+  if (o.vary_mix) s += " --mix vary";
   if (!o.mutants.empty()) s += " --mutant " + pm::sim::Mutant::text_of(o.mutants);
   return s;
 }
@@ -204,6 +231,7 @@ class WorkloadProcess {
       : e_(e),
         o_(o),
         wseed_(wseed),
+        workload_(run_workload(e, o, wseed)),
         events_(std::move(events)),
         return_crashes_(return_crashes),
         return_share_(return_crashes),
@@ -236,7 +264,7 @@ class WorkloadProcess {
     pm::sim::set_mutants(o_.mutants);
 
     registry::CreateOptions co;
-    co.key_range = o_.workload.key_range;
+    co.key_range = workload_.key_range;
     co.pool_size = o_.pool_size;
     co.background_thread = false;  // the scheduler runs it (below)
     // Creation is not under test: it ends in a clean close, which makes everything durable.
@@ -249,14 +277,14 @@ class WorkloadProcess {
     pm::sim::reset_site_counts();
     base_ = pm::sim::event_count();
 
-    const std::size_t threads = o_.workload.threads;
-    const std::size_t capacity = o_.workload.ops + 64 + o_.workload.key_range +
-                                 (o_.workload.prefill ? o_.workload.prefill : 8);
+    const std::size_t threads = workload_.threads;
+    const std::size_t capacity =
+        workload_.ops + 64 + workload_.key_range + (workload_.prefill ? workload_.prefill : 8);
     log_memory_.reset(static_cast<unsigned char*>(
         std::aligned_alloc(64, (HistoryLog::bytes_for(threads + 1, capacity) + 63) / 64 * 64)));
     log_.emplace(HistoryLog::create(log_memory_.get(), HistoryLog::bytes_for(threads + 1, capacity),
                                     threads + 1, capacity));
-    const Workload w = make_workload(e_, o_.workload, wseed_);
+    const Workload w = make_workload(e_, workload_, wseed_);
     // The structure's background work, if any, is scheduled thread number `threads`.
     const bool background = inst.has_background_work();
     scheduler_.emplace(threads + (background ? 1 : 0), mix_seed(wseed_, 0x5c4ed),
@@ -342,7 +370,7 @@ class WorkloadProcess {
   // same with or without.
   void after_return() {
     if (return_crashes_ == 0 || !scheduler_->stalled_in_window()) return;
-    const std::uint64_t ops = o_.workload.threads * o_.workload.ops + 1;
+    const std::uint64_t ops = workload_.threads * workload_.ops + 1;
     if (return_dice_() % ops >= return_share_) return;
     --return_crashes_;
     pm::sim::set_crash_handler(pm::sim::event_count(), [this] { on_crash(); });
@@ -395,10 +423,9 @@ class WorkloadProcess {
     Args a{{"entry", std::string(e_.name)},
            {"image", image_file_.path()},
            {"out", out_file_.path()},
-           {"keys", std::to_string(o_.workload.key_range)},
+           {"keys", std::to_string(workload_.key_range)},
            {"timeout", std::to_string(static_cast<unsigned>(o_.recovery_timeout_s))}};
-    if (o_.continue_after_recovery)
-      a["continue"] = std::to_string(continuation_length(o_.workload));
+    if (o_.continue_after_recovery) a["continue"] = std::to_string(continuation_length(workload_));
     if (!o_.mutants.empty()) a["mutant"] = pm::sim::Mutant::text_of(o_.mutants);
     std::mt19937_64 dice(mix_seed(mix_seed(wseed_, point.event), point.image + 1000));
     std::optional<std::uint64_t> crash_at;
@@ -444,8 +471,8 @@ class WorkloadProcess {
     base.replay = replay_command(e_, o_, point);
     Judge j{.entry = e_,
             .checker = *lincheck_,
-            .threads = o_.workload.threads,
-            .key_range = o_.workload.key_range,
+            .threads = workload_.threads,
+            .key_range = workload_.key_range,
             .crashed_after_open = true,
             .dump_name = "history-" + point.text(),
             .print = o_.replay.has_value(),
@@ -476,6 +503,7 @@ class WorkloadProcess {
   const registry::Entry& e_;
   const SimOptions& o_;
   std::uint64_t wseed_;
+  const WorkloadOptions workload_;  // this run's (run_workload)
   std::vector<std::uint64_t> events_;
   std::size_t return_crashes_;  // left in this run
   std::size_t return_share_;    // at the start
