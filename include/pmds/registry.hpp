@@ -23,11 +23,15 @@ namespace pmds::registry {
 
 using Registered = TypeList<
     // Harris-Michael linked list (algo/harris_michael_list.hpp)
-    Describe<"list/transient", Kind::map, factories::Plain<algo::HarrisMichaelList<algo::transient>>,
+    Describe<"list/transient", Kind::map,
+             factories::Plain<algo::HarrisMichaelList<algo::transient>>,
              "Harris-Michael lock-free list in DRAM (the transient baseline)">,
     Describe<"list/izraelevitz", Kind::map,
              factories::Plain<algo::HarrisMichaelList<algo::izraelevitz>>,
              "Harris-Michael list, Izraelevitz transform: flush+fence after every shared access">,
+    Describe<"list/mirror", Kind::map,
+             factories::Plain<algo::HarrisMichaelList<mirror::MirrorPolicy<>>>,
+             "Harris-Michael list, Mirror (seed 001): patomic words, reads from a DRAM replica">,
     Describe<"list/linkfree", Kind::map, factories::Plain<linkfree_soft::LinkFreeList<>>,
              "link-free durable list (seed 000 §3): no persisted links, validity bits">,
     Describe<"list/soft", Kind::map, factories::Plain<linkfree_soft::SoftList<>>,
@@ -37,12 +41,14 @@ using Registered = TypeList<
              "reference, not durable: list/transient + one psync per successful update (the "
              "ceiling of any durable list here)">,
     // Michael's hash table: a fixed array of buckets, one list each (algo/michael_hash.hpp)
-    Describe<"hash/transient", Kind::map,
-             factories::Hash<algo::MichaelHashTable<algo::transient>>,
+    Describe<"hash/transient", Kind::map, factories::Hash<algo::MichaelHashTable<algo::transient>>,
              "Michael lock-free hash table in DRAM (the transient baseline)">,
     Describe<"hash/izraelevitz", Kind::map,
              factories::Hash<algo::MichaelHashTable<algo::izraelevitz>>,
              "Michael hash table, Izraelevitz transform: flush+fence after every shared access">,
+    Describe<"hash/mirror", Kind::map,
+             factories::Hash<algo::MichaelHashTable<mirror::MirrorPolicy<>>>,
+             "Michael hash table, Mirror (seed 001): patomic words, reads from a DRAM replica">,
     Describe<"hash/linkfree", Kind::map, factories::Hash<linkfree_soft::LinkFreeHashSet>,
              "link-free durable hash table (seed 000 §3), buckets in DRAM">,
     Describe<"hash/soft", Kind::map, factories::Hash<linkfree_soft::SoftHashSet<>>,
@@ -56,8 +62,9 @@ using Registered = TypeList<
              "lock-free skip list (Herlihy-Shavit) in DRAM (the transient baseline)">,
     Describe<"skiplist/izraelevitz", Kind::map, factories::Plain<algo::SkipList<algo::izraelevitz>>,
              "lock-free skip list, Izraelevitz transform">,
-    Describe<"skiplist/linkfree", Kind::map,
-             factories::Plain<linkfree_soft::LinkFreeSkipList<>>,
+    Describe<"skiplist/mirror", Kind::map, factories::Plain<algo::SkipList<mirror::MirrorPolicy<>>>,
+             "lock-free skip list, Mirror (seed 001)">,
+    Describe<"skiplist/linkfree", Kind::map, factories::Plain<linkfree_soft::LinkFreeSkipList<>>,
              "link-free durable skip list (seed 000 §3 by extension): towers rebuilt on recovery">,
     Describe<"skiplist/soft", Kind::map, factories::Plain<linkfree_soft::SoftSkipList<>>,
              "SOFT durable skip list (seed 000 by extension): volatile towers, scan">,
@@ -72,6 +79,9 @@ using Registered = TypeList<
     Describe<"bst/izraelevitz", Kind::map,
              factories::Plain<algo::NatarajanMittalTree<algo::izraelevitz>>,
              "Natarajan-Mittal BST, Izraelevitz transform">,
+    Describe<"bst/mirror", Kind::map,
+             factories::Plain<algo::NatarajanMittalTree<mirror::MirrorPolicy<>>>,
+             "Natarajan-Mittal BST, Mirror (seed 001)">,
     // Michael-Scott queue, Treiber stack, lock-protected heap
     Describe<"queue/transient", Kind::queue,
              factories::Plain<algo::MichaelScottQueue<algo::transient>>,
@@ -79,11 +89,17 @@ using Registered = TypeList<
     Describe<"queue/izraelevitz", Kind::queue,
              factories::Plain<algo::MichaelScottQueue<algo::izraelevitz>>,
              "Michael-Scott queue, Izraelevitz transform">,
+    Describe<"queue/mirror", Kind::queue,
+             factories::Plain<algo::MichaelScottQueue<mirror::MirrorPolicy<>>>,
+             "Michael-Scott queue, Mirror (seed 001)">,
     Describe<"stack/transient", Kind::stack, factories::Plain<algo::TreiberStack<algo::transient>>,
              "Treiber lock-free stack in DRAM (the transient baseline)">,
     Describe<"stack/izraelevitz", Kind::stack,
              factories::Plain<algo::TreiberStack<algo::izraelevitz>>,
              "Treiber stack, Izraelevitz transform">,
+    Describe<"stack/mirror", Kind::stack,
+             factories::Plain<algo::TreiberStack<mirror::MirrorPolicy<>>>,
+             "Treiber stack, Mirror (seed 001)">,
     Describe<"heap/transient", Kind::priority_queue,
              factories::Heap<algo::LockedBinaryHeap<algo::transient>>,
              "sequential binary min-heap behind one lock (seed 004's heap baseline)">,
@@ -93,7 +109,10 @@ using Registered = TypeList<
              "AtomicFloat (seed 004) in DRAM: load + CAS loop (the transient baseline)">,
     Describe<"register/izraelevitz", Kind::register_object,
              factories::Plain<algo::AtomicFloat<algo::izraelevitz>>,
-             "AtomicFloat, Izraelevitz transform: flush+fence after every load and CAS">>;
+             "AtomicFloat, Izraelevitz transform: flush+fence after every load and CAS">,
+    Describe<"register/mirror", Kind::register_object,
+             factories::Plain<algo::AtomicFloat<mirror::MirrorPolicy<>>>,
+             "AtomicFloat, Mirror (seed 001): loads from DRAM, CAS persists first">>;
 
 // Every registered structure, in the order of Registered.
 inline std::span<const Entry> entries() {

@@ -31,6 +31,7 @@
 
 #include "pmds/algo/policy.hpp"
 #include "pmds/interfaces.hpp"
+#include "pmds/mirror/policy.hpp"
 #include "pmds/pm/pool.hpp"
 
 namespace pmds::algo::testing {
@@ -44,7 +45,8 @@ inline constexpr int work_scale = 1;
 
 // Every memory policy an algo/ structure is tested under: a new policy joins every algorithm's
 // tests by one edit here.
-using AllPolicies = ::testing::Types<transient, transient_pm_atomic, izraelevitz>;
+using AllPolicies =
+    ::testing::Types<transient, transient_pm_atomic, izraelevitz, mirror::MirrorPolicy<>>;
 
 inline Value value_of(Key k) {
   return k * 0x9E3779B97F4A7C15ull + 7;
@@ -78,7 +80,7 @@ class Instance {
   template <class... Args>
   explicit Instance(Args&&... args) : path_(S::name) {
     if constexpr (S::Policy::durable) {
-      pool_.emplace(pm::Pool::create(path_.path(), pool_size, layout()));
+      pool_.emplace(pm::Pool::create(path_.path(), pool_size, layout(), pool_options()));
       s_ = std::make_unique<S>(create_new, *pool_, std::forward<Args>(args)...);
     } else {
       s_ = std::make_unique<S>(std::forward<Args>(args)...);
@@ -98,6 +100,7 @@ class Instance {
     }
   }
   static std::string layout() { return std::string("algo/") + S::name; }
+  static pm::PoolOptions pool_options() { return pool_options_for<typename S::Policy>(); }
 
  private:
   TempPath path_;
@@ -119,7 +122,8 @@ void fill_in_child(const std::string& path, Make&& make, Fill&& fill, bool clean
   if (pid == 0) {
     int code = 0;
     try {
-      auto pool = pm::Pool::create(path, pool_size, Instance<S>::layout());
+      auto pool =
+          pm::Pool::create(path, pool_size, Instance<S>::layout(), Instance<S>::pool_options());
       auto s = make(pool);
       fill(*s);
       if (clean_close) {
@@ -159,7 +163,8 @@ void pool_misuse_is_a_typed_error() {
   Instance<S> s;  // a structure in a pool
   EXPECT_THROW(S(create_new, s.pool()), PoolError);
   TempPath path("empty");
-  auto empty = pm::Pool::create(path.path(), pool_size, Instance<S>::layout());
+  auto empty =
+      pm::Pool::create(path.path(), pool_size, Instance<S>::layout(), Instance<S>::pool_options());
   EXPECT_THROW(S(open_existing, empty), PoolError);
 }
 
@@ -411,7 +416,8 @@ void set_recovery_after_kill(Make make, Key own_keys, std::uint64_t min_ops = 30
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     try {
-      auto pool = pm::Pool::create(path.path(), pool_size, Instance<S>::layout());
+      auto pool = pm::Pool::create(path.path(), pool_size, Instance<S>::layout(),
+                                   Instance<S>::pool_options());
       auto s = make(pool);
       std::vector<std::thread> workers;
       for (int t = 0; t < c.threads; ++t)

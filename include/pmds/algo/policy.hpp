@@ -71,6 +71,8 @@
 //                            through pm::atomic, a flush + fence after every shared load, store
 //                            and CAS; nodes from the pool's ChunkAllocator; Criterion::durable.
 //                            Bug != PlantedBug::none plants one of the crash lab's fixtures.
+// Elsewhere: mirror::MirrorPolicy (mirror/policy.hpp, seed 001): patomic words with a DRAM
+// replica in the pool's volatile twin.
 #pragma once
 
 #include <atomic>
@@ -196,7 +198,141 @@ constexpr std::size_t round_up(std::size_t n, std::size_t to) {
   return (n + to - 1) / to * to;
 }
 
+// A durable policy's recovery trace (concept RecoveryTrace). It records the slots the trace
+// reaches; finish() hands them to the allocator, which puts every other slot of every used chunk
+// on its free lists (no flush needed). Every node is checked before it is read
+// (pm::ChunkAllocator::checked_slot): a link of a damaged pool may lead anywhere, and the trace
+// must end in PoolCorrupt rather than read outside the pool or loop (docs/ARCHITECTURE.md §5).
+// visit_once bounds a walk by the set of visited slots, which cannot outgrow the pool's slots.
+// Slots says where a node's slot is and what a first visit does: NodesInPlace (the node is its
+// slot) here, Mirror's twin copy in mirror/policy.hpp.
+template <class Slots>
+class TraceRecovery {
+ public:
+  TraceRecovery(pm::ChunkAllocator& allocator, RecoveryStats& stats, const char* structure)
+      : allocator_(&allocator), stats_(&stats), structure_(structure) {}
+  bool visit(const void* node, std::size_t bytes) {
+    const void* slot = Slots::slot_of(node);
+    allocator_->checked_slot(slot, bytes, std::string(structure_) + ": a link to a node");
+    if (!live_.insert(slot).second) return false;
+    slots_.first_visit(node, slot, *allocator_);
+    return true;
+  }
+  template <class N>
+  requires(!std::is_void_v<N>) bool visit(const N* node) { return visit(node, sizeof(N)); }
+  void visit_once(const void* node, std::size_t bytes) {
+    if (!visit(node, bytes))
+      corrupt("a node is reached twice (a cycle, or a node shared by two links)");
+  }
+  template <class N>
+  requires(!std::is_void_v<N>) void visit_once(const N* node) { visit_once(node, sizeof(N)); }
+  [[noreturn]] void corrupt(const std::string& what) const {
+    allocator_->corrupt(std::string(structure_) + ": " + what);
+  }
+  const pm::ChunkAllocator& allocator() const { return *allocator_; }
+  void finish() {
+    const pm::AllocatorRecoveryStats found =
+        allocator_->recover([this](void* slot, std::size_t) { return live_.count(slot) != 0; });
+    *stats_ = RecoveryStats{
+        .slots_scanned = found.live_slots + found.free_slots,
+        .live_slots = found.live_slots,
+        .freed_slots = found.free_slots,
+        .duplicate_keys = 0,
+        .seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()};
+  }
+
+ private:
+  pm::ChunkAllocator* allocator_;
+  RecoveryStats* stats_;
+  const char* structure_;
+  std::unordered_set<const void*> live_;  // slots
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  Slots slots_;
+};
+
+struct NodesInPlace {
+  static const void* slot_of(const void* node) noexcept { return node; }
+  void first_visit(const void*, const void*, const pm::ChunkAllocator&) noexcept {}
+};
+
+// A durable structure's root: the address of its anchor in pool.root(slot), written once at
+// creation and durable when set_root returns.
+class PoolRoot {
+ public:
+  PoolRoot(pm::Pool& pool, std::size_t slot) : pool_(&pool), slot_(slot) {
+    if (slot >= pm::Pool::root_count)
+      throw PoolError(PoolErrc::bad_argument,
+                      "pmds: root slot " + std::to_string(slot) + " of pool " + pool.path() +
+                          " is out of range (the pool has " + std::to_string(pm::Pool::root_count) +
+                          " root slots)");
+  }
+  void* get() const noexcept {
+    return reinterpret_cast<void*>(pool_->root(slot_).load(std::memory_order_seq_cst));
+  }
+  // The fence first: the anchor's flushes (publish) must be complete before the root that
+  // makes it reachable can reach memory; the root itself is durable when this returns.
+  void set(const void* anchor) noexcept {
+    pm::fence();
+    auto& word = pool_->root(slot_);
+    word.store(reinterpret_cast<std::uintptr_t>(anchor), std::memory_order_seq_cst);
+    pm::persist(&word, sizeof word);
+  }
+  pm::Pool& pool() const noexcept { return *pool_; }
+  std::size_t slot() const noexcept { return slot_; }
+
+ private:
+  pm::Pool* pool_;
+  std::size_t slot_;
+};
+
+// What every durable policy's Memory shares: the root, epoch reclamation, the recovery trace
+// and what it found. A policy's Memory derives from it and adds allocation and publication.
+template <class Recovery>
+class PoolMemory {
+ public:
+  // The structure lives in `pool`; its anchor's address is kept in pool.root(root_slot).
+  PoolMemory(pm::Pool& pool, std::size_t root_slot) : root_(pool, root_slot) {}
+  PoolMemory(const PoolMemory&) = delete;
+  PoolMemory& operator=(const PoolMemory&) = delete;
+
+  auto pin() { return epochs_.pin(); }
+  void* root() const noexcept { return root_.get(); }
+  void set_root(const void* anchor) noexcept { root_.set(anchor); }
+  void drain() { epochs_.drain(); }
+
+  // `structure` names it in the messages of PoolCorrupt.
+  Recovery begin_recovery(const char* structure = "structure") {
+    return Recovery(allocator(), recovery_stats_, structure);
+  }
+  // What the last recovery found (live slots = slots the trace reached).
+  const RecoveryStats& recovery_stats() const noexcept { return recovery_stats_; }
+
+  pm::Pool& pool() const noexcept { return root_.pool(); }
+  std::size_t root_slot() const noexcept { return root_.slot(); }
+
+ protected:
+  ~PoolMemory() = default;
+  pm::ChunkAllocator& allocator() const noexcept { return root_.pool().allocator(); }
+  reclaim::EpochDomain& epochs() noexcept { return epochs_; }
+
+ private:
+  PoolRoot root_;
+  RecoveryStats recovery_stats_;
+  reclaim::EpochDomain epochs_;
+};
+
 }  // namespace detail
+
+// How a pool for a durable policy's structures is created: P::pool_options() when the policy
+// says (Mirror: room for its volatile twin), else the defaults.
+template <class P>
+pm::PoolOptions pool_options_for() {
+  if constexpr (requires { P::pool_options(); })
+    return P::pool_options();
+  else
+    return {};
+}
 
 // ---------------------------------------------------------------------------------------------
 // Transient policies: DRAM, no persistence, epoch reclamation. The "DRAM (T)" baselines.
@@ -280,7 +416,13 @@ static_assert(MemoryPolicy<transient_pm_atomic>);
 // after its load, and a node's fields share one line, so a load of one field persists the
 // others. The crash lab's mutation run (docs/ARCHITECTURE.md §3) shows it: most such persists
 // removed alone go unseen (another covers them), and removing a covering pair is caught (the
-// mark and unlink persists of a remove; the key and next loads of find). The transform keeps
+// mark and unlink persists of a remove; the key and next loads of find; for list, hash, skip
+// list and BST, all their survivors removed together are caught within 4 crash points). Those
+// redundant even together: a load whose value only feeds a CAS of the same word, which
+// persists it (stack push's and AtomicFloat's first loads); loads of fields written before the
+// node was published and never after (a stack node's next and value, a dequeued node's value);
+// the queue's tail, which recovery recomputes; a dequeue's load of first->next, whose effect
+// the persisted head CAS covers (the dequeued node becomes the durable dummy). The transform keeps
 // them all on purpose: it is the mechanical, algorithm-blind baseline the techniques are
 // measured against, and pruning it per algorithm would make it a technique of its own.
 
@@ -343,70 +485,17 @@ struct IzraelevitzPolicy {
     pm::atomic<T> word_;
   };
 
-  // Records the slots a recovery trace reaches; finish() hands them to the allocator, which
-  // puts every other slot of every used chunk on its free lists (no flush needed).
-  // Every node is checked before it is read (pm::ChunkAllocator::checked_slot): a link of a
-  // damaged pool may lead anywhere, and the trace must end in PoolCorrupt rather than read
-  // outside the pool or loop (docs/ARCHITECTURE.md §5). visit_once bounds a walk by the set of
-  // visited slots, which cannot outgrow the pool's slots.
-  class Recovery {
+  // The recovery trace: the slots themselves are the nodes (detail::TraceRecovery).
+  using Recovery = detail::TraceRecovery<detail::NodesInPlace>;
+
+  class Memory : public detail::PoolMemory<Recovery> {
    public:
-    Recovery(pm::ChunkAllocator& allocator, RecoveryStats& stats, const char* structure)
-        : allocator_(&allocator), stats_(&stats), structure_(structure) {}
-    bool visit(const void* node, std::size_t bytes) {
-      allocator_->checked_slot(node, bytes, std::string(structure_) + ": a link to a node");
-      return live_.insert(node).second;
-    }
-    template <class N>
-    requires(!std::is_void_v<N>) bool visit(const N* node) { return visit(node, sizeof(N)); }
-    void visit_once(const void* node, std::size_t bytes) {
-      if (!visit(node, bytes))
-        corrupt("a node is reached twice (a cycle, or a node shared by two links)");
-    }
-    template <class N>
-    requires(!std::is_void_v<N>) void visit_once(const N* node) { visit_once(node, sizeof(N)); }
-    [[noreturn]] void corrupt(const std::string& what) const {
-      allocator_->corrupt(std::string(structure_) + ": " + what);
-    }
-    const pm::ChunkAllocator& allocator() const { return *allocator_; }
-    void finish() {
-      const pm::AllocatorRecoveryStats found =
-          allocator_->recover([this](void* slot, std::size_t) { return live_.count(slot) != 0; });
-      *stats_ = RecoveryStats{
-          .slots_scanned = found.live_slots + found.free_slots,
-          .live_slots = found.live_slots,
-          .freed_slots = found.free_slots,
-          .duplicate_keys = 0,
-          .seconds =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()};
-    }
+    using detail::PoolMemory<Recovery>::PoolMemory;
 
-   private:
-    pm::ChunkAllocator* allocator_;
-    RecoveryStats* stats_;
-    const char* structure_;
-    std::unordered_set<const void*> live_;
-    std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  };
-
-  class Memory {
-   public:
-    // The structure lives in `pool`; its anchor's address is kept in pool.root(root_slot).
-    Memory(pm::Pool& pool, std::size_t root_slot) : pool_(&pool), root_slot_(root_slot) {
-      if (root_slot >= pm::Pool::root_count)
-        throw PoolError(PoolErrc::bad_argument,
-                        "pmds: root slot " + std::to_string(root_slot) + " of pool " + pool.path() +
-                            " is out of range (the pool has " +
-                            std::to_string(pm::Pool::root_count) + " root slots)");
-    }
-    Memory(const Memory&) = delete;
-    Memory& operator=(const Memory&) = delete;
-
-    auto pin() { return epochs_.pin(); }
-    void* allocate(std::size_t n) { return pool_->allocator().allocate(n); }
-    void deallocate(void* p) { pool_->allocator().free(p); }
+    void* allocate(std::size_t n) { return this->allocator().allocate(n); }
+    void deallocate(void* p) { this->allocator().free(p); }
     void retire(void* p) {
-      epochs_.retire(p, [allocator = &pool_->allocator()](void* q) { allocator->free(q); });
+      this->epochs().retire(p, [allocator = &this->allocator()](void* q) { allocator->free(q); });
     }
 
     // Flushes the node's lines without a fence: the linking CAS that follows is a locked
@@ -416,35 +505,6 @@ struct IzraelevitzPolicy {
       if constexpr (Bug == PlantedBug::contents_not_flushed) return;  // planted bug (c)
       pm::flush_range(node, n, site);
     }
-
-    void* root() const noexcept {
-      return reinterpret_cast<void*>(pool_->root(root_slot_).load(std::memory_order_seq_cst));
-    }
-    // The fence first: the anchor's flushes (publish) must be complete before the root that
-    // makes it reachable can reach memory; the root itself is durable when this returns.
-    void set_root(const void* anchor) noexcept {
-      pm::fence();
-      auto& slot = pool_->root(root_slot_);
-      slot.store(reinterpret_cast<std::uintptr_t>(anchor), std::memory_order_seq_cst);
-      pm::persist(&slot, sizeof slot);
-    }
-    void drain() { epochs_.drain(); }
-
-    // `structure` names it in the messages of PoolCorrupt.
-    Recovery begin_recovery(const char* structure = "structure") {
-      return Recovery(pool_->allocator(), recovery_stats_, structure);
-    }
-    // What the last recovery found (live slots = slots the trace reached).
-    const RecoveryStats& recovery_stats() const noexcept { return recovery_stats_; }
-
-    pm::Pool& pool() const noexcept { return *pool_; }
-    std::size_t root_slot() const noexcept { return root_slot_; }
-
-   private:
-    pm::Pool* pool_;
-    std::size_t root_slot_;
-    RecoveryStats recovery_stats_;
-    reclaim::EpochDomain epochs_;
   };
 };
 

@@ -28,6 +28,13 @@
 //                                     recovery show it (crashlab/verdict.hpp), and only because
 //                                     the allocator hands out recycled slots first.
 //
+// Mirror (seed 001) with each planted bug of mirror/patomic.hpp (MirrorBug), on the Harris-Michael
+// list; its control is the registered list/mirror:
+//   volatile_first        a CAS writes the volatile replica before the persistent one
+//   no_flush_after_cas    the persistent DWCAS is neither flushed nor fenced
+//   helper_skips_flush    a helper copies persistent -> volatile without flushing first
+//   recovery_skips_node   recovery leaves one node's volatile replica unbuilt
+//
 // The allocator (pm/allocator.hpp), through AllocatorProbe (crashlab/allocator_probe.hpp), a set
 // of one slot per element, and its planted bug:
 //   alloc/probe-control                      must pass
@@ -46,6 +53,7 @@
 #include "pmds/crashlab/allocator_probe.hpp"
 #include "pmds/linkfree_soft/linkfree_list.hpp"
 #include "pmds/linkfree_soft/soft_list.hpp"
+#include "pmds/mirror/policy.hpp"
 #include "pmds/registry.hpp"
 
 namespace pmds::crashlab {
@@ -56,6 +64,9 @@ using FixtureFactory = registry::factories::Plain<T>;
 
 template <algo::PlantedBug Bug>
 using BuggyList = algo::HarrisMichaelList<algo::IzraelevitzPolicy<Bug>>;
+
+template <mirror::MirrorBug Bug>
+using BuggyMirrorList = algo::HarrisMichaelList<mirror::MirrorPolicy<Bug>>;
 
 // The leak fixture: the correct list, then every slot declared live again after its recovery.
 struct LeakyRecoveryFactory {
@@ -136,7 +147,19 @@ using Fixtures = registry::TypeList<
     registry::Describe<
         "list/soft-bug-alloc-by-valid-start", registry::Kind::map,
         FixtureFactory<linkfree_soft::SoftList<linkfree_soft::SoftBug::alloc_by_valid_start>>,
-        "fixture: a SOFT PNode's validity taken as !validStart (Listing 7's alloc)">>;
+        "fixture: a SOFT PNode's validity taken as !validStart (Listing 7's alloc)">,
+    registry::Describe<"list/mirror-bug-volatile-first", registry::Kind::map,
+                       FixtureFactory<BuggyMirrorList<mirror::MirrorBug::volatile_first>>,
+                       "fixture: Mirror writes the volatile replica before the persistent one">,
+    registry::Describe<"list/mirror-bug-no-flush-after-cas", registry::Kind::map,
+                       FixtureFactory<BuggyMirrorList<mirror::MirrorBug::no_flush_after_cas>>,
+                       "fixture: Mirror's persistent DWCAS is neither flushed nor fenced">,
+    registry::Describe<"list/mirror-bug-helper-skips-flush", registry::Kind::map,
+                       FixtureFactory<BuggyMirrorList<mirror::MirrorBug::helper_skips_flush>>,
+                       "fixture: a Mirror helper copies the persistent replica unflushed">,
+    registry::Describe<"list/mirror-bug-recovery-skips-node", registry::Kind::map,
+                       FixtureFactory<BuggyMirrorList<mirror::MirrorBug::recovery_skips_node>>,
+                       "fixture: Mirror recovery leaves one node's volatile replica unbuilt">>;
 
 // The fixtures as registry entries (their own table: registry::entries() does not list them).
 inline std::span<const registry::Entry> fixture_entries() {

@@ -2,6 +2,8 @@
 //
 // Every word that lives in persistent memory is read and written through this header:
 //   pm::atomic<T>          the std::atomic surface, T of 1, 2, 4, 8 or 16 bytes;
+//   pm::atomic_pair        two 8-byte words read one at a time, changed together by a
+//                          double-word CAS (a value and its sequence number: Mirror, seed 001);
 //   pm::write(dst, src, n) a bulk copy of plain stores;
 //   pm::write_nontemporal  a bulk copy of non-temporal stores (durable at the next fence);
 //   pm::flush(p)           write back the cache line holding p (clwb/clflushopt/clflush);
@@ -377,5 +379,85 @@ class alignas(sizeof(T)) atomic {
 };
 
 #endif
+
+// ---------------------------------------------------------------------------------------------
+// pm::atomic_pair: two adjacent 8-byte words, 16-byte aligned. Each is read on its own with an
+// ordinary atomic load, and both change together through a double-word CAS (cmpxchg16b) — the
+// shape of Mirror's value + sequence number (seed 001 §4.1, Fig. 4 reads sequence, value,
+// sequence). A 16-byte atomic load exists only as a CAS, which writes the line; reading the
+// halves keeps a load a load.
+
+struct WordPair {
+  std::uint64_t first;
+  std::uint64_t second;
+  friend bool operator==(const WordPair&, const WordPair&) = default;
+};
+
+class alignas(16) atomic_pair {
+ public:
+  atomic_pair() noexcept = default;
+  atomic_pair(const atomic_pair&) = delete;
+  atomic_pair& operator=(const atomic_pair&) = delete;
+
+  std::uint64_t load_first() const noexcept { return load_word(0); }
+  std::uint64_t load_second() const noexcept { return load_word(1); }
+
+  // Strong double-word CAS; on failure `expected` receives both current words.
+  bool compare_exchange(WordPair& expected, WordPair desired) noexcept {
+#if defined(PMDS_BACKEND_SIMULATED)
+    bool ok = false;
+    sim::rmw(words_, 16, [&](void* bytes) {
+      if (std::memcmp(bytes, &expected, 16) == 0) {
+        std::memcpy(bytes, &desired, 16);
+        ok = true;
+        return true;
+      }
+      std::memcpy(&expected, bytes, 16);
+      return false;
+    });
+    return ok;
+#else
+    detail::count_rmw();
+    const detail::u128 exp = detail::to_u128(expected);
+    const detail::u128 prev = detail::cas16(raw(), exp, detail::to_u128(desired));
+    if (prev == exp) return true;
+    expected = detail::from_u128<WordPair>(prev);
+    return false;
+#endif
+  }
+
+  // Both words of an object no other thread can reach yet: plain stores.
+  void init(WordPair v) noexcept {
+#if defined(PMDS_BACKEND_SIMULATED)
+    sim::store(words_, &v, 16);
+#else
+    __atomic_store_n(&words_[0], v.first, __ATOMIC_RELAXED);
+    __atomic_store_n(&words_[1], v.second, __ATOMIC_RELAXED);
+#endif
+  }
+
+  // Both words while no other thread runs (recovery, tests).
+  WordPair peek() const noexcept {
+    return {load_word(0), load_word(1)};
+  }
+
+ private:
+  std::uint64_t load_word(int i) const noexcept {
+#if defined(PMDS_BACKEND_SIMULATED)
+    std::uint64_t r;
+    sim::load(&words_[i], &r, 8);
+    return r;
+#else
+    return __atomic_load_n(&words_[i], __ATOMIC_SEQ_CST);
+#endif
+  }
+#if !defined(PMDS_BACKEND_SIMULATED)
+  detail::u128* raw() noexcept {
+    return reinterpret_cast<detail::u128*>(words_);
+  }
+#endif
+  std::uint64_t words_[2] = {0, 0};
+};
+static_assert(sizeof(atomic_pair) == 16 && alignof(atomic_pair) == 16);
 
 }  // namespace pmds::pm

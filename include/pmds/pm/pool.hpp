@@ -86,6 +86,10 @@ struct PoolOptions {
   std::uintptr_t base = 0;
   // Permission bits of the new file.
   unsigned mode = 0600;
+  // Also keep [base + twin_offset, + size) free in this process when choosing the base: the
+  // structure maps a volatile twin of the pool there (Mirror's DRAM replica, mirror/replica.hpp).
+  // With an explicit base, that range must be free too (else base_unavailable).
+  bool twin = false;
 };
 
 // What inspect_pool() reads from a pool file.
@@ -273,6 +277,22 @@ inline constexpr std::uintptr_t base_range_begin = std::uintptr_t{17} << 40;
 inline constexpr std::uintptr_t base_range_end = std::uintptr_t{64} << 40;
 #endif
 inline constexpr std::uintptr_t base_alignment = std::uintptr_t{1} << 30;
+}  // namespace detail
+
+// Where a pool's volatile twin goes (PoolOptions::twin): base + twin_offset, a constant so that a
+// word of the twin finds its pool word by one subtraction (seed 001 §4.3.1's address
+// translation, without a handle to the pool). The twins of pools in [17, 64) TiB fall in
+// [37, 84) TiB, below the PIE binaries and their heap (~85 TiB); under ThreadSanitizer, whose
+// application range ends at 512 GiB, twins need a base below 288 GiB.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr std::uintptr_t twin_offset = std::uintptr_t{224} << 30;
+inline constexpr std::uintptr_t twin_range_end = std::uintptr_t{512} << 30;
+#else
+inline constexpr std::uintptr_t twin_offset = std::uintptr_t{20} << 40;
+inline constexpr std::uintptr_t twin_range_end = std::uintptr_t{84} << 40;
+#endif
+
+namespace detail {
 
 // Reserves [base, base+size) into m.reservation. Returns a libpmem2 error code: 0, or
 // PMEM2_E_MAPPING_EXISTS when the range (or libpmem2's tail after it) is taken, or another.
@@ -377,9 +397,14 @@ class Pool {
       st->chunk_count = g.chunk_count;
       st->was_clean = true;  // nothing to recover in a new pool
       if (options.base != 0) {
+        if (options.twin && !twin_range_free(options.base, size))
+          format::fail(PoolErrc::base_unavailable, path,
+                       "the range of its volatile twin at " +
+                           detail::hex(options.base + twin_offset) +
+                           " is taken in this process, or beyond " + detail::hex(twin_range_end));
         detail::reserve_at(path, options.base, size, st->mapping);
       } else {
-        reserve_free_range(path, size, st->mapping);
+        reserve_free_range(path, size, options.twin, st->mapping);
       }
       st->base = static_cast<char*>(pmem2_vm_reservation_get_address(st->mapping.reservation));
       detail::map_into_reservation(path, fd.get(), size, st->mapping);
@@ -652,7 +677,14 @@ class Pool {
   // A random start in the base range, then steps of the pool's size (with libpmem2's tail,
   // rounded to 1 GiB): pools created in one process never overlap, and pools created in
   // different processes rarely do.
-  static void reserve_free_range(const std::string& path, std::size_t size, detail::Mapping& m) {
+  // Whether a twin of a pool at [base, base + size) fits at base + twin_offset.
+  static bool twin_range_free(std::uintptr_t base, std::size_t size) {
+    return base + twin_offset + size <= twin_range_end &&
+           detail::range_unmapped(base + twin_offset, size);
+  }
+
+  static void reserve_free_range(const std::string& path, std::size_t size, bool twin,
+                                 detail::Mapping& m) {
     const std::uintptr_t stride =
         format::round_up(detail::reservation_extent(size), detail::base_alignment);
     const std::uintptr_t slots = (detail::base_range_end - detail::base_range_begin) / stride;
@@ -660,6 +692,7 @@ class Pool {
     const std::uintptr_t first = (std::uintptr_t{rd()} << 32 | rd()) % slots;
     for (std::uintptr_t k = 0; k < std::min<std::uintptr_t>(slots, 4096); ++k) {
       const std::uintptr_t base = detail::base_range_begin + ((first + k) % slots) * stride;
+      if (twin && !twin_range_free(base, size)) continue;
       const int rc = detail::try_reserve(base, size, m);
       if (rc == 0) return;
       if (rc != PMEM2_E_MAPPING_EXISTS)

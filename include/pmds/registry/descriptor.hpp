@@ -89,12 +89,13 @@ inline std::uint64_t bucket_count_for(const CreateOptions& o) {
   return std::bit_ceil(std::max<std::uint64_t>(o.key_range, 16));
 }
 
-// Room for the whole key range in nodes of up to 192 bytes plus slack for per-thread chunks and
-// nodes awaiting reclamation, at least 64 MiB.
+// Room for the whole key range in nodes of up to 192 bytes and buckets of up to 16 (Mirror's
+// words are a value and a sequence number), plus slack for per-thread chunks and nodes awaiting
+// reclamation, at least 64 MiB.
 inline std::uint64_t default_pool_size(const CreateOptions& o) {
   if (o.pool_size != 0) return o.pool_size;
   const std::uint64_t mib = 1ull << 20;
-  const std::uint64_t want = 64 * mib + 192 * o.key_range + 8 * bucket_count_for(o);
+  const std::uint64_t want = 64 * mib + 192 * o.key_range + 16 * bucket_count_for(o);
   return (want + mib - 1) / mib * mib;
 }
 
@@ -258,6 +259,9 @@ struct Entry {
   bool can_scan = false;     // scan (YCSB E)
   bool can_sync = false;     // sync (buffered techniques)
   bool can_iterate = false;  // for_each
+  // How its pool is created (durable): the policy's pool_options() if it has one (Mirror's
+  // volatile twin), else the defaults.
+  pm::PoolOptions pool_options{};
 
   void* (*create)(pm::Pool* pool, const CreateOptions&) = nullptr;
   void* (*open)(pm::Pool& pool, const CreateOptions&) = nullptr;  // null when !durable
@@ -402,6 +406,7 @@ Entry make_entry(std::size_t index) {
         return static_cast<const T*>(p)->recovery_stats();
       };
   }
+  if constexpr (requires { T::Policy::pool_options(); }) e.pool_options = T::Policy::pool_options();
   if constexpr (HasBackgroundWork<T>)
     e.background_step = [](void* p) { static_cast<T*>(p)->background_step(); };
   e.destroy = [](void* p) { std::default_delete<T>()(static_cast<T*>(p)); };
@@ -460,7 +465,7 @@ class Instance {
       if (pool_path.empty())
         throw Error("pmds: " + std::string(entry.name) + " is durable and needs a pool file path");
       inst.pool_ = std::make_unique<pm::Pool>(
-          pm::Pool::create(pool_path, default_pool_size(options), entry.name));
+          pm::Pool::create(pool_path, default_pool_size(options), entry.name, entry.pool_options));
     }
     inst.object_ = entry.create(inst.pool_.get(), options);
     return inst;

@@ -19,6 +19,7 @@
 #include "pmds/linkfree_soft/linkfree_skiplist.hpp"
 #include "pmds/linkfree_soft/soft_list.hpp"
 #include "pmds/linkfree_soft/soft_skiplist.hpp"
+#include "pmds/mirror/policy.hpp"
 #include "pmds/reference/psync_bound.hpp"
 #include "pmds/registry/descriptor.hpp"
 

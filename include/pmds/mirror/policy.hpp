@@ -1,0 +1,142 @@
+// pmds — Mirror (Friedman, Petrank, Ramalhete, PLDI 2021; seed 001) as a memory policy: every
+// lock-free algorithm in algo/ made durably linearizable with no change to its code (§3.2:
+// "replace std::atomic with patomic and the allocator").
+//
+//   MirrorPolicy::shared<T>   mirror::patomic<T> (mirror/patomic.hpp): value + sequence number on
+//                             two replicas; loads read DRAM, writes persist first.
+//   MirrorPolicy::Memory      the dual-replica allocator (§4.3.2) and the trace recovery (§4.3.3):
+//     - The pool is created with a volatile twin (pm::PoolOptions::twin): an anonymous DRAM
+//       mapping of the pool's size at base + pm::twin_offset, mapped by Memory for as long as
+//       the structure lives. The persistent replica of every object is its pool slot, the
+//       volatile replica the same offset in the twin; a structure holds and links twin
+//       addresses only (the pool's root and every link store them), so following a pointer reads
+//       DRAM. The twin's range is checked free when the pool is created and mapped with
+//       MAP_FIXED_NOREPLACE at every open (base_unavailable when something else holds it).
+//     - allocate(): a slot of the pool's ChunkAllocator, returned as its twin address. The
+//       allocator's chunk directory stays in the pool (pmds keeps one allocator for every
+//       technique); the slots' liveness is recovered by the trace, as §4.3.3 asks, so no
+//       allocator metadata is persisted per operation.
+//     - publish(node): the node was built in DRAM (init() writes the volatile replica only);
+//       its bytes are copied into the pool slot and flushed. No fence: the linking patomic CAS
+//       begins with a locked DWCAS on the persistent replica, which orders those flushes on
+//       x86 (docs/ARCHITECTURE.md §3), as Izraelevitz's publish relies on too.
+//     - retire(): epoch reclamation of the slot (§4.3: ssmem in the paper, pmds's EpochDomain).
+//     - Recovery: the trace visits every reachable node BEFORE reading it (the algo/ protocol);
+//       visit() checks the pool slot, then copies the whole slot from the pool into the twin,
+//       so the structure then reads and links its recovered replica. Unreached slots go back to
+//       the allocator. The twin starts zero-filled at every open: nothing volatile survives.
+#pragma once
+
+#include <sys/mman.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "pmds/algo/policy.hpp"
+#include "pmds/error.hpp"
+#include "pmds/interfaces.hpp"
+#include "pmds/mirror/patomic.hpp"
+#include "pmds/pm/access.hpp"
+#include "pmds/pm/allocator.hpp"
+#include "pmds/pm/pool.hpp"
+#include "pmds/reclaim/epoch.hpp"
+
+namespace pmds::mirror {
+
+// A pool address and its twin (DRAM replica) address.
+inline void* twin_of(const void* pool_address) noexcept {
+  return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(pool_address) + pm::twin_offset);
+}
+inline void* pool_of(const void* twin_address) noexcept {
+  return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(twin_address) - pm::twin_offset);
+}
+
+// The volatile twin of an open pool: private anonymous memory at base + twin_offset, zero-filled,
+// unmapped with the structure.
+class VolatileTwin {
+ public:
+  explicit VolatileTwin(pm::Pool& pool) : size_(pool.size()) {
+    void* want = twin_of(pool.base());
+    void* got = ::mmap(want, size_, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (got != want) {
+      if (got != MAP_FAILED) ::munmap(got, size_);  // a kernel without MAP_FIXED_NOREPLACE
+      throw PoolError(PoolErrc::base_unavailable,
+                      "pmds: pool " + pool.path() + ": the range of its Mirror replica (" +
+                          std::to_string(size_) + " bytes at " +
+                          pm::detail::hex(reinterpret_cast<std::uintptr_t>(want)) +
+                          ") is taken in this process");
+    }
+    base_ = got;
+  }
+  VolatileTwin(const VolatileTwin&) = delete;
+  VolatileTwin& operator=(const VolatileTwin&) = delete;
+  ~VolatileTwin() { ::munmap(base_, size_); }
+
+ private:
+  void* base_ = nullptr;
+  std::size_t size_;
+};
+
+// Bug != MirrorBug::none plants one of the crash lab's fixtures (mirror/patomic.hpp).
+template <MirrorBug Bug = MirrorBug::none>
+struct MirrorPolicy {
+  static constexpr bool durable = true;
+  static constexpr Criterion criterion = Criterion::durable;
+  static constexpr const char* name = "mirror";
+  static constexpr algo::PlantedBug planted_bug = algo::PlantedBug::none;
+  static constexpr MirrorBug mirror_bug = Bug;
+
+  template <class T>
+  using shared = patomic<T, Bug>;
+
+  // How a Mirror pool is created: with room for its twin.
+  static pm::PoolOptions pool_options() {
+    pm::PoolOptions o;
+    o.twin = true;
+    return o;
+  }
+
+  // The trace (§4.3.3): a node's slot is its pool replica; a first visit copies the whole slot
+  // into the twin, before the structure reads the node.
+  struct TwinSlots {
+    static const void* slot_of(const void* node) noexcept { return pool_of(node); }
+    void first_visit(const void* node, const void* slot,
+                     const pm::ChunkAllocator& allocator) noexcept {
+      if constexpr (Bug == MirrorBug::recovery_skips_node) {
+        if (++visits == 3) return;  // planted: the third node reached keeps a zero replica
+      }
+      std::memcpy(const_cast<void*>(node), slot, allocator.slot_size_of(slot));
+    }
+    unsigned visits = 0;
+  };
+  using Recovery = algo::detail::TraceRecovery<TwinSlots>;
+
+  // The twin is a first base: mapped before anything is allocated, unmapped last.
+  class Memory : private VolatileTwin, public algo::detail::PoolMemory<Recovery> {
+   public:
+    Memory(pm::Pool& pool, std::size_t root_slot)
+        : VolatileTwin(pool), algo::detail::PoolMemory<Recovery>(pool, root_slot) {}
+
+    void* allocate(std::size_t n) { return twin_of(this->allocator().allocate(n)); }
+    void deallocate(void* p) { this->allocator().free(pool_of(p)); }
+    void retire(void* p) {
+      this->epochs().retire(
+          p, [allocator = &this->allocator()](void* q) { allocator->free(pool_of(q)); });
+    }
+
+    // §4.3.2: the node, built in DRAM, is copied to its pool slot and flushed (ordered by the
+    // linking CAS's locked DWCAS, see above). The root and every link hold twin addresses.
+    void publish(const void* node, std::size_t n, pm::Site site = pm::Site::current()) noexcept {
+      void* slot = pool_of(node);
+      pm::write(slot, node, n);
+      pm::flush_range(slot, n, site);
+    }
+  };
+};
+
+static_assert(algo::DurableMemoryPolicy<MirrorPolicy<>>);
+
+}  // namespace pmds::mirror
