@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <new>
 #include <thread>
 #include <vector>
@@ -89,6 +90,32 @@ TEST(MirrorTwin, AnExplicitBaseWhoseTwinRangeIsTakenIsRefusedAndLeavesNoFile) {
   // Without the twin option the same base is fine: the check is the twin's.
   o.twin = false;
   EXPECT_NO_THROW((void)pm::Pool::create(path.str(), pool_size, "test/mirror", o));
+}
+
+// §6.3's variant: the volatile replica in a file beside the pool, unlinked once mapped.
+TEST(MirrorTwin, OnThePoolsMediumLeavesNoFileBehind) {
+  using BothInPool = mirror::MirrorBothInPoolPolicy;
+  pool_test::TempPath path("mirror_pm");
+  auto pool = pm::Pool::create(path.str(), pool_size, "test/mirror", BothInPool::pool_options());
+  const auto dir = std::filesystem::path(path.str()).parent_path();
+  const auto twin_files = [&] {
+    int n = 0;
+    for (const auto& f : std::filesystem::directory_iterator(dir))
+      n += f.path().filename().string().rfind(
+               std::filesystem::path(path.str()).filename().string() + ".twin-", 0) == 0;
+    return n;
+  };
+  {
+    BothInPool::Memory memory(pool, 0);
+    auto* word = new (memory.allocate(sizeof(patomic<std::uint64_t>))) patomic<std::uint64_t>;
+    word->init(7);
+    memory.publish(word, sizeof *word);
+    std::uint64_t expected = 7;
+    EXPECT_TRUE(word->compare_exchange(expected, 8));
+    EXPECT_EQ(word->load(), 8u);
+    EXPECT_EQ(twin_files(), 0);
+  }
+  EXPECT_EQ(twin_files(), 0);
 }
 
 TEST(Patomic, CompareExchangeFailsWithTheCurrentValueAndSucceedsOnIt) {

@@ -5,9 +5,10 @@
 //   MirrorPolicy::shared<T>   mirror::patomic<T> (mirror/patomic.hpp): value + sequence number on
 //                             two replicas; loads read DRAM, writes persist first.
 //   MirrorPolicy::Memory      the dual-replica allocator (§4.3.2) and the trace recovery (§4.3.3):
-//     - The pool is created with a volatile twin (pm::PoolOptions::twin): an anonymous DRAM
-//       mapping of the pool's size at base + pm::twin_offset, mapped by Memory for as long as
-//       the structure lives. The persistent replica of every object is its pool slot, the
+//     - The pool is created with a volatile twin (pm::PoolOptions::twin): a mapping of the
+//       pool's size at base + pm::twin_offset, anonymous DRAM (or, §6.3's variant, a scratch
+//       file on the pool's medium: ReplicaPlacement), mapped by Memory for as long as the
+//       structure lives. The persistent replica of every object is its pool slot, the
 //       volatile replica the same offset in the twin; a structure holds and links twin
 //       addresses only (the pool's root and every link store them), so following a pointer reads
 //       DRAM. The twin's range is checked free when the pool is created and mapped with
@@ -28,9 +29,12 @@
 #pragma once
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -53,21 +57,45 @@ inline void* pool_of(const void* twin_address) noexcept {
   return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(twin_address) - pm::twin_offset);
 }
 
-// The volatile twin of an open pool: private anonymous memory at base + twin_offset, zero-filled,
-// unmapped with the structure.
+// Where the volatile replica lives (seed 001 §3.1, §6.3).
+enum class ReplicaPlacement : std::uint8_t {
+  dram,         // anonymous memory: DRAM, the paper's main configuration (§6.2)
+  pool_medium,  // a scratch file beside the pool, so on the pool's medium (§6.3: both replicas
+                // on NVMM, for platforms without DRAM beside it); never flushed, and unlinked
+                // as soon as it is mapped, so nothing is left behind
+};
+
+// The volatile twin of an open pool, mapped at base + twin_offset, zero-filled, unmapped with the
+// structure.
 class VolatileTwin {
  public:
-  explicit VolatileTwin(pm::Pool& pool) : size_(pool.size()) {
+  VolatileTwin(pm::Pool& pool, ReplicaPlacement placement) : size_(pool.size()) {
     void* want = twin_of(pool.base());
-    void* got = ::mmap(want, size_, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    int fd = -1;
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    if (placement == ReplicaPlacement::pool_medium) {
+      std::string name = pool.path() + ".twin-XXXXXX";
+      fd = ::mkstemp(name.data());
+      if (fd < 0 || ::unlink(name.c_str()) != 0 ||
+          ::ftruncate(fd, static_cast<off_t>(size_)) != 0) {
+        const int error = errno;
+        if (fd >= 0) ::close(fd);
+        throw PoolError(PoolErrc::io, "pmds: pool " + pool.path() +
+                                          ": cannot make the file of its Mirror replica beside "
+                                          "it: " +
+                                          std::strerror(error));
+      }
+      flags = MAP_SHARED;
+    }
+    void* got = ::mmap(want, size_, PROT_READ | PROT_WRITE, flags | MAP_FIXED_NOREPLACE, fd, 0);
+    if (fd >= 0) ::close(fd);  // the mapping keeps the (unlinked) file
     if (got != want) {
       if (got != MAP_FAILED) ::munmap(got, size_);  // a kernel without MAP_FIXED_NOREPLACE
       throw PoolError(PoolErrc::base_unavailable,
                       "pmds: pool " + pool.path() + ": the range of its Mirror replica (" +
                           std::to_string(size_) + " bytes at " +
                           pm::detail::hex(reinterpret_cast<std::uintptr_t>(want)) +
-                          ") is taken in this process");
+                          ") is taken in this process (is the structure open already?)");
     }
     base_ = got;
   }
@@ -80,12 +108,13 @@ class VolatileTwin {
   std::size_t size_;
 };
 
-// Bug != MirrorBug::none plants one of the crash lab's fixtures (mirror/patomic.hpp).
-template <MirrorBug Bug = MirrorBug::none>
+// Bug != MirrorBug::none plants one of the crash lab's fixtures (mirror/patomic.hpp); Placement
+// pool_medium is §6.3's variant (registered as */mirror-pm).
+template <MirrorBug Bug = MirrorBug::none, ReplicaPlacement Placement = ReplicaPlacement::dram>
 struct MirrorPolicy {
   static constexpr bool durable = true;
   static constexpr Criterion criterion = Criterion::durable;
-  static constexpr const char* name = "mirror";
+  static constexpr const char* name = Placement == ReplicaPlacement::dram ? "mirror" : "mirror-pm";
   static constexpr algo::PlantedBug planted_bug = algo::PlantedBug::none;
   static constexpr MirrorBug mirror_bug = Bug;
 
@@ -118,7 +147,7 @@ struct MirrorPolicy {
   class Memory : private VolatileTwin, public algo::detail::PoolMemory<Recovery> {
    public:
     Memory(pm::Pool& pool, std::size_t root_slot)
-        : VolatileTwin(pool), algo::detail::PoolMemory<Recovery>(pool, root_slot) {}
+        : VolatileTwin(pool, Placement), algo::detail::PoolMemory<Recovery>(pool, root_slot) {}
 
     void* allocate(std::size_t n) { return twin_of(this->allocator().allocate(n)); }
     void deallocate(void* p) { this->allocator().free(pool_of(p)); }
@@ -138,5 +167,8 @@ struct MirrorPolicy {
 };
 
 static_assert(algo::DurableMemoryPolicy<MirrorPolicy<>>);
+
+// §6.3: both replicas on the pool's medium.
+using MirrorBothInPoolPolicy = MirrorPolicy<MirrorBug::none, ReplicaPlacement::pool_medium>;
 
 }  // namespace pmds::mirror
