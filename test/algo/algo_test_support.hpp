@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "pmds/algo/flit_policy.hpp"
 #include "pmds/algo/policy.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/mirror/policy.hpp"
@@ -46,7 +47,7 @@ inline constexpr int work_scale = 1;
 // Every memory policy an algo/ structure is tested under: a new policy joins every algorithm's
 // tests by one edit here.
 using AllPolicies =
-    ::testing::Types<transient, transient_pm_atomic, izraelevitz, mirror::MirrorPolicy<>>;
+    ::testing::Types<transient, transient_pm_atomic, izraelevitz, flit, mirror::MirrorPolicy<>>;
 
 inline Value value_of(Key k) {
   return k * 0x9E3779B97F4A7C15ull + 7;

@@ -71,8 +71,9 @@
 //                            through pm::atomic, a flush + fence after every shared load, store
 //                            and CAS; nodes from the pool's ChunkAllocator; Criterion::durable.
 //                            Bug != PlantedBug::none plants one of the crash lab's fixtures.
-// Elsewhere: mirror::MirrorPolicy (mirror/policy.hpp, seed 001): patomic words with a DRAM
-// replica in the pool's volatile twin.
+// Elsewhere: FlitPolicy (algo/flit_policy.hpp: Izraelevitz's memory, but a load persists only
+// while a flush counter says a store to its word is in flight); mirror::MirrorPolicy
+// (mirror/policy.hpp, seed 001): patomic words with a DRAM replica in the pool's volatile twin.
 #pragma once
 
 #include <atomic>

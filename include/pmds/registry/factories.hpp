@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "pmds/algo/atomic_float.hpp"
+#include "pmds/algo/flit_policy.hpp"
 #include "pmds/algo/harris_michael_list.hpp"
 #include "pmds/algo/locked_heap.hpp"
 #include "pmds/algo/michael_hash.hpp"
