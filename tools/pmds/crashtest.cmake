@@ -45,11 +45,18 @@ if(PMDS_BUILD_TESTS)
   # Floors measured 2026-11-24 at this budget and the --mutate workload (50% reads, 8 keys):
   # list/linkfree 7/7, hash/linkfree 7/7, list/soft 4/4, hash/soft 4/4, list/izraelevitz 4/16
   # and hash/izraelevitz 4/14 (most of their survivors are covered one at a time by another
-  # persist: algo/policy.hpp); list/mirror 7/9 and hash/mirror 6/8 (their survivors are
-  # patomic's two fences, which the next locked DWCAS makes redundant on x86: mirror/patomic.hpp).
+  # persist: algo/policy.hpp); list/mirror and hash/mirror 6/8 (their survivors are patomic's
+  # two fences, which the next locked DWCAS makes redundant on x86: mirror/patomic.hpp).
+  # list/mirror was 7/9 until its keys and values became immutable words (2026-11-25): its node
+  # shrank to the anchor's slot size, so the allocator's chunk persist (caught) now runs at
+  # creation, before the census, and left the mutant set; the same two fences still survive.
+  # list/flit 5/13 and hash/flit 5/11 (2026-11-25): the survivors are loads' persists, which run
+  # only while a store to the word is in flight, and that store's own persist covers them, as
+  # Izraelevitz's reader persists are covered (algo/flit_policy.hpp).
   set(mutation_floors
       list/linkfree 1.0 hash/linkfree 1.0 list/soft 1.0 hash/soft 1.0
-      list/izraelevitz 0.25 hash/izraelevitz 0.28 list/mirror 0.77 hash/mirror 0.75)
+      list/izraelevitz 0.25 hash/izraelevitz 0.28 list/mirror 0.75 hash/mirror 0.75
+      list/flit 0.38 hash/flit 0.45)
   while(mutation_floors)
     list(POP_FRONT mutation_floors structure floor)
     string(REPLACE "/" "_" test_name "crashtest_mutation_${structure}")

@@ -68,7 +68,7 @@ class AtomicFloat : public AnchoredStructure<P> {
 
  private:
   struct Anchor {
-    typename P::template shared<std::uint64_t> kind;
+    typename P::template immutable<std::uint64_t> kind;
     typename P::template shared<std::uint64_t> bits;
   };
 

@@ -14,6 +14,9 @@
 //                              A CAS persists even when it fails: it is a read too, and FliT
 //                              treats every CAS as a persisted write.
 //   load                       the read, then the counter; persist the word only if non-zero.
+//   immutable<T>               a field written before its node is published (a key): a plain
+//                              load, no counter (the paper's non-atomic persist<T> fields), as
+//                              publish() made it durable before any thread could reach it.
 //   Memory, recovery           Izraelevitz's: nodes in the pool, published (flushed) before they
 //                              are linked, recovered by the trace.
 //
@@ -103,6 +106,19 @@ struct FlitPolicy {
     }
 
     // A node being built: Memory::publish flushes it before it is linked.
+    void init(T v) noexcept { word_.store(v, std::memory_order_relaxed); }
+
+   private:
+    pm::atomic<T> word_;
+  };
+
+  template <class T>
+  class immutable {
+   public:
+    // relaxed: the node was published by the seq_cst CAS that linked it, which the load of that
+    // link synchronises with.
+    T load() const noexcept { return word_.load(std::memory_order_relaxed); }
+    T peek() const noexcept { return word_.load(std::memory_order_relaxed); }
     void init(T v) noexcept { word_.store(v, std::memory_order_relaxed); }
 
    private:

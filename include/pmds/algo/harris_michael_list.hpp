@@ -29,8 +29,8 @@ namespace detail {
 
 template <class P>
 struct HmNode {
-  typename P::template shared<Key> key;
-  typename P::template shared<Value> value;
+  typename P::template immutable<Key> key;
+  typename P::template immutable<Value> value;
   typename P::template shared<std::uintptr_t> next;  // successor | mark_bit (logically deleted)
 };
 
@@ -244,7 +244,7 @@ class HarrisMichaelList : public AnchoredStructure<P> {
 
  private:
   struct Anchor {
-    typename P::template shared<std::uint64_t> kind;
+    typename P::template immutable<std::uint64_t> kind;
     typename P::template shared<std::uintptr_t> head;
   };
 

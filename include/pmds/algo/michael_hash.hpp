@@ -105,9 +105,9 @@ class MichaelHashTable : public AnchoredStructure<P> {
 
  private:
   struct Anchor {
-    typename P::template shared<std::uint64_t> kind;
-    typename P::template shared<std::uint64_t> bucket_count;
-    typename P::template shared<std::uintptr_t> directory;  // -> Link[segment count]
+    typename P::template immutable<std::uint64_t> kind;
+    typename P::template immutable<std::uint64_t> bucket_count;
+    typename P::template immutable<std::uintptr_t> directory;  // -> Link[segment count]
   };
 
   // The same key-to-bucket mapping as the seed 000 hash sets (bucket_index.hpp), so that

@@ -112,13 +112,13 @@ class MichaelScottQueue : public AnchoredStructure<P> {
 
  private:
   struct Node {
-    typename P::template shared<Value> value;
+    typename P::template immutable<Value> value;
     typename P::template shared<std::uintptr_t> next;
   };
 
   // head and tail are the two contended words: 64 bytes apart, so never on one cache line.
   struct Anchor {
-    typename P::template shared<std::uint64_t> kind;
+    typename P::template immutable<std::uint64_t> kind;
     unsigned char pad0[64];
     typename P::template shared<std::uintptr_t> head;
     unsigned char pad1[64];

@@ -185,14 +185,14 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
   static constexpr std::uintptr_t tag_bit = 2;   // the node above is being removed: frozen
 
   struct Node {
-    typename P::template shared<Key> key;
-    typename P::template shared<Value> value;           // leaves only
+    typename P::template immutable<Key> key;
+    typename P::template immutable<Value> value;        // leaves only
     typename P::template shared<std::uintptr_t> left;   // nullptr in a leaf
     typename P::template shared<std::uintptr_t> right;  // nullptr in a leaf
   };
 
   struct Anchor {
-    typename P::template shared<std::uint64_t> kind;
+    typename P::template immutable<std::uint64_t> kind;
     typename P::template shared<std::uintptr_t> root;
   };
 

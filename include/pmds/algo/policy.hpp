@@ -17,6 +17,11 @@
 //                              built); durable only after P::Memory::publish of its node
 //        T    peek() const     a read while no other thread runs (recovery, destructor, tests)
 //      Access::link marks the CAS that makes a new node reachable; the planted bugs act there.
+//      P::immutable<T>   a field written only while its node is private and never after (a
+//                     key, a value, a height, an anchor's kind): init(), load(), peek() only
+//                     (concept ImmutableWord). A policy may store it more cheaply: Mirror keeps
+//                     it without a sequence number (seed 001 §4.1.1), FliT without a flush
+//                     counter; the transient and Izraelevitz policies make it a shared<T>.
 //      A durable policy may add a trailing pm::Site parameter, defaulted to the caller, to the
 //      accesses that persist (pm/site.hpp): the crash lab's mutants are then per algorithm line.
 //   2. P::Memory      one per structure instance: node allocation, epoch reclamation, the
@@ -153,6 +158,13 @@ concept SharedWord = requires(W& w, const W& cw, T v, T& expected, Access a) {
 // visit_once(node, bytes) is visit() for a node that only one link may reach (a list, a tree):
 // a second visit is a cycle or a shared node, PoolCorrupt. Both also take a typed pointer
 // (bytes = sizeof the node). corrupt(what) throws PoolCorrupt for a field out of range.
+template <class W, class T>
+concept ImmutableWord = requires(W& w, const W& cw, T v) {
+  { cw.load() } -> std::same_as<T>;
+  { cw.peek() } -> std::same_as<T>;
+  { w.init(v) } -> std::same_as<void>;
+};
+
 template <class R>
 concept RecoveryTrace = requires(R& r, const void* node, std::size_t n, const char* what) {
   { r.visit(node, n) } -> std::same_as<bool>;
@@ -180,8 +192,10 @@ concept MemoryPolicy = requires {
   { P::name } -> std::convertible_to<const char*>;
   { P::planted_bug } -> std::convertible_to<PlantedBug>;
 }
-&&SharedWord<typename P::template shared<std::uint64_t>, std::uint64_t>&& SharedWord<
-    typename P::template shared<std::uintptr_t>, std::uintptr_t>&& PolicyMemory<typename P::Memory>;
+&&SharedWord<typename P::template shared<std::uint64_t>, std::uint64_t>&&
+    SharedWord<typename P::template shared<std::uintptr_t>, std::uintptr_t>&&
+        ImmutableWord<typename P::template immutable<std::uint64_t>, std::uint64_t>&&
+            PolicyMemory<typename P::Memory>;
 
 // Durable policies also open a pool and trace it.
 template <class P>
@@ -375,6 +389,8 @@ struct TransientPolicy {
    private:
     typename Words::template atomic<T> word_;
   };
+  template <class T>
+  using immutable = shared<T>;
 
   class Memory {
    public:
@@ -485,6 +501,10 @@ struct IzraelevitzPolicy {
 
     pm::atomic<T> word_;
   };
+  // Mechanical: an immutable field's load is a shared load, flushed and fenced like any other
+  // (see above: the transform does not know which loads are redundant).
+  template <class T>
+  using immutable = shared<T>;
 
   // The recovery trace: the slots themselves are the nodes (detail::TraceRecovery).
   using Recovery = detail::TraceRecovery<detail::NodesInPlace>;

@@ -174,10 +174,10 @@ class SkipList : public AnchoredStructure<P> {
   using Link = typename P::template shared<std::uintptr_t>;
 
   struct Node {
-    typename P::template shared<Key> key;
-    typename P::template shared<Value> value;
-    typename P::template shared<std::uint64_t> height;  // immutable once published
-    typename P::template shared<std::uint64_t> owners;  // releases left before retire
+    typename P::template immutable<Key> key;
+    typename P::template immutable<Value> value;
+    typename P::template immutable<std::uint64_t> height;  // immutable once published
+    typename P::template shared<std::uint64_t> owners;     // releases left before retire
     // followed by `height` links; level i's link is next(i)
 
     Link& next(int i) { return reinterpret_cast<Link*>(this + 1)[i]; }
@@ -190,7 +190,7 @@ class SkipList : public AnchoredStructure<P> {
   };
 
   struct Anchor {
-    typename P::template shared<std::uint64_t> kind;
+    typename P::template immutable<std::uint64_t> kind;
     typename P::template shared<std::uintptr_t> head;
   };
 

@@ -92,12 +92,12 @@ class TreiberStack : public AnchoredStructure<P> {
 
  private:
   struct Node {
-    typename P::template shared<Value> value;
+    typename P::template immutable<Value> value;
     typename P::template shared<std::uintptr_t> next;
   };
 
   struct Anchor {
-    typename P::template shared<std::uint64_t> kind;
+    typename P::template immutable<std::uint64_t> kind;
     typename P::template shared<std::uintptr_t> top;
   };
 
