@@ -1,5 +1,6 @@
-// pmds bench — the space a structure holds: pool slots (ChunkAllocator::allocated_bytes) and
-// the DRAM malloc hands out for it, measured around its destruction.
+// pmds bench — the space a structure holds: pool slots (ChunkAllocator::allocated_bytes), the
+// DRAM malloc hands out for it, measured around its destruction, and a Mirror structure's DRAM
+// replica of its slots.
 #pragma once
 
 #include <malloc.h>
@@ -52,6 +53,9 @@ inline Space space_of(registry::Instance& inst) {
   if (dram_live && dram_freed) {
     space.has_dram_bytes = true;
     space.dram_bytes = static_cast<double>(*dram_live > *dram_freed ? *dram_live - *dram_freed : 0);
+    // A structure with a volatile twin (Mirror's DRAM replica, mirror/policy.hpp) holds a copy
+    // of each of its pool slots there, mapped with mmap rather than malloc'd: count it too.
+    if (inst.entry().pool_options.twin) space.dram_bytes += space.pool_bytes;
   }
   return space;
 }
