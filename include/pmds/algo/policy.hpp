@@ -89,7 +89,6 @@
 #include <new>
 #include <string>
 #include <type_traits>
-#include <unordered_set>
 #include <utility>
 
 #include "pmds/error.hpp"
@@ -225,11 +224,11 @@ template <class Slots>
 class TraceRecovery {
  public:
   TraceRecovery(pm::ChunkAllocator& allocator, RecoveryStats& stats, const char* structure)
-      : allocator_(&allocator), stats_(&stats), structure_(structure) {}
+      : allocator_(&allocator), stats_(&stats), structure_(structure), live_(allocator) {}
   bool visit(const void* node, std::size_t bytes) {
     const void* slot = Slots::slot_of(node);
     allocator_->checked_slot(slot, bytes, std::string(structure_) + ": a link to a node");
-    if (!live_.insert(slot).second) return false;
+    if (!live_.set(slot)) return false;
     slots_.first_visit(node, slot, *allocator_);
     return true;
   }
@@ -247,7 +246,7 @@ class TraceRecovery {
   const pm::ChunkAllocator& allocator() const { return *allocator_; }
   void finish() {
     const pm::AllocatorRecoveryStats found =
-        allocator_->recover([this](void* slot, std::size_t) { return live_.count(slot) != 0; });
+        allocator_->recover([this](void* slot, std::size_t) { return live_.test(slot); });
     *stats_ = RecoveryStats{
         .slots_scanned = found.live_slots + found.free_slots,
         .live_slots = found.live_slots,
@@ -261,7 +260,7 @@ class TraceRecovery {
   pm::ChunkAllocator* allocator_;
   RecoveryStats* stats_;
   const char* structure_;
-  std::unordered_set<const void*> live_;  // slots
+  pm::ChunkAllocator::SlotBits live_;  // reached slots
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   Slots slots_;
 };

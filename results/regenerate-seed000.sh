@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# results/regenerate-seed000.sh — regenerates results/seed000/: seed 000's experiment shapes (Zuriel et al.,
+# "Efficient Lock-Free Durable Sets") at this machine's scale, each run with the transient and
+# Izraelevitz twins in the same `pmds bench` invocation (so ratios compare like with like), plus
+# issue 3's queue/stack pairs and a recovery measurement of 1M keys. See results/README.md.
+#
+# usage: results/regenerate-seed000.sh            (from anywhere; builds nothing)
+# environment: PMDS_BIN (default build/release/bin/pmds; build it with
+#                cmake --preset release && cmake --build --preset release --target pmds_cli)
+#              DURATION (s per repetition, default 0.5), WARMUP (default 0.2), REPS (default 5),
+#              SKIP_4M=1 to stop the hash key-range sweep at 256K.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+common=(--duration "${DURATION:-0.5}" --warmup "${WARMUP:-0.2}" --reps "${REPS:-5}" --no-recovery)
+results_begin seed000 "${common[*]}"
+# Each family also runs its psync-bound reference (bench/psync_bound.hpp: the transient twin plus
+# one psync per successful update, the ceiling of any durable set on this machine).
+lists=list/transient,list/psync-bound,list/izraelevitz,list/linkfree,list/soft
+hashes=hash/transient,hash/psync-bound,hash/izraelevitz,hash/linkfree,hash/soft
+skiplists=skiplist/transient,skiplist/psync-bound,skiplist/izraelevitz,skiplist/linkfree,skiplist/soft
+# the recovery run leaves out psync-bound: it has no pool to recover
+recovery_hashes=hash/transient,hash/izraelevitz,hash/linkfree,hash/soft
+
+# 1. throughput vs threads (1, 2, 4 = oversubscribed on 2 cores), 90% reads (seed 000 Fig. 7-8)
+run threads-list256 --structure $lists --key-range 256 --threads 1,2,4 "${common[@]}"
+run threads-list1024 --structure $lists --key-range 1024 --threads 1,2,4 "${common[@]}"
+run threads-hash1M --structure $hashes --key-range 1048576 --buckets 1048576 --threads 1,2,4 "${common[@]}"
+run threads-skiplist1024 --structure $skiplists --key-range 1024 --threads 1,2,4 "${common[@]}"
+
+# 2. throughput vs key range, 2 threads, 90% reads (seed 000 Fig. 9-10); hash buckets = key range
+for r in 16 64 256 1024 4096 16384; do
+  run keyrange-list-$r --structure $lists --key-range $r --threads 2 "${common[@]}"
+done
+hash_ranges="1024 16384 262144 4194304"
+[[ ${SKIP_4M:-0} == 1 ]] && hash_ranges="1024 16384 262144"
+for r in $hash_ranges; do
+  run keyrange-hash-$r --structure $hashes --key-range $r --threads 2 "${common[@]}"
+done
+
+# 3. throughput vs read percentage, 2 threads (seed 000 Fig. 11-12)
+for p in 50 70 90 95 100; do
+  run reads-list256-$p --structure $lists --key-range 256 --reads $p --threads 2 "${common[@]}"
+  run reads-list1024-$p --structure $lists --key-range 1024 --reads $p --threads 2 "${common[@]}"
+  run reads-hash1M-$p --structure $hashes --key-range 1048576 --buckets 1048576 --reads $p \
+    --threads 2 "${common[@]}"
+done
+
+# Issue 4's targets (SOFT/link-free hash vs transient and Izraelevitz, 1M keys, 90% reads) in
+# three separate invocations, so the spread of the ratio across runs on this loaded machine shows.
+for i in 1 2 3; do
+  run target-hash1M-$i --structure $hashes --key-range 1048576 --buckets 1048576 --threads 1,2 \
+    "${common[@]}"
+done
+
+# The same shape on an eADR platform (PMDS_EADR=1: flushes skipped, fences kept), where a psync
+# costs only its fence: how much of each gap above is the flush latency of this machine.
+PMDS_EADR=1 run eadr-hash1M --structure $hashes --key-range 1048576 --buckets 1048576 \
+  --threads 1,2 "${common[@]}"
+
+# Issue 3: queue and stack enqueue/dequeue (push/pop) pairs from empty, local work <= 512
+run pairs --structure queue/transient,queue/izraelevitz,stack/transient,stack/izraelevitz \
+  --workload pairs --threads 1,2 "${common[@]}"
+
+# Recovery of 1M keys after a process crash (one thread; key range 2M prefilled with 1M keys,
+# 2^20 buckets), with a short run so the record also carries bytes per key at 1M keys.
+run recovery-hash1M --structure $recovery_hashes --key-range 2097152 --buckets 1048576 --threads 1 \
+  --duration 0.2 --warmup 0.1 --reps 1
+
+# Figures: one plot.py call per family, so a family's records form exactly its sweeps.
+for f in threads-list256 threads-list1024 threads-hash1M threads-skiplist1024; do
+  plot "$f" "$out/json/$f.json"  # one folder each: list and skip list at 1024 share figure names
+done
+plot keyrange-list "$out"/json/keyrange-list-*.json
+plot keyrange-hash "$out"/json/keyrange-hash-*.json
+plot reads-list256 "$out"/json/reads-list256-*.json
+plot reads-list1024 "$out"/json/reads-list1024-*.json
+plot reads-hash1M "$out"/json/reads-hash1M-*.json
+plot pairs "$out/json/pairs.json"
+
+results_end
+/usr/bin/python3 results/summarize.py "$out" >"$out/ratios.md"
+cat "$out/ratios.md"
