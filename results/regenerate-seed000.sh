@@ -78,5 +78,5 @@ plot reads-hash1M "$out"/json/reads-hash1M-*.json
 plot pairs "$out/json/pairs.json"
 
 results_end
-/usr/bin/python3 results/summarize.py "$out" >"$out/ratios.md"
+/usr/bin/python3 results/summarize-seed000.py "$out" >"$out/ratios.md"
 cat "$out/ratios.md"

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""results/summarize.py DIR — the key ratios of results/seed000 as Markdown tables.
+"""results/summarize-seed000.py DIR — the key ratios of results/seed000 as Markdown tables.
 
 Reads DIR/json/*.json (`pmds bench --json`). Every ratio is between records of the SAME file,
 i.e. the same `pmds bench` invocation (same run, same load), never across runs.

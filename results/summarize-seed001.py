@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+"""results/summarize-seed001.py DIR — results/seed001's ratios as Markdown tables.
+
+Reads DIR/json/*.json (`pmds bench --json`). A ratio is always between two records of the SAME
+file (one `pmds bench` invocation), taken round by round: repetition i of both ran in round i of
+the interleaved schedule, so ratio_i = mops_reps_a[i] / mops_reps_b[i]; the table gives the
+median of those per-round ratios and, in brackets, their min and max.
+"""
+import glob
+import json
+import os
+import statistics
+import sys
+from collections import defaultdict
+
+TECHNIQUES = ["mirror", "flit", "izraelevitz", "linkfree", "soft", "psync-bound", "mirror-pm"]
+SHORT = {"mirror": "M", "flit": "F", "izraelevitz": "I", "linkfree": "LF", "soft": "S",
+         "psync-bound": "B", "mirror-pm": "Mpm", "transient": "T"}
+
+
+def load(path):
+    with open(path) as f:
+        return [r for r in json.load(f)["results"] if r.get("status", "ok") == "ok"]
+
+
+def per_round(a, b):
+    """(median, min, max) of a's per-round throughput over b's, or None."""
+    if a is None or b is None:
+        return None
+    ra, rb = a.get("mops_reps") or [], b.get("mops_reps") or []
+    if not ra or len(ra) != len(rb) or min(rb) <= 0:
+        return None
+    rs = [x / y for x, y in zip(ra, rb)]
+    return statistics.median(rs), min(rs), max(rs)
+
+
+def fmt_ratio(r, spread=True):
+    if r is None:
+        return "-"
+    digits = 2 if r[0] >= 0.1 else 3
+    text = f"{r[0]:.{digits}f}"
+    return f"{text} [{r[1]:.{digits}f}-{r[2]:.{digits}f}]" if spread else text
+
+
+def fmt(x, digits=2):
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def groups_of(recs):
+    """Records by configuration, then by technique."""
+    groups = defaultdict(dict)
+    for r in recs:
+        key = (r["structure"].split("/")[0], r["threads"], r["key_range"], r.get("reads_pct"),
+               r.get("fence_latency_ns", 0))
+        groups[key][r["technique"]] = r
+    return groups
+
+
+def main(out):
+    files = sorted(glob.glob(os.path.join(out, "json", "*.json")))
+    runs = {os.path.basename(p)[:-5]: load(p) for p in files}
+
+    print("# Seed 001 (Mirror) at this machine's scale: ratios within one run\n")
+    print("Each cell: the median of the per-round throughput ratios [min-max over the rounds]. "
+          "T = the transient twin (Mops/s); M = mirror, F = flit, I = izraelevitz, LF = linkfree, "
+          "S = soft, B = psync-bound (transient + one psync per successful update), Mpm = "
+          "mirror-pm (seed 001 §6.3: both replicas on the pool's medium). fence ns: extra latency "
+          "after every fence (--fence-latency).\n")
+    print("| run | thr | key range | reads % | fence ns | T Mops/s | M/T | F/T | I/T | LF/T | S/T "
+          "| B/T | Mpm/T | M/I | M/F |")
+    print("|" + "---|" * 15)
+    for name, recs in runs.items():
+        if name.startswith("recovery-"):
+            continue
+        for (fam, thr, kr, reads, fence), by in sorted(groups_of(recs).items()):
+            t = by.get("transient")
+            cells = [fmt_ratio(per_round(by.get(x), t)) for x in
+                     ("mirror", "flit", "izraelevitz", "linkfree", "soft", "psync-bound",
+                      "mirror-pm")]
+            print(f"| {name} | {thr} | {kr:,} | {reads} | {fence} | "
+                  f"{fmt(t['mops'] if t else None)} | " + " | ".join(cells) + " | "
+                  f"{fmt_ratio(per_round(by.get('mirror'), by.get('izraelevitz')))} | "
+                  f"{fmt_ratio(per_round(by.get('mirror'), by.get('flit')))} |")
+
+    print("\n# Flushes and fences per operation (counting backend)\n")
+    print("At 0% updates (updates-*-0) every operation is a read: the design's figure is 0 "
+          "flushes and 0 fences per read for Mirror, and FliT's is 0 while no store is in flight. "
+          "At 20% updates (threads-*, 1 thread) about half the updates succeed.\n")
+    print("| run | structure | thr | reads % | flushes/op | fences/op | RMWs/op |")
+    print("|---|---|---|---|---|---|---|")
+    for name, recs in runs.items():
+        zero = name.endswith("-0") and name.startswith("updates-")
+        if not (zero or name.startswith("threads-")):
+            continue
+        for r in recs:
+            if r["technique"] == "transient" or r["technique"] == "psync-bound":
+                continue
+            if name.startswith("threads-") and r["threads"] != 1:
+                continue
+            print(f"| {name} | {r['structure']} | {r['threads']} | {r.get('reads_pct')} | "
+                  f"{fmt(r.get('flushes_per_op'), 3)} | {fmt(r.get('fences_per_op'), 3)} | "
+                  f"{fmt(r.get('rmws_per_op'), 3)} |")
+
+    print("\n# Space per element and recovery after a process crash (1 thread)\n")
+    print("Mirror's DRAM figure includes its volatile replica (a copy of every pool slot).\n")
+    print("| structure | elements | pool B/elem | DRAM B/elem | total B/elem | recovery ms | "
+          "recovered elements |")
+    print("|---|---|---|---|---|---|---|")
+    for name, recs in runs.items():
+        if not name.startswith("recovery-"):
+            continue
+        for r in sorted(recs, key=lambda r: r["structure"]):
+            print(f"| {r['structure']} | {r.get('elements')} | "
+                  f"{fmt(r.get('pool_bytes_per_element'), 1)} | "
+                  f"{fmt(r.get('dram_bytes_per_element'), 1)} | "
+                  f"{fmt(r.get('bytes_per_element'), 1)} | {fmt(r.get('recovery_ms'), 1)} | "
+                  f"{r.get('recovered_elements', '-')} |")
+
+    print("\n# Issue 13's targets\n")
+    print("| target | threads | measured (median [min-max] of per-round ratios) | met? |")
+    print("|---|---|---|---|")
+
+    def target(run, fam, a, b, goal, label):
+        for (f, thr, kr, reads, fence), by in sorted(groups_of(runs.get(run, [])).items()):
+            if f != fam or thr > 2:
+                continue
+            r = per_round(by.get(a), by.get(b))
+            met = "-" if r is None else ("yes" if r[0] >= goal else "no")
+            print(f"| {label} | {thr} | {fmt_ratio(r)} | {met} |")
+
+    target("threads-hash", "hash", "mirror", "transient", 0.8,
+           "hash/mirror >= 0.8x hash/transient (80% reads)")
+    target("threads-hash", "hash", "mirror", "izraelevitz", 3.0,
+           "hash/mirror >= 3x hash/izraelevitz (80% reads)")
+    target("threads-list128", "list", "mirror", "transient", 0.9,
+           "list/mirror >= 0.9x list/transient (128 keys)")
+    for name, recs in runs.items():
+        if name.startswith("updates-") and name.endswith("-0"):
+            for r in recs:
+                if r["technique"] == "mirror":
+                    ok = r.get("flushes_per_op") == 0 and r.get("fences_per_op") == 0
+                    print(f"| {r['structure']}: 0 flushes, 0 fences per read | {r['threads']} | "
+                          f"{fmt(r.get('flushes_per_op'), 4)} flushes/op, "
+                          f"{fmt(r.get('fences_per_op'), 4)} fences/op | "
+                          f"{'yes' if ok else 'no'} |")
+    for name, recs in runs.items():
+        if name.startswith("recovery-"):
+            for r in recs:
+                # the target is for a large structure: the list's run holds 8K elements
+                if r["technique"] == "mirror" and r.get("recovery_ms") is not None and \
+                        (r.get("recovered_elements") or 0) >= 500_000:
+                    ok = r["recovery_ms"] <= 500
+                    print(f"| {r['structure']}: recovery of {r.get('recovered_elements')} "
+                          f"elements <= 0.5 s | 1 | {fmt(r['recovery_ms'], 1)} ms | "
+                          f"{'yes' if ok else 'no'} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
