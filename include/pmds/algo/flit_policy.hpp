@@ -113,17 +113,7 @@ struct FlitPolicy {
   };
 
   template <class T>
-  class immutable {
-   public:
-    // relaxed: the node was published by the seq_cst CAS that linked it, which the load of that
-    // link synchronises with.
-    T load() const noexcept { return word_.load(std::memory_order_relaxed); }
-    T peek() const noexcept { return word_.load(std::memory_order_relaxed); }
-    void init(T v) noexcept { word_.store(v, std::memory_order_relaxed); }
-
-   private:
-    pm::atomic<T> word_;
-  };
+  using immutable = PublishedWord<T>;
 
   // Nodes, publication and the recovery trace are Izraelevitz's.
   using Recovery = IzraelevitzPolicy<>::Recovery;

@@ -204,6 +204,25 @@ concept DurableMemoryPolicy = MemoryPolicy<P> && P::durable &&
   { m.begin_recovery() } -> RecoveryTrace;
 };
 
+// An immutable<T> with no extra state (Mirror's and FliT's): written by init() while its node is
+// private, made durable with the node by Memory::publish before any link reaches it, never
+// written after. relaxed: the linking CAS (seq_cst) published the node, and the reader's load of
+// that link synchronises with it.
+template <class T>
+class PublishedWord {
+ public:
+  PublishedWord() noexcept = default;
+  PublishedWord(const PublishedWord&) = delete;
+  PublishedWord& operator=(const PublishedWord&) = delete;
+
+  T load() const noexcept { return word_.load(std::memory_order_relaxed); }
+  T peek() const noexcept { return word_.load(std::memory_order_relaxed); }
+  void init(T v) noexcept { word_.store(v, std::memory_order_relaxed); }
+
+ private:
+  pm::atomic<T> word_;
+};
+
 namespace detail {
 
 inline constexpr std::size_t node_alignment = 16;  // the pool's slot alignment (cmpxchg16b)

@@ -176,8 +176,8 @@ class SkipList : public AnchoredStructure<P> {
   struct Node {
     typename P::template immutable<Key> key;
     typename P::template immutable<Value> value;
-    typename P::template immutable<std::uint64_t> height;  // immutable once published
-    typename P::template shared<std::uint64_t> owners;     // releases left before retire
+    typename P::template immutable<std::uint64_t> height;
+    typename P::template shared<std::uint64_t> owners;  // releases left before retire
     // followed by `height` links; level i's link is next(i)
 
     Link& next(int i) { return reinterpret_cast<Link*>(this + 1)[i]; }

@@ -23,14 +23,13 @@
 //
 // Invariant (Lemmas 5.3-5.5): the volatile sequence equals the persistent one or is one behind,
 // and equal sequences carry equal values. Immutable fields (keys, values, heights: a policy's
-// immutable<T>) need no sequence number (§4.1.1): pimmutable<T> below is the volatile replica's
-// 8-byte word alone, copied to the pool with its node by Memory::publish.
+// immutable<T>) need no sequence number (§4.1.1): MirrorPolicy makes them algo::PublishedWord<T>,
+// the volatile replica's 8-byte word alone, copied to the pool with its node by Memory::publish.
 //
 // The persistence sites (pm/site.hpp) are this file's own lines, not the caller's: each is a
 // rule of Figure 4 that the crash lab's mutation run removes in turn.
 #pragma once
 
-#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -148,27 +147,6 @@ requires(std::is_trivially_copyable_v<T> && sizeof(T) <= 8) class patomic {
   }
 
   pm::atomic_pair volatile_;
-};
-
-// An immutable field (seed 001 §4.1.1): written by init() while its node is private (the
-// volatile replica), copied to the persistent replica with the whole node by Memory::publish
-// before any link reaches it, and never written after; so a load reads DRAM and needs nothing
-// else.
-template <class T>
-requires(std::is_trivially_copyable_v<T> && sizeof(T) <= 8) class pimmutable {
- public:
-  pimmutable() noexcept = default;
-  pimmutable(const pimmutable&) = delete;
-  pimmutable& operator=(const pimmutable&) = delete;
-
-  // relaxed: the linking CAS (seq_cst) published the node, and the reader's load of that link
-  // synchronises with it.
-  T load() const noexcept { return word_.load(std::memory_order_relaxed); }
-  T peek() const noexcept { return word_.load(std::memory_order_relaxed); }
-  void init(T v) noexcept { word_.store(v, std::memory_order_relaxed); }
-
- private:
-  pm::atomic<T> word_;
 };
 
 }  // namespace pmds::mirror

@@ -4,7 +4,7 @@
 //
 //   MirrorPolicy::shared<T>   mirror::patomic<T> (mirror/patomic.hpp): value + sequence number on
 //                             two replicas; loads read DRAM, writes persist first.
-//   MirrorPolicy::immutable<T>   mirror::pimmutable<T>: a key or value, 8 bytes, no sequence
+//   MirrorPolicy::immutable<T>   algo::PublishedWord<T>: a key or value, 8 bytes, no sequence
 //                             number (§4.1.1); published with its node, read from DRAM.
 //   MirrorPolicy::Memory      the dual-replica allocator (§4.3.2) and the trace recovery (§4.3.3):
 //     - The pool is created with a volatile twin (pm::PoolOptions::twin): a mapping of the
@@ -123,7 +123,7 @@ struct MirrorPolicy {
   template <class T>
   using shared = patomic<T, Bug>;
   template <class T>
-  using immutable = pimmutable<T>;
+  using immutable = algo::PublishedWord<T>;  // §4.1.1: no sequence number
 
   // How a Mirror pool is created: with room for its twin.
   static pm::PoolOptions pool_options() {
