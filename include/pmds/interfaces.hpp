@@ -127,6 +127,24 @@ concept Register = requires(R r, double x) {
   { r.fetch_multiply(x) } -> std::same_as<double>;  // returns the value before
 };
 
+// Detectable recoverability (seed 004 §2). The paper assumes system support: every thread has a
+// persistent sequence number that it increments per operation and passes to it, and after a
+// crash the system tells the thread's recovery that number again. In pmds a thread names an
+// operation by a Ticket: its slot (a small dense id, stable across the crash: the caller's, not
+// pmds::thread_id()) and its sequence number, which must go up by one per operation of that slot
+// (only its parity is used, as in the paper). After the structure is opened again,
+// s.recover_pending(ticket) says whether the operation took effect before the crash, and with
+// which response; invoking the operation again with the same ticket returns that response
+// without applying it twice, or applies it if it had not taken effect (the paper's RECOVER).
+struct Ticket {
+  std::size_t slot = 0;
+  std::uint64_t seq = 0;
+};
+template <class Response>
+struct Outcome {
+  bool took_effect = false;
+  Response response{};  // meaningful when took_effect
+};
 // Optional capabilities the benchmark harness and crash lab detect:
 //   s.scan(from, max_count, visit)   visit(Key, Value) for up to max_count keys >= from in
 //                                    ascending order; returns the number visited (YCSB E)

@@ -1,0 +1,215 @@
+// pmds — seed 004's PBqueue (Appendix A, Algorithms 5–7): a linked queue with a dummy first node,
+// served by two PBcomb instances, one for enqueuers (state: the tail) and one for dequeuers
+// (state: the head), so enqueues run concurrently with dequeues.
+//
+// An enqueue combiner links new nodes after the tail and flushes every node it created or
+// changed (toPersist, line 24) before its record; after its psync it publishes the tail in the
+// volatile oldTail (line 31). A dequeue combiner never moves the head past oldTail (lines 57–59):
+// the nodes after it may not be durable yet, and a dequeue that returned one of their values
+// before the enqueue was durable would break detectability (the enqueue would be "not taken"
+// after a crash while its value had been dequeued). A dequeued old head is freed after the
+// dequeue round's psync; only combiners touch nodes, so nothing else can hold it.
+//
+// Recovery: the nodes from the head to the tail of the current records are live (the walk stops
+// at the tail: a round that linked past it and never switched its index left nodes that are
+// freed); oldTail starts at the tail (Algorithm 7, lines 73–74).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "pmds/combining/pbcomb.hpp"
+#include "pmds/combining/structure.hpp"
+#include "pmds/interfaces.hpp"
+
+namespace pmds::combining {
+
+template <Persistence Mode, PlantedBug Bug = PlantedBug::none>
+class CombiningQueue : public CombiningStructure<Mode> {
+  using Base = CombiningStructure<Mode>;
+  using Word = typename Base::Word;
+
+ public:
+  static constexpr const char* name = "queue";
+  static constexpr std::uint64_t kind = 0x706d64732e716366;  // "pmds.qcf"
+
+  struct Node {
+    Word value;
+    Word next;
+  };
+  // A request's response: a dequeue's value, if the queue was not empty.
+  struct Response {
+    std::uint64_t value;
+    std::uint64_t present;
+  };
+  struct Request {
+    std::uint64_t value;  // enqueue: the value; dequeue: unused
+  };
+
+  class Enqueuers {
+   public:
+    struct State {
+      std::uint64_t tail;  // Node*
+    };
+    using Request = CombiningQueue::Request;
+    using Response = CombiningQueue::Response;
+    explicit Enqueuers(CombiningQueue& q) : queue_(&q) {}
+
+    Response apply(State& s, const Request& r) {
+      auto* node = static_cast<Node*>(queue_->allocate_node(sizeof(Node)));
+      node->value.store(r.value, std::memory_order_relaxed);
+      node->next.store(0, std::memory_order_relaxed);
+      auto* tail = reinterpret_cast<Node*>(s.tail);
+      tail->next.store(reinterpret_cast<std::uint64_t>(node), std::memory_order_relaxed);
+      to_persist_.push_back(tail);  // lines 19, 23: every node changed or created
+      s.tail = reinterpret_cast<std::uint64_t>(node);
+      return {0, 0};
+    }
+    void before_persist(const State& s) {
+      if (to_persist_.empty()) return;
+      to_persist_.push_back(reinterpret_cast<const Node*>(s.tail));  // line 23
+      if constexpr (Base::persistent)
+        for (const Node* n : to_persist_) pm::flush_range(n, sizeof(Node));
+      to_persist_.clear();
+    }
+    // Line 31: the nodes up to the tail are durable; dequeuers may take them.
+    void after_persist(const State& s) { queue_->old_tail_.store(s.tail, std::memory_order_release); }
+
+   private:
+    CombiningQueue* queue_;
+    std::vector<const Node*> to_persist_;
+  };
+
+  class Dequeuers {
+   public:
+    struct State {
+      std::uint64_t head;  // Node*, the dummy
+    };
+    using Request = CombiningQueue::Request;
+    using Response = CombiningQueue::Response;
+    explicit Dequeuers(CombiningQueue& q) : queue_(&q) {}
+
+    Response apply(State& s, const Request&) {
+      auto* head = reinterpret_cast<Node*>(s.head);
+      if constexpr (Bug == PlantedBug::dequeue_past_old_tail) {
+        if (head->next.load(std::memory_order_acquire) == 0) return {0, 0};
+      } else {
+        if (queue_->old_tail_.load(std::memory_order_acquire) == s.head) return {0, 0};
+      }
+      auto* next = reinterpret_cast<Node*>(head->next.load(std::memory_order_relaxed));
+      const std::uint64_t value = next->value.load(std::memory_order_relaxed);
+      s.head = reinterpret_cast<std::uint64_t>(next);
+      dequeued_.push_back(head);
+      return {value, 1};
+    }
+    // The round is durable: the old heads are unreachable for good.
+    void after_persist(const State&) {
+      for (Node* n : dequeued_) queue_->free_node(n);
+      dequeued_.clear();
+    }
+
+   private:
+    CombiningQueue* queue_;
+    std::vector<Node*> dequeued_;
+  };
+
+  using EnqueueComb = PBComb<Enqueuers, Mode, Bug>;
+  using DequeueComb = PBComb<Dequeuers, Mode, Bug>;
+
+  explicit CombiningQueue(std::size_t slots = default_slots) requires(Mode == Persistence::none)
+      : Base(slots) {
+    create();
+  }
+  CombiningQueue(CreateTag, pm::Pool& pool, std::size_t slots = default_slots)
+      requires(Mode != Persistence::none)
+      : Base(pool, slots, create_new) {
+    create();
+  }
+  CombiningQueue(OpenTag, pm::Pool& pool) requires(Mode != Persistence::none)
+      : Base(pool, open_existing) {
+    auto trace = this->open_anchor(kind, &anchor_bytes, 2, "combining queue");
+    enq_.emplace(enqueuers_, enqueue_area(), this->slots(), open_existing);
+    deq_.emplace(dequeuers_, dequeue_area(), this->slots(), open_existing);
+    const std::uint64_t tail = enq_->peek_state().tail;
+    std::uint64_t node = deq_->peek_state().head;
+    for (;;) {
+      trace.visit_once(reinterpret_cast<const Node*>(node));
+      if (node == tail) break;
+      node = reinterpret_cast<const Node*>(node)->next.load(std::memory_order_relaxed);
+      if (node == 0) trace.corrupt("the list from the head ends before it reaches the tail");
+    }
+    trace.finish();
+    old_tail_.store(tail, std::memory_order_relaxed);
+  }
+  ~CombiningQueue() {
+    if constexpr (Mode == Persistence::none) {
+      const std::uint64_t tail = enq_->peek_state().tail;
+      for (std::uint64_t node = deq_->peek_state().head;;) {
+        auto* n = reinterpret_cast<Node*>(node);
+        node = n->next.load(std::memory_order_relaxed);
+        const bool last = reinterpret_cast<std::uint64_t>(n) == tail;
+        this->free_node(n);
+        if (last) break;
+      }
+    }
+  }
+
+  void enqueue(Value v) { enq_->perform(Request{v}); }
+  std::optional<Value> dequeue() { return as_optional(deq_->perform(Request{0})); }
+  void enqueue(Value v, Ticket t) { enq_->perform(t, Request{v}); }
+  std::optional<Value> dequeue(Ticket t) { return as_optional(deq_->perform(t, Request{0})); }
+
+  // Enqueues and dequeues are served by two instances, each with its own Deactivate bits, so a
+  // slot's tickets count its enqueues and its dequeues separately (Algorithm 7 passes the same
+  // seq to both; here each kind has its own sequence).
+  Ticket next_ticket(std::size_t slot, bool enqueue) const {
+    return enqueue ? enq_->next_ticket(slot) : deq_->next_ticket(slot);
+  }
+  // The pending enqueue (enqueue = true) or dequeue of the ticket's slot: took effect, and a
+  // dequeue's value.
+  Outcome<std::optional<Value>> recover_pending(Ticket t, bool enqueue) const
+      requires(Mode == Persistence::detectable) {
+    const auto o = enqueue ? enq_->recover_pending(t) : deq_->recover_pending(t);
+    return {o.took_effect, as_optional(o.response)};
+  }
+
+ private:
+  static std::optional<Value> as_optional(const Response& r) {
+    return r.present ? std::optional<Value>(r.value) : std::nullopt;
+  }
+  static std::size_t anchor_bytes(std::size_t slots) {
+    return Base::header_bytes + EnqueueComb::area_bytes(slots) + DequeueComb::area_bytes(slots);
+  }
+  void* enqueue_area() const { return this->anchor() + Base::header_bytes; }
+  void* dequeue_area() const {
+    return this->anchor() + Base::header_bytes + EnqueueComb::area_bytes(this->slots());
+  }
+  void create() {
+    this->create_anchor(kind, anchor_bytes(this->slots()), 2);
+    auto* dummy = static_cast<Node*>(this->allocate_node(sizeof(Node)));
+    dummy->value.store(0, std::memory_order_relaxed);
+    dummy->next.store(0, std::memory_order_relaxed);
+    if constexpr (Base::persistent) pm::flush_range(dummy, sizeof(Node));  // fenced below
+    const auto d = reinterpret_cast<std::uint64_t>(dummy);
+    enq_.emplace(enqueuers_, enqueue_area(), this->slots(), typename Enqueuers::State{d},
+                 create_new);
+    deq_.emplace(dequeuers_, dequeue_area(), this->slots(), typename Dequeuers::State{d},
+                 create_new);
+    old_tail_.store(d, std::memory_order_relaxed);
+    this->publish_anchor();
+  }
+
+  friend class Enqueuers;
+  friend class Dequeuers;
+  Enqueuers enqueuers_{*this};
+  Dequeuers dequeuers_{*this};
+  // oldTail: the last node the enqueuers made durable (volatile; line 31 and Algorithm 7).
+  alignas(64) detail::SpinWord<std::uint64_t> old_tail_{0};
+  std::optional<EnqueueComb> enq_;
+  std::optional<DequeueComb> deq_;
+};
+
+}  // namespace pmds::combining
