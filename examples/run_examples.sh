@@ -44,4 +44,20 @@ grep -qx "consumed 5000 in order" "$dir/b1" || fail "queue: $(cat "$dir/b1")"
 "$bin/durable_queue" "$dir/queue.pool" 100 >"$dir/b2"
 grep -qx "left over 0" "$dir/b2" && grep -qx "consumed 100 in order" "$dir/b2" ||
   fail "queue reopen: $(cat "$dir/b2")"
+# (c) Detectable recovery: the stack's pusher is killed mid-run; the next run learns what became
+# of the push it was making, completes it exactly once, and finds every value 1..N in order.
+"$bin/detectable_stack" "$dir/stack.pool" 3000 >"$dir/c1"
+grep -qx "stack holds 3000, in order" "$dir/c1" || fail "stack: $(cat "$dir/c1")"
+"$bin/detectable_stack" "$dir/stack.pool" 20000000 >"$dir/c2" &
+pid=$!
+for _ in $(seq 200); do
+  [[ $(grep -c '^pushed' "$dir/c2" || true) -ge 50 ]] && break
+  sleep 0.05
+done
+kill -9 "$pid" 2>/dev/null || fail "the stack's pusher finished before it could be killed"
+wait "$pid" 2>/dev/null || true
+"$bin/detectable_stack" "$dir/stack.pool" 10 >"$dir/c3" || fail "detectable recovery: $(cat "$dir/c3")"
+grep -Eq "^pending [0-9]+ (took effect|not taken)$" "$dir/c3" || fail "no pending report: $(cat "$dir/c3")"
+grep -Eq "^stack holds [0-9]+, in order$" "$dir/c3" || fail "stack after kill -9: $(cat "$dir/c3")"
+echo "detectable_stack: killed, then $(grep '^pending' "$dir/c3")"
 echo "examples: all passed"

@@ -136,6 +136,8 @@ concept Register = requires(R r, double x) {
 // s.recover_pending(ticket) says whether the operation took effect before the crash, and with
 // which response; invoking the operation again with the same ticket returns that response
 // without applying it twice, or applies it if it had not taken effect (the paper's RECOVER).
+// A slot's operations carry tickets always or never: a plain operation (slot pmds::thread_id())
+// advances its slot's parity too, so a caller counting its own tickets would lose step.
 struct Ticket {
   std::size_t slot = 0;
   std::uint64_t seq = 0;

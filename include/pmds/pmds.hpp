@@ -46,6 +46,13 @@ using IzraelevitzTree = algo::NatarajanMittalTree<algo::izraelevitz>;  // bst/iz
 using IzraelevitzQueue = algo::MichaelScottQueue<algo::izraelevitz>;   // queue/izraelevitz
 using IzraelevitzStack = algo::TreiberStack<algo::izraelevitz>;        // stack/izraelevitz
 using IzraelevitzAtomicFloat = algo::AtomicFloat<algo::izraelevitz>;   // register/izraelevitz
+// Persistent software combining (seed 004): detectable recoverability. Each operation may carry
+// a Ticket {slot, seq}; after a crash, recover_pending(ticket) says whether it took effect and
+// its response, and invoking it again with the same ticket completes it exactly once.
+using PBCombStack = combining::CombiningStack<combining::Persistence::detectable>;  // stack/pbcomb
+using PBCombQueue = combining::CombiningQueue<combining::Persistence::detectable>;  // queue/pbcomb
+using PBCombAtomicFloat =
+    combining::CombiningAtomicFloat<combining::Persistence::detectable>;  // register/pbcomb
 
 namespace detail {
 

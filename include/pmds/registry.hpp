@@ -140,7 +140,36 @@ using Registered = TypeList<
              "AtomicFloat, FliT transform: loads persist only while a CAS is in flight">,
     Describe<"register/mirror", Kind::register_object,
              factories::Plain<algo::AtomicFloat<mirror::MirrorPolicy<>>>,
-             "AtomicFloat, Mirror (seed 001): loads from DRAM, CAS persists first">>;
+             "AtomicFloat, Mirror (seed 001): loads from DRAM, CAS persists first">,
+    // Persistent software combining, PBcomb (seed 004, combining/): detectable, durable-only
+    // (no ReturnVal/Deactivate persisted, null recovery) and the volatile twin (Figure 8).
+    Describe<"register/pbcomb", Kind::register_object,
+             factories::Plain<combining::CombiningAtomicFloat<combining::Persistence::detectable>>,
+             "AtomicFloat on PBcomb (seed 004): detectable recoverability">,
+    Describe<"register/pbcomb-durable", Kind::register_object,
+             factories::Plain<combining::CombiningAtomicFloat<combining::Persistence::durable>>,
+             "AtomicFloat on PBcomb, durable only: the state is persisted, not the responses">,
+    Describe<"register/pbcomb-transient", Kind::register_object,
+             factories::Plain<combining::CombiningAtomicFloat<combining::Persistence::none>>,
+             "AtomicFloat on volatile PBcomb (seed 004 Figure 8): the twin of register/pbcomb">,
+    Describe<"stack/pbcomb", Kind::stack,
+             factories::Plain<combining::CombiningStack<combining::Persistence::detectable>>,
+             "PBstack (seed 004): a linked stack on PBcomb, detectable recoverability">,
+    Describe<"stack/pbcomb-durable", Kind::stack,
+             factories::Plain<combining::CombiningStack<combining::Persistence::durable>>,
+             "PBstack, durable only: the top and nodes persisted, not the responses">,
+    Describe<"stack/pbcomb-transient", Kind::stack,
+             factories::Plain<combining::CombiningStack<combining::Persistence::none>>,
+             "PBstack on volatile PBcomb: the twin of stack/pbcomb">,
+    Describe<"queue/pbcomb", Kind::queue,
+             factories::Plain<combining::CombiningQueue<combining::Persistence::detectable>>,
+             "PBqueue (seed 004): two PBcomb instances (enqueuers, dequeuers), detectable">,
+    Describe<"queue/pbcomb-durable", Kind::queue,
+             factories::Plain<combining::CombiningQueue<combining::Persistence::durable>>,
+             "PBqueue, durable only: head, tail and nodes persisted, not the responses">,
+    Describe<"queue/pbcomb-transient", Kind::queue,
+             factories::Plain<combining::CombiningQueue<combining::Persistence::none>>,
+             "PBqueue on volatile PBcomb: the twin of queue/pbcomb">>;
 
 // Every registered structure, in the order of Registered.
 inline std::span<const Entry> entries() {

@@ -250,3 +250,42 @@ TEST(BadInput, OpeningAnotherStructureOrAnEmptyPool) {
 
 }  // namespace
 }  // namespace pmds::combining
+namespace pmds::combining {
+namespace {
+TEST(Tickets, ReinvokedAfterReopenAppliesNothing) {
+  Holder<CombiningStack<Persistence::detectable>> s;
+  for (std::uint64_t seq = 1; seq <= 5; ++seq) s->push(seq, Ticket{0, seq});
+  s.reopen();
+  EXPECT_TRUE(s->recover_pending(Ticket{0, 5}).took_effect);
+  s->push(5, Ticket{0, 5});
+  std::vector<Value> values;
+  while (auto v = s->pop()) values.push_back(*v);
+  EXPECT_EQ(values, (std::vector<Value>{5, 4, 3, 2, 1}));
+}
+}  // namespace
+}  // namespace pmds::combining
+namespace pmds::combining {
+namespace {
+TEST(Tickets, ReinvokedAfterADirtyExitAppliesNothing) {
+  TempPath path("combining-dirty");
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto pool = pm::Pool::create(path.path(), pool_bytes, "combining");
+    CombiningStack<Persistence::detectable> s(create_new, pool);
+    for (std::uint64_t seq = 1; seq <= 5; ++seq) s.push(seq, Ticket{0, seq});
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  auto pool = pm::Pool::open(path.path(), "combining");
+  CombiningStack<Persistence::detectable> s(open_existing, pool);
+  EXPECT_TRUE(s.recover_pending(Ticket{0, 5}).took_effect);
+  s.push(5, Ticket{0, 5});
+  std::vector<Value> values;
+  while (auto v = s.pop()) values.push_back(*v);
+  EXPECT_EQ(values, (std::vector<Value>{5, 4, 3, 2, 1}));
+}
+}  // namespace
+}  // namespace pmds::combining

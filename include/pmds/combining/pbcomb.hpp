@@ -195,11 +195,11 @@ class PBComb {
     for (;;) {
       lock_value = lock_.load(std::memory_order_acquire);
       if (lock_value % 2 == 0) {
-        if (lock_.compare_exchange_strong(lock_value, lock_value + 1, std::memory_order_acq_rel)) {
-          ++lock_value;  // the odd value this combiner holds the lock with
-          break;
-        }
-        lock_value = lock_value + 1;  // the holder's value (Algorithm 2, line 8)
+        // `expected` is a copy: a failed CAS overwrites it with the current value, and the
+        // paper's lval + 1 (line 8) is the value of the thread that took the lock from lval.
+        std::uint64_t expected = lock_value;
+        ++lock_value;  // the odd value the lock holder has: this thread, or the one that won
+        if (lock_.compare_exchange_strong(expected, lock_value, std::memory_order_acq_rel)) break;
       }
       while (lock_.load(std::memory_order_acquire) == lock_value) detail::spin_pause();
       if (deactivate_of(current_index(), p) == activate) {

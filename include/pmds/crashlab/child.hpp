@@ -9,6 +9,8 @@
 //   slots LIVE TOTAL slots of used chunks not on a free list after recovery / all of them
 //   clean            the pool said it had been closed cleanly (a crashed one must not)
 //   held N           slots the structure says it holds (RecoveryStats::live_slots), if it says
+//   report T TAKEN OK VALUE NUMBER-BITS   (detectable entries, "tickets=T:SEQ:CODE,...") what
+//                    recovery says of thread T's last operation, asked before anything else runs
 //   site N D KIND LOC  (simulated backend) a persistence site the recovery executed N times (D: 1
 //                    if a fence of it completed another site's flushes), at LOC (FILE:LINE:COL)
 //   items N          then N lines "key value"
@@ -59,6 +61,7 @@ struct Recovered {
   std::uint64_t events = 0;  // simulator events recovery took
   std::uint64_t live_slots = 0, total_slots = 0;
   std::optional<std::uint64_t> held_slots;  // the structure's own count, when it gives one
+  std::vector<Report> reports;  // detectable entries: one per thread that invoked an operation
   std::vector<registry::Item> items;
   bool continued = false;  // the continuation ran: its results, then the contents reopened
   std::vector<registry::OpResult> continuation;
@@ -107,6 +110,10 @@ inline Recovered parse_recovered(const std::string& text, const ExitStatus& stat
         use.location = line.substr(static_cast<std::size_t>(consumed));
         r.sites.push_back(use);
       }
+    } else if (unsigned long long d = 0;
+               std::sscanf(line.c_str(), "report %llu %u %llu %llu %llu", &a, &ok, &b, &c, &d) == 5) {
+      r.reports.push_back({static_cast<std::size_t>(a), ok != 0,
+                           {b != 0, c, std::bit_cast<double>(std::uint64_t{d})}});
     } else if (std::sscanf(line.c_str(), "held %llu", &a) == 1) {
       r.held_slots = a;
     } else if (std::sscanf(line.c_str(), "items %llu", &a) == 1) {
@@ -152,6 +159,27 @@ inline pm::sim::ImageKind image_kind_from(const std::string& s) {
                       : pm::sim::ImageKind::random;
 }
 #endif
+
+// "report" lines for the tickets "THREAD:SEQ:CODE,..." (empty: none).
+inline std::string reports_text(const registry::Instance& inst, const std::string& tickets) {
+  std::string out;
+  std::size_t pos = 0;
+  while (pos < tickets.size()) {
+    std::size_t end = tickets.find(',', pos);
+    if (end == std::string::npos) end = tickets.size();
+    unsigned long long thread = 0, seq = 0;
+    unsigned code = 0;
+    if (std::sscanf(tickets.substr(pos, end - pos).c_str(), "%llu:%llu:%u", &thread, &seq, &code) != 3)
+      throw Error("bad tickets argument " + tickets);
+    const auto outcome = inst.recover_pending(Ticket{thread, seq}, static_cast<registry::OpCode>(code));
+    const registry::OpResult r = outcome.value_or(registry::OpResult{});
+    out += "report " + std::to_string(thread) + " " + (outcome ? "1 " : "0 ") +
+           (r.ok ? "1 " : "0 ") + std::to_string(r.value) + " " +
+           std::to_string(std::bit_cast<std::uint64_t>(r.number)) + "\n";
+    pos = end + 1;
+  }
+  return out;
+}
 
 [[noreturn]] inline void recover_role(const Args& a) {
   const auto get = [&](const char* k) {
@@ -214,6 +242,9 @@ inline pm::sim::ImageKind image_kind_from(const std::string& s) {
               std::to_string(total) + "\n";
     if (const auto stats = inst.recovery_stats())
       report += "held " + std::to_string(stats->live_slots) + "\n";
+    // Detectability: each thread's last operation, by its ticket (slot = thread), before any
+    // other operation (reading the contents) runs on the recovered structure.
+    report += reports_text(inst, get("tickets"));
     const auto items_text = [](const char* header, const std::vector<registry::Item>& items) {
       std::string t = std::string(header) + " " + std::to_string(items.size()) + "\n";
       for (const auto& it : items)

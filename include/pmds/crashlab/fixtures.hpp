@@ -35,6 +35,13 @@
 //   helper_skips_flush    a helper copies persistent -> volatile without flushing first
 //   recovery_skips_node   recovery leaves one node's volatile replica unbuilt
 //
+// PBcomb (seed 004, combining/pbcomb.hpp) with each planted bug of combining::PlantedBug; its
+// controls are the registered register/pbcomb and queue/pbcomb:
+//   no_fence_before_switch     no pfence between the record's pwbs and the MIndex switch (§3)
+//   no_psync_before_release    the lock is released before the MIndex pwb completes (§3)
+//   dequeue_past_old_tail      PBqueue's dequeue combiner ignores oldTail (Appendix A)
+//   recovery_reports_not_taken recovery says a request that took effect did not
+//
 // The allocator (pm/allocator.hpp), through AllocatorProbe (crashlab/allocator_probe.hpp), a set
 // of one slot per element, and its planted bug:
 //   alloc/probe-control                      must pass
@@ -50,6 +57,8 @@
 
 #include "pmds/algo/harris_michael_list.hpp"
 #include "pmds/algo/policy.hpp"
+#include "pmds/combining/atomic_float.hpp"
+#include "pmds/combining/queue.hpp"
 #include "pmds/crashlab/allocator_probe.hpp"
 #include "pmds/linkfree_soft/linkfree_list.hpp"
 #include "pmds/linkfree_soft/soft_list.hpp"
@@ -67,6 +76,9 @@ using BuggyList = algo::HarrisMichaelList<algo::IzraelevitzPolicy<Bug>>;
 
 template <mirror::MirrorBug Bug>
 using BuggyMirrorList = algo::HarrisMichaelList<mirror::MirrorPolicy<Bug>>;
+
+template <combining::PlantedBug Bug>
+using BuggyCombiningRegister = combining::CombiningAtomicFloat<combining::Persistence::detectable, Bug>;
 
 // The leak fixture: the correct list, then every slot declared live again after its recovery.
 struct LeakyRecoveryFactory {
@@ -159,7 +171,20 @@ using Fixtures = registry::TypeList<
                        "fixture: a Mirror helper copies the persistent replica unflushed">,
     registry::Describe<"list/mirror-bug-recovery-skips-node", registry::Kind::map,
                        FixtureFactory<BuggyMirrorList<mirror::MirrorBug::recovery_skips_node>>,
-                       "fixture: Mirror recovery leaves one node's volatile replica unbuilt">>;
+                       "fixture: Mirror recovery leaves one node's volatile replica unbuilt">,
+    registry::Describe<"register/pbcomb-bug-no-fence-before-switch", registry::Kind::register_object,
+                       FixtureFactory<BuggyCombiningRegister<combining::PlantedBug::no_fence_before_switch>>,
+                       "fixture: PBcomb switches MIndex with no pfence after the record's pwbs">,
+    registry::Describe<"register/pbcomb-bug-no-psync-before-release", registry::Kind::register_object,
+                       FixtureFactory<BuggyCombiningRegister<combining::PlantedBug::no_psync_before_release>>,
+                       "fixture: PBcomb releases the lock before the MIndex pwb completes">,
+    registry::Describe<"register/pbcomb-bug-recovery-reports-not-taken", registry::Kind::register_object,
+                       FixtureFactory<BuggyCombiningRegister<combining::PlantedBug::recovery_reports_not_taken>>,
+                       "fixture: PBcomb recovery reports every pending request as not taken">,
+    registry::Describe<"queue/pbcomb-bug-dequeue-past-old-tail", registry::Kind::queue,
+                       FixtureFactory<combining::CombiningQueue<combining::Persistence::detectable,
+                                                                combining::PlantedBug::dequeue_past_old_tail>>,
+                       "fixture: PBqueue's dequeuers take nodes the enqueuers have not persisted">>;
 
 // The fixtures as registry entries (their own table: registry::entries() does not list them).
 inline std::span<const registry::Entry> fixture_entries() {

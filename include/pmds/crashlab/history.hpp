@@ -48,11 +48,20 @@ struct Record {
   std::uint8_t code = 0;   // registry::OpCode
   std::uint8_t ok = 0;     // OpResult::ok
   std::uint16_t thread = 0;
+  std::uint32_t seq = 0;  // detectable entries: the low bits of the op's ticket (slot = thread)
   std::uint64_t key = 0;
   std::uint64_t value = 0;
   double factor = 0;
   std::uint64_t result_value = 0;
   double result_number = 0;
+};
+
+// A thread's post-recovery report on its last operation (detectable recoverability): whether it
+// took effect and, if so, its response.
+struct Report {
+  std::size_t thread = 0;
+  bool taken = false;
+  OpResult result;
 };
 
 class HistoryLog {
@@ -102,10 +111,11 @@ class HistoryLog {
   // The next timestamp (every recorded one is smaller): the crash time of a crash now.
   std::uint64_t now() const { return h_->clock.load(std::memory_order_acquire); }
 
-  // Records one operation of thread t around perform() (which returns an OpResult). Throws
-  // when thread t's records are full, before invoking anything.
+  // Records one operation of thread t around perform() (which returns an OpResult); `seq` is its
+  // ticket's sequence number when the entry is detectable. Throws when thread t's records are
+  // full, before invoking anything.
   template <class Perform>
-  OpResult record(std::size_t t, const Operation& op, Perform&& perform) {
+  OpResult record(std::size_t t, const Operation& op, Perform&& perform, std::uint64_t seq = 0) {
     const std::uint32_t n = h_->count[t].load(std::memory_order_relaxed);
     if (n >= h_->capacity)
       throw Error("pmds crashlab: history of thread " + std::to_string(t) + " is full (" +
@@ -113,6 +123,7 @@ class HistoryLog {
     LogRecord& r = records(t)[n];
     r.code = static_cast<std::uint8_t>(op.code);
     r.thread = static_cast<std::uint16_t>(t);
+    r.seq = static_cast<std::uint32_t>(seq);  // only its parity is used (interfaces.hpp, Ticket)
     r.key = op.key;
     r.value = op.value;
     r.factor = op.factor;
@@ -140,6 +151,7 @@ class HistoryLog {
         c.code = rs[i].code;
         c.ok = rs[i].ok;
         c.thread = rs[i].thread;
+        c.seq = rs[i].seq;
         c.key = rs[i].key;
         c.value = rs[i].value;
         c.factor = rs[i].factor;
@@ -165,7 +177,7 @@ class HistoryLog {
     std::uint8_t code = 0;
     std::uint8_t ok = 0;
     std::uint16_t thread = 0;
-    std::uint32_t reserved = 0;
+    std::uint32_t seq = 0;
     std::uint64_t key = 0;
     std::uint64_t value = 0;
     double factor = 0;
@@ -190,6 +202,18 @@ class HistoryLog {
 
   Header* h_;
 };
+
+// Records and applies one operation of workload thread t. A detectable entry's operation
+// carries a ticket of slot t (the thread's index, which the recovery process knows too), taken
+// and recorded before the operation is invoked, so a crash at any point leaves its ticket in the
+// log for the recovery's report.
+inline OpResult record_operation(HistoryLog& log, const registry::Instance& inst, std::size_t t,
+                                 const Operation& op) {
+  if (inst.entry().criterion != Criterion::detectable)
+    return log.record(t, op, [&] { return inst.apply(op); });
+  const Ticket ticket = inst.next_ticket(t, op.code);
+  return log.record(t, op, [&] { return inst.apply(op, ticket); }, ticket.seq);
+}
 
 // ---------------------------------------------------------------------------------------------
 // JSON lines for tools/lincheck (format: tools/lincheck/checker/history.go).
@@ -226,57 +250,63 @@ inline bool compares_values(const registry::Entry& e) {
   return e.kind == Kind::map || (e.kind == Kind::set && e.can_iterate);
 }
 
+// An operation's result as the checker reads it (format: tools/lincheck/checker/history.go).
+inline Json result_json(OpCode code, bool ok, std::uint64_t value, double number) {
+  switch (code) {
+    case OpCode::insert:
+    case OpCode::put:
+    case OpCode::remove:
+    case OpCode::contains:
+      return ok;
+    case OpCode::get:
+    case OpCode::dequeue:
+    case OpCode::pop:
+    case OpCode::delete_min:
+    case OpCode::get_min:
+      return ok ? Json(value) : Json(nullptr);
+    case OpCode::read:
+    case OpCode::fetch_multiply:
+      return number;
+    case OpCode::enqueue:
+    case OpCode::push:
+    case OpCode::pq_insert:
+    case OpCode::sync:
+      break;
+  }
+  return nullptr;
+}
+
 // One "op" line (a pending op, not returned, has no "ret" and no "result").
 inline Json op_json(const Record& r) {
   const auto code = static_cast<OpCode>(r.code);
-  std::string name = registry::to_string(code);
-  Json args = Json::array(), result = nullptr;
-  const auto word_or_null = [&] { return r.ok ? Json(r.result_value) : Json(nullptr); };
-  const bool ok = r.ok != 0;
+  std::string name = code == OpCode::pq_insert ? "insert" : registry::to_string(code);
+  Json args = Json::array();
   switch (code) {
     case OpCode::insert:
     case OpCode::put:
       args = {r.key, r.value};
-      result = ok;
       break;
     case OpCode::remove:
     case OpCode::contains:
-      args.push_back(r.key);
-      result = ok;
-      break;
     case OpCode::get:
+    case OpCode::pq_insert:
       args.push_back(r.key);
-      result = word_or_null();
       break;
     case OpCode::enqueue:
     case OpCode::push:
       args.push_back(r.value);
       break;
-    case OpCode::pq_insert:
-      name = "insert";
-      args.push_back(r.key);
-      break;
-    case OpCode::dequeue:
-    case OpCode::pop:
-    case OpCode::delete_min:
-    case OpCode::get_min:
-      result = word_or_null();
-      break;
-    case OpCode::read:
-      result = r.result_number;
-      break;
     case OpCode::fetch_multiply:
       args.push_back(r.factor);
-      result = r.result_number;
       break;
-    case OpCode::sync:
+    default:
       break;
   }
   Json line = {
       {"type", "op"}, {"thread", r.thread}, {"op", name}, {"args", args}, {"call", r.call}};
   if (r.ret != 0) {
     line["ret"] = r.ret;
-    line["result"] = result;
+    line["result"] = result_json(code, r.ok != 0, r.result_value, r.result_number);
   }
   return line;
 }
@@ -320,25 +350,35 @@ struct HistoryText {
   bool crashed = false;
   std::uint64_t crash_time = 0;
   const std::vector<Item>* recovered = nullptr;  // null: no observation (no crash)
+  // Detectable entries: each thread's report on its last operation, with the code of that
+  // operation (null: none asked for).
+  const std::vector<Report>* reports = nullptr;
 };
 
 inline const char* criterion_name(Criterion c) {
   return c == Criterion::none ? "linearizable" : to_string(c);
 }
 
-// The criterion the checker is asked for. Detectable recoverability needs each thread's report,
-// after recovery, about its last operation; the registry has no way yet to ask a structure for
-// it, so a detectable entry is checked for durable linearizability (which detectability
-// includes) and its reports are not checked. The checker itself checks reports (tools/lincheck,
-// "report" lines); plugging them in takes a registry call returning, per thread, whether its
-// last operation took effect and its response.
-inline const char* checked_criterion(Criterion c) {
-  return c == Criterion::detectable ? "durable" : criterion_name(c);
+// The criterion column of the lab's results.
+inline std::string criterion_label(Criterion c) {
+  return criterion_name(c);
 }
 
-// The criterion column of the lab's results: what was checked.
-inline std::string criterion_label(Criterion c) {
-  return c == Criterion::detectable ? "detectable (checked: durable)" : criterion_name(c);
+// The ticket each thread's last operation carried (detectable entries; slot = thread), as the
+// recovery process's "tickets" argument: "THREAD:SEQ:CODE,..." (crashlab/child.hpp).
+inline std::string last_tickets(const std::vector<Record>& records) {
+  std::vector<const Record*> last;
+  for (const Record& r : records) {
+    if (last.size() <= r.thread) last.resize(r.thread + 1, nullptr);
+    if (last[r.thread] == nullptr || last[r.thread]->call < r.call) last[r.thread] = &r;
+  }
+  std::string out;
+  for (const Record* r : last) {
+    if (r == nullptr) continue;
+    if (!out.empty()) out += ",";
+    out += std::to_string(r->thread) + ":" + std::to_string(r->seq) + ":" + std::to_string(r->code);
+  }
+  return out;
 }
 
 // The whole history as JSON lines, header to end.
@@ -346,7 +386,7 @@ inline std::string to_json_lines(const HistoryText& h) {
   const registry::Entry& e = *h.entry;
   std::string out = json_line({{"type", "header"},
                                {"model", model_name(e.kind)},
-                               {"criterion", checked_criterion(e.criterion)},
+                               {"criterion", criterion_name(e.criterion)},
                                {"meta", h.meta}}) +
                     "\n";
   if (h.init != nullptr)
@@ -355,6 +395,19 @@ inline std::string to_json_lines(const HistoryText& h) {
   if (h.crashed) out += json_line({{"type", "crash"}, {"time", h.crash_time}}) + "\n";
   if (h.recovered != nullptr)
     out += json_line({{"type", "recovered"}, {"state", state_json(e, *h.recovered)}}) + "\n";
+  if (h.reports != nullptr)
+    for (const Report& r : *h.reports) {
+      OpCode code = OpCode::contains;
+      for (const Record& op : h.records)  // the report is about the thread's last operation
+        if (op.thread == r.thread) code = static_cast<OpCode>(op.code);
+      out += json_line({{"type", "report"},
+                        {"thread", r.thread},
+                        {"taken", r.taken},
+                        {"result", r.taken ? result_json(code, r.result.ok, r.result.value,
+                                                         r.result.number)
+                                           : Json(nullptr)}}) +
+             "\n";
+    }
   return out + json_line({{"type", "end"}}) + "\n";
 }
 

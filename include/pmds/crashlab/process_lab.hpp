@@ -103,7 +103,7 @@ class SharedLogFile {
     auto inst = registry::Instance::open(e, pool_path, co);
     const std::size_t threads = o.workload.threads;
     if (prefill)
-      for (const auto& op : w.prefill) log.record(threads, op, [&] { return inst.apply(op); });
+      for (const auto& op : w.prefill) record_operation(log, inst, threads, op);
     // All threads start together (so they overlap), and the parent's kill timer with them.
     std::atomic<std::size_t> arrived{0};
     std::atomic<bool> go{false};
@@ -112,7 +112,7 @@ class SharedLogFile {
       workers.emplace_back([&, t] {
         arrived.fetch_add(1);
         while (!go.load()) std::this_thread::yield();
-        for (const auto& op : w.per_thread[t]) log.record(t, op, [&] { return inst.apply(op); });
+        for (const auto& op : w.per_thread[t]) record_operation(log, inst, t, op);
       });
     while (arrived.load() < threads) std::this_thread::yield();
     write_all(ready_fd, "r");
@@ -224,7 +224,8 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
                  {"out", out_file.path()},
                  {"keys", std::to_string(o.workload.key_range)},
                  {"timeout", std::to_string(static_cast<unsigned>(o.recovery_timeout_s))},
-                 {"close", "1"}};
+                 {"close", "1"},
+                 {"tickets", e.criterion == Criterion::detectable ? last_tickets(records) : ""}};
     const ExitStatus recovery = run_role("recover", a, o.recovery_timeout_s + 5);
     const Recovered rec = parse_recovered(read_file(out_file.path()), recovery);
     Violation base;

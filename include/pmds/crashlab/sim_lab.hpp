@@ -291,7 +291,7 @@ class WorkloadProcess {
                        o_.switch_probability, o_.persist_switch_probability);
     arm_next(pm::sim::event_count());
 
-    for (const auto& op : w.prefill) log_->record(threads, op, [&] { return inst.apply(op); });
+    for (const auto& op : w.prefill) record_operation(*log_, inst, threads, op);
 
     pm::sim::set_schedule_hook(&Scheduler::preemption_point);
     std::vector<std::thread> workers;
@@ -302,7 +302,7 @@ class WorkloadProcess {
         scheduler_->enter(t);
         try {
           for (const auto& op : w.per_thread[t]) {
-            log_->record(t, op, [&] { return inst.apply(op); });
+            record_operation(*log_, inst, t, op);
             after_return();
           }
         } catch (const std::exception& ex) {
@@ -395,7 +395,7 @@ class WorkloadProcess {
         ++images;
         write_crash_image(snap, choices[i], pool_file_.path(), image_file_.path());
         ReplayPoint point{wseed_, event, i, std::nullopt};
-        const Recovered rec = recover(point, recovery_crashes);
+        const Recovered rec = recover(point, records, recovery_crashes);
         std::vector<Violation> vs = check(point, crash_number, crash_time, records, rec, undecided);
         for (auto& v : vs) {
           ++found;
@@ -419,7 +419,8 @@ class WorkloadProcess {
 
   // Recovers the image in a fresh process, crashing that recovery at a drawn event when the
   // dice say so (or when replaying such a point), then recovering the crash image.
-  Recovered recover(ReplayPoint& point, std::size_t& recovery_crashes) {
+  Recovered recover(ReplayPoint& point, const std::vector<Record>& records,
+                    std::size_t& recovery_crashes) {
     Args a{{"entry", std::string(e_.name)},
            {"image", image_file_.path()},
            {"out", out_file_.path()},
@@ -427,6 +428,7 @@ class WorkloadProcess {
            {"timeout", std::to_string(static_cast<unsigned>(o_.recovery_timeout_s))}};
     if (o_.continue_after_recovery) a["continue"] = std::to_string(continuation_length(workload_));
     if (!o_.mutants.empty()) a["mutant"] = pm::sim::Mutant::text_of(o_.mutants);
+    if (e_.criterion == Criterion::detectable) a["tickets"] = last_tickets(records);
     std::mt19937_64 dice(mix_seed(mix_seed(wseed_, point.event), point.image + 1000));
     std::optional<std::uint64_t> crash_at;
     if (o_.replay) {

@@ -139,6 +139,7 @@ inline Judgement judge(const Judge& j, HistoryText h, const Recovered& rec, cons
     out.violations.push_back(std::move(v));
   }
   h.recovered = &rec.items;
+  if (j.entry.criterion == Criterion::detectable) h.reports = &rec.reports;
   detail::check_history(j, h, j.dump_name, "", base, out);
   if (rec.continued) {
     const std::vector<registry::Item> read = contents_after_reading(j.entry, rec.items);

@@ -273,6 +273,13 @@ struct Entry {
   RecoveryStats (*recovery_stats)(const void* object) = nullptr;
   // One round of the structure's background work (null when it has none): HasBackgroundWork.
   void (*background_step)(void* object) = nullptr;
+  // Detectable entries (criterion detectable; null otherwise), interfaces.hpp's Ticket: the
+  // ticket the next operation `code` of `slot` takes; an operation applied under a ticket; and,
+  // after open, what became of the operation `code` a ticket named (nullopt: it did not take
+  // effect; otherwise its response).
+  Ticket (*next_ticket)(const void* object, std::size_t slot, OpCode code) = nullptr;
+  OpResult (*apply_ticketed)(void* object, const Operation&, Ticket) = nullptr;
+  std::optional<OpResult> (*recover_pending)(const void* object, Ticket, OpCode code) = nullptr;
 };
 
 namespace detail {
@@ -347,6 +354,76 @@ OpResult apply_to(T& s, const Operation& op, std::string_view name) {
                              to_string(op.code));
 }
 
+// Detectable structures (seed 004): the ticketed forms of their operations. A queue keeps one
+// sequence per operation kind (its enqueuers and dequeuers are separate combining instances), so
+// its tickets are asked for per kind.
+template <class T>
+constexpr bool is_detectable = criterion_of<T>() == Criterion::detectable;
+
+template <class T>
+Ticket next_ticket_of(const T& s, std::size_t slot, OpCode code) {
+  if constexpr (Queue<T>)
+    return s.next_ticket(slot, code == OpCode::enqueue);
+  else
+    return s.next_ticket(slot);
+}
+
+template <class T>
+OpResult apply_ticketed_to(T& s, const Operation& op, Ticket t, std::string_view name) {
+  const auto from_optional = [](const std::optional<std::uint64_t>& v) {
+    return OpResult{v.has_value(), v.value_or(0), 0};
+  };
+  switch (op.code) {
+    case OpCode::enqueue:
+      if constexpr (Queue<T>) {
+        s.enqueue(op.value, t);
+        return {true, 0, 0};
+      }
+      break;
+    case OpCode::dequeue:
+      if constexpr (Queue<T>) return from_optional(s.dequeue(t));
+      break;
+    case OpCode::push:
+      if constexpr (Stack<T>) {
+        s.push(op.value, t);
+        return {true, 0, 0};
+      }
+      break;
+    case OpCode::pop:
+      if constexpr (Stack<T>) return from_optional(s.pop(t));
+      break;
+    case OpCode::read:
+      if constexpr (Register<T>) return {true, 0, s.read(t)};
+      break;
+    case OpCode::fetch_multiply:
+      if constexpr (Register<T>) return {true, 0, s.fetch_multiply(op.factor, t)};
+      break;
+    default:
+      break;
+  }
+  throw UnsupportedOperation("pmds: " + std::string(name) + " has no ticketed operation " +
+                             to_string(op.code));
+}
+
+template <class T>
+std::optional<OpResult> recover_pending_of(const T& s, Ticket t, OpCode code) {
+  if constexpr (Register<T>) {
+    const auto o = s.recover_pending(t);
+    if (!o.took_effect) return std::nullopt;
+    return OpResult{true, 0, o.response};
+  } else {
+    Outcome<std::optional<Value>> o;
+    if constexpr (Queue<T>)
+      o = s.recover_pending(t, code == OpCode::enqueue);
+    else
+      o = s.recover_pending(t);
+    if (!o.took_effect) return std::nullopt;
+    const bool takes = code == OpCode::dequeue || code == OpCode::pop;
+    return takes ? OpResult{o.response.has_value(), o.response.value_or(0), 0}
+                 : OpResult{true, 0, 0};
+  }
+}
+
 template <class T>
 std::vector<Item> contents_of(T& s, const CreateOptions& o) {
   std::vector<Item> items;
@@ -409,6 +486,17 @@ Entry make_entry(std::size_t index) {
   if constexpr (requires { T::Policy::pool_options(); }) e.pool_options = T::Policy::pool_options();
   if constexpr (HasBackgroundWork<T>)
     e.background_step = [](void* p) { static_cast<T*>(p)->background_step(); };
+  if constexpr (is_detectable<T>) {
+    e.next_ticket = [](const void* p, std::size_t slot, OpCode code) {
+      return next_ticket_of(*static_cast<const T*>(p), slot, code);
+    };
+    e.apply_ticketed = [](void* p, const Operation& op, Ticket t) {
+      return apply_ticketed_to(*static_cast<T*>(p), op, t, D::name);
+    };
+    e.recover_pending = [](const void* p, Ticket t, OpCode code) {
+      return recover_pending_of(*static_cast<const T*>(p), t, code);
+    };
+  }
   e.destroy = [](void* p) { std::default_delete<T>()(static_cast<T*>(p)); };
   e.apply = [](void* p, const Operation& op) { return apply_to(*static_cast<T*>(p), op, D::name); };
   e.contents = [](void* p, const CreateOptions& o) { return contents_of(*static_cast<T*>(p), o); };
@@ -537,6 +625,16 @@ class Instance {
 
   OpResult apply(const Operation& op) const { return entry_->apply(object_, op); }
   std::vector<Item> contents() const { return entry_->contents(object_, options_); }
+  // Detectable entries only (Entry::next_ticket and friends).
+  Ticket next_ticket(std::size_t slot, OpCode code) const {
+    return detectable().next_ticket(object_, slot, code);
+  }
+  OpResult apply(const Operation& op, Ticket t) const {
+    return detectable().apply_ticketed(object_, op, t);
+  }
+  std::optional<OpResult> recover_pending(Ticket t, OpCode code) const {
+    return detectable().recover_pending(object_, t, code);
+  }
   bool has_background_work() const { return entry_->background_step != nullptr; }
   void background_step() const {
     if (entry_->background_step != nullptr) entry_->background_step(object_);
@@ -550,6 +648,12 @@ class Instance {
 
  private:
   Instance(const Entry& entry, const CreateOptions& options) : entry_(&entry), options_(options) {}
+  const Entry& detectable() const {
+    if (entry_->next_ticket == nullptr)
+      throw UnsupportedOperation("pmds: " + std::string(entry_->name) +
+                                 " is not detectable: it takes no tickets");
+    return *entry_;
+  }
 
   const Entry* entry_;
   CreateOptions options_;
