@@ -31,7 +31,8 @@ namespace {
 // The slot's sequence number, kept in a file: a store survives kill -9 (the page cache keeps it).
 class SequenceFile {
  public:
-  explicit SequenceFile(const std::string& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT, 0644)) {
+  explicit SequenceFile(const std::string& path)
+      : fd_(::open(path.c_str(), O_RDWR | O_CREAT, 0644)) {
     if (fd_ < 0) throw std::runtime_error("cannot open " + path);
   }
   ~SequenceFile() { ::close(fd_); }

@@ -60,8 +60,9 @@ class Holder {
 
 template <class S>
 class StackTest : public ::testing::Test {};
-using Stacks = ::testing::Types<CombiningStack<Persistence::none>, CombiningStack<Persistence::durable>,
-                                CombiningStack<Persistence::detectable>>;
+using Stacks =
+    ::testing::Types<CombiningStack<Persistence::none>, CombiningStack<Persistence::durable>,
+                     CombiningStack<Persistence::detectable>>;
 TYPED_TEST_SUITE(StackTest, Stacks);
 
 TYPED_TEST(StackTest, SequentialLifo) {
@@ -94,15 +95,16 @@ TYPED_TEST(StackTest, SequentialLifo) {
 TYPED_TEST(StackTest, ConcurrentEveryValueOnce) {
   for (int threads : {2, 4}) {
     Holder<TypeParam> s;
-    pool_stress([&](Value v) { s->push(v); }, [&] { return s->pop(); }, threads,
-                20000 / work_scale, false);
+    pool_stress([&](Value v) { s->push(v); }, [&] { return s->pop(); }, threads, 20000 / work_scale,
+                false);
   }
 }
 
 template <class S>
 class QueueTest : public ::testing::Test {};
-using Queues = ::testing::Types<CombiningQueue<Persistence::none>, CombiningQueue<Persistence::durable>,
-                                CombiningQueue<Persistence::detectable>>;
+using Queues =
+    ::testing::Types<CombiningQueue<Persistence::none>, CombiningQueue<Persistence::durable>,
+                     CombiningQueue<Persistence::detectable>>;
 TYPED_TEST_SUITE(QueueTest, Queues);
 
 TYPED_TEST(QueueTest, SequentialFifo) {
@@ -144,9 +146,9 @@ TYPED_TEST(QueueTest, ConcurrentFifoEveryValueOnce) {
 
 template <class S>
 class RegisterTest : public ::testing::Test {};
-using Registers =
-    ::testing::Types<CombiningAtomicFloat<Persistence::none>, CombiningAtomicFloat<Persistence::durable>,
-                     CombiningAtomicFloat<Persistence::detectable>>;
+using Registers = ::testing::Types<CombiningAtomicFloat<Persistence::none>,
+                                   CombiningAtomicFloat<Persistence::durable>,
+                                   CombiningAtomicFloat<Persistence::detectable>>;
 TYPED_TEST_SUITE(RegisterTest, Registers);
 
 // Every thread multiplies by 2 and by 1/2 in turn: the products are exact, the final value is

@@ -48,8 +48,9 @@ class CombiningAtomicFloat : public CombiningStructure<Mode> {
   using Comb = PBComb<Sequential, Mode, Bug>;
   using Response = typename Sequential::Response;
 
-  explicit CombiningAtomicFloat(double initial = default_initial, std::size_t slots = default_slots)
-      requires(Mode == Persistence::none)
+  explicit CombiningAtomicFloat(double initial = default_initial,
+                                std::size_t slots = default_slots) requires(Mode ==
+                                                                            Persistence::none)
       : Base(slots) {
     create(initial);
   }
@@ -66,7 +67,9 @@ class CombiningAtomicFloat : public CombiningStructure<Mode> {
   }
 
   double read() { return comb_->perform({Op::read, 1.0}).value; }
-  double fetch_multiply(double factor) { return comb_->perform({Op::fetch_multiply, factor}).value; }
+  double fetch_multiply(double factor) {
+    return comb_->perform({Op::fetch_multiply, factor}).value;
+  }
   double read(Ticket t) { return comb_->perform(t, {Op::read, 1.0}).value; }
   double fetch_multiply(double factor, Ticket t) {
     return comb_->perform(t, {Op::fetch_multiply, factor}).value;

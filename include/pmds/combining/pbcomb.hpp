@@ -23,7 +23,8 @@
 // The sequential object (a class with these members; see combining/atomic_float.hpp):
 //   using State, Request, Response    trivially copyable; State and Response multiples of 8 bytes
 //   Response apply(State&, const Request&)   one request applied to the combiner's copy
-//   void before_persist(const State&)  optional: persist what the round wrote outside the record (new
+//   void before_persist(const State&)  optional: persist what the round wrote outside the record
+//   (new
 //                             nodes), before the record's own flushes
 //   void after_persist(const State&)   optional: after the psync, before the lock is released
 //                             (free what the round unlinked, publish the queue's oldTail)
@@ -75,9 +76,10 @@ inline constexpr std::size_t max_slots = pmds::max_threads;
 // them away.
 enum class PlantedBug : std::uint8_t {
   none,
-  no_fence_before_switch,  // no pfence between the record's pwbs and the MIndex switch (§3)
-  no_psync_before_release,  // the lock is released before the MIndex pwb is complete (§3)
-  dequeue_past_old_tail,    // PBqueue: the dequeue combiner ignores oldTail (Appendix A)
+  no_fence_before_switch,      // no pfence between the record's pwbs and the MIndex switch (§3)
+  no_psync_before_release,     // no psync after the MIndex pwb: the lock is released (and served
+                               // threads return) with the switch left to the next round's pfence
+  dequeue_past_old_tail,       // PBqueue: the dequeue combiner ignores oldTail (Appendix A)
   recovery_reports_not_taken,  // recover_pending says "not taken" for a request that took effect
 };
 
@@ -116,7 +118,8 @@ class PBComb {
   using Request = typename Object::Request;
   using Response = typename Object::Response;
   static constexpr bool persistent = Mode != Persistence::none;
-  using Word = std::conditional_t<persistent, pm::atomic<std::uint64_t>, std::atomic<std::uint64_t>>;
+  using Word =
+      std::conditional_t<persistent, pm::atomic<std::uint64_t>, std::atomic<std::uint64_t>>;
 
   static_assert(std::is_trivially_copyable_v<State> && sizeof(State) % 8 == 0);
   static_assert(std::is_trivially_copyable_v<Request>);
@@ -268,15 +271,17 @@ class PBComb {
 
   void check_slot(std::size_t slot) const {
     if (slot >= slots_)
-      throw Error("pmds: ticket slot " + std::to_string(slot) + " is out of range (the object has " +
-                  std::to_string(slots_) + " slots)");
+      throw Error("pmds: ticket slot " + std::to_string(slot) +
+                  " is out of range (the object has " + std::to_string(slots_) + " slots)");
   }
 
   Word& index_word() const { return area_[0]; }
   std::size_t record_base(std::uint64_t index) const {
     return detail::words_per_line + index * record_words_;
   }
-  std::size_t response_offset(std::size_t slot) const { return state_words + slot * response_words; }
+  std::size_t response_offset(std::size_t slot) const {
+    return state_words + slot * response_words;
+  }
   std::size_t deactivate_offset(std::size_t slot) const {
     return state_words + slots_ * response_words + slot / 64;
   }
@@ -325,17 +330,29 @@ class PBComb {
     }
     std::memcpy(work, &state, sizeof(State));
     if constexpr (requires { object_->before_persist(state); }) object_->before_persist(state);
-    write_record(next, scratch_);
 
-    if constexpr (persistent) {
-      // pwb(&MemState[ind]); pfence (lines 23–24): the record is durable before the index that
-      // names it, or a crash could leave the index naming a half-written record.
-      const std::size_t lines = Mode == Persistence::detectable
-                                    ? record_words_
-                                    : detail::round_to_line(state_words);
-      pm::flush_range(&area_[record_base(next)], lines * 8);
-      if constexpr (Bug != PlantedBug::no_fence_before_switch) pm::fence();
+    // MemState[ind] := the new record, and pwb(&MemState[ind]) (line 23) — only for the lines
+    // that differ from what the record already holds. That record was written two rounds ago,
+    // flushed and fenced before its index switch (or read back by recovery), so an unchanged
+    // line is durable as it is: a round writes and flushes the state's line and the lines of the
+    // slots it served, not all `slots` responses (principle 1; the paper persists the whole
+    // record). The durable-only mode persists the state's lines only (§3).
+    const std::size_t target = record_base(next);
+    const std::size_t persisted_words =
+        Mode == Persistence::detectable ? record_words_ : detail::round_to_line(state_words);
+    for (std::size_t line = 0; line < record_words_; line += detail::words_per_line) {
+      bool changed = false;
+      for (std::size_t i = line; i < line + detail::words_per_line; ++i)
+        if (area_[target + i].load(std::memory_order_relaxed) != work[i]) {
+          area_[target + i].store(work[i], std::memory_order_relaxed);
+          changed = true;
+        }
+      if constexpr (persistent)
+        if (changed && line < persisted_words) pm::flush(&area_[target + line]);
     }
+    // pfence (line 24): the record is durable before the index that names it, or a crash could
+    // leave the index naming a half-written record.
+    if constexpr (persistent && Bug != PlantedBug::no_fence_before_switch) pm::fence();
     lock_val_.store(lock_value, std::memory_order_release);
     index_word().store(next, std::memory_order_release);
     if constexpr (persistent) {
@@ -345,7 +362,6 @@ class PBComb {
     }
     if constexpr (requires { object_->after_persist(state); }) object_->after_persist(state);
     lock_.store(lock_value + 1, std::memory_order_release);
-    if constexpr (Bug == PlantedBug::no_psync_before_release) pm::fence();
     Response mine;
     std::memcpy(&mine, work + response_offset(self), sizeof(Response));
     return mine;

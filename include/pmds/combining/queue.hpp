@@ -76,7 +76,9 @@ class CombiningQueue : public CombiningStructure<Mode> {
       to_persist_.clear();
     }
     // Line 31: the nodes up to the tail are durable; dequeuers may take them.
-    void after_persist(const State& s) { queue_->old_tail_.store(s.tail, std::memory_order_release); }
+    void after_persist(const State& s) {
+      queue_->old_tail_.store(s.tail, std::memory_order_release);
+    }
 
    private:
     CombiningQueue* queue_;
@@ -123,8 +125,8 @@ class CombiningQueue : public CombiningStructure<Mode> {
       : Base(slots) {
     create();
   }
-  CombiningQueue(CreateTag, pm::Pool& pool, std::size_t slots = default_slots)
-      requires(Mode != Persistence::none)
+  CombiningQueue(CreateTag, pm::Pool& pool,
+                 std::size_t slots = default_slots) requires(Mode != Persistence::none)
       : Base(pool, slots, create_new) {
     create();
   }

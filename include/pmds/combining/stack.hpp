@@ -101,8 +101,8 @@ class CombiningStack : public CombiningStructure<Mode> {
       : Base(slots) {
     create();
   }
-  CombiningStack(CreateTag, pm::Pool& pool, std::size_t slots = default_slots)
-      requires(Mode != Persistence::none)
+  CombiningStack(CreateTag, pm::Pool& pool,
+                 std::size_t slots = default_slots) requires(Mode != Persistence::none)
       : Base(pool, slots, create_new) {
     create();
   }

@@ -34,7 +34,8 @@ class CombiningStructure {
  public:
   static constexpr bool persistent = Mode != Persistence::none;
   static constexpr Criterion criterion = criterion_of(Mode);
-  using Word = std::conditional_t<persistent, pm::atomic<std::uint64_t>, std::atomic<std::uint64_t>>;
+  using Word =
+      std::conditional_t<persistent, pm::atomic<std::uint64_t>, std::atomic<std::uint64_t>>;
   using Trace = algo::detail::TraceRecovery<algo::detail::NodesInPlace>;
 
   CombiningStructure(const CombiningStructure&) = delete;
@@ -54,12 +55,12 @@ class CombiningStructure {
   CombiningStructure(pm::Pool& pool, std::size_t slots, CreateTag) requires(persistent)
       : pool_(&pool), slots_(slots) {
     if (pool.root(root_slot).load() != 0)
-      throw PoolError(PoolErrc::bad_argument, "pmds: pool " + pool.path() +
-                                                  " already holds a structure (root slot 0)");
+      throw PoolError(PoolErrc::bad_argument,
+                      "pmds: pool " + pool.path() + " already holds a structure (root slot 0)");
   }
   CombiningStructure(pm::Pool& pool, OpenTag) requires(persistent) : pool_(&pool) {}
   ~CombiningStructure() {
-    if constexpr (!persistent) ::operator delete(anchor_, std::align_val_t{64});
+    if constexpr (!persistent) ::operator delete (anchor_, std::align_val_t{64});
   }
 
   // A new anchor of `bytes` (header included), zeroed, its header written: private until
@@ -70,7 +71,7 @@ class CombiningStructure {
       // A recycled slot is never handed out at creation (the pool is new), but the area
       // constructors write every word they use anyway.
     } else {
-      anchor_ = static_cast<char*>(::operator new(bytes, std::align_val_t{64}));
+      anchor_ = static_cast<char*>(::operator new (bytes, std::align_val_t{64}));
     }
     anchor_bytes_ = bytes;
     header()[0].store(kind, std::memory_order_relaxed);
@@ -87,8 +88,8 @@ class CombiningStructure {
   }
 
   // The anchor of an opened pool, checked: returns the trace with the anchor visited.
-  Trace open_anchor(std::uint64_t kind, std::size_t bytes_for_slots(std::size_t),
-                    std::size_t areas, const char* structure) requires(persistent) {
+  Trace open_anchor(std::uint64_t kind, std::size_t bytes_for_slots(std::size_t), std::size_t areas,
+                    const char* structure) requires(persistent) {
     const auto root = pool_->root(root_slot).load();
     if (root == 0)
       throw PoolError(PoolErrc::bad_argument,
@@ -115,13 +116,13 @@ class CombiningStructure {
     if constexpr (persistent)
       return pool_->allocator().allocate(bytes);
     else
-      return ::operator new(bytes, std::align_val_t{16});
+      return ::operator new (bytes, std::align_val_t{16});
   }
   void free_node(void* node) {
     if constexpr (persistent)
       pool_->allocator().free(node);
     else
-      ::operator delete(node, std::align_val_t{16});
+      ::operator delete (node, std::align_val_t{16});
   }
 
   Word* header() const { return reinterpret_cast<Word*>(anchor_); }

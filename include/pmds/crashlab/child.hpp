@@ -110,9 +110,10 @@ inline Recovered parse_recovered(const std::string& text, const ExitStatus& stat
         use.location = line.substr(static_cast<std::size_t>(consumed));
         r.sites.push_back(use);
       }
-    } else if (unsigned long long d = 0;
-               std::sscanf(line.c_str(), "report %llu %u %llu %llu %llu", &a, &ok, &b, &c, &d) == 5) {
-      r.reports.push_back({static_cast<std::size_t>(a), ok != 0,
+    } else if (unsigned long long d = 0; std::sscanf(line.c_str(), "report %llu %u %llu %llu %llu",
+                                                     &a, &ok, &b, &c, &d) == 5) {
+      r.reports.push_back({static_cast<std::size_t>(a),
+                           ok != 0,
                            {b != 0, c, std::bit_cast<double>(std::uint64_t{d})}});
     } else if (std::sscanf(line.c_str(), "held %llu", &a) == 1) {
       r.held_slots = a;
@@ -169,9 +170,11 @@ inline std::string reports_text(const registry::Instance& inst, const std::strin
     if (end == std::string::npos) end = tickets.size();
     unsigned long long thread = 0, seq = 0;
     unsigned code = 0;
-    if (std::sscanf(tickets.substr(pos, end - pos).c_str(), "%llu:%llu:%u", &thread, &seq, &code) != 3)
+    if (std::sscanf(tickets.substr(pos, end - pos).c_str(), "%llu:%llu:%u", &thread, &seq, &code) !=
+        3)
       throw Error("bad tickets argument " + tickets);
-    const auto outcome = inst.recover_pending(Ticket{thread, seq}, static_cast<registry::OpCode>(code));
+    const auto outcome =
+        inst.recover_pending(Ticket{thread, seq}, static_cast<registry::OpCode>(code));
     const registry::OpResult r = outcome.value_or(registry::OpResult{});
     out += "report " + std::to_string(thread) + " " + (outcome ? "1 " : "0 ") +
            (r.ok ? "1 " : "0 ") + std::to_string(r.value) + " " +

@@ -78,7 +78,8 @@ template <mirror::MirrorBug Bug>
 using BuggyMirrorList = algo::HarrisMichaelList<mirror::MirrorPolicy<Bug>>;
 
 template <combining::PlantedBug Bug>
-using BuggyCombiningRegister = combining::CombiningAtomicFloat<combining::Persistence::detectable, Bug>;
+using BuggyCombiningRegister =
+    combining::CombiningAtomicFloat<combining::Persistence::detectable, Bug>;
 
 // The leak fixture: the correct list, then every slot declared live again after its recovery.
 struct LeakyRecoveryFactory {
@@ -172,19 +173,23 @@ using Fixtures = registry::TypeList<
     registry::Describe<"list/mirror-bug-recovery-skips-node", registry::Kind::map,
                        FixtureFactory<BuggyMirrorList<mirror::MirrorBug::recovery_skips_node>>,
                        "fixture: Mirror recovery leaves one node's volatile replica unbuilt">,
-    registry::Describe<"register/pbcomb-bug-no-fence-before-switch", registry::Kind::register_object,
-                       FixtureFactory<BuggyCombiningRegister<combining::PlantedBug::no_fence_before_switch>>,
-                       "fixture: PBcomb switches MIndex with no pfence after the record's pwbs">,
-    registry::Describe<"register/pbcomb-bug-no-psync-before-release", registry::Kind::register_object,
-                       FixtureFactory<BuggyCombiningRegister<combining::PlantedBug::no_psync_before_release>>,
-                       "fixture: PBcomb releases the lock before the MIndex pwb completes">,
-    registry::Describe<"register/pbcomb-bug-recovery-reports-not-taken", registry::Kind::register_object,
-                       FixtureFactory<BuggyCombiningRegister<combining::PlantedBug::recovery_reports_not_taken>>,
-                       "fixture: PBcomb recovery reports every pending request as not taken">,
-    registry::Describe<"queue/pbcomb-bug-dequeue-past-old-tail", registry::Kind::queue,
-                       FixtureFactory<combining::CombiningQueue<combining::Persistence::detectable,
-                                                                combining::PlantedBug::dequeue_past_old_tail>>,
-                       "fixture: PBqueue's dequeuers take nodes the enqueuers have not persisted">>;
+    registry::Describe<
+        "register/pbcomb-bug-no-fence-before-switch", registry::Kind::register_object,
+        FixtureFactory<BuggyCombiningRegister<combining::PlantedBug::no_fence_before_switch>>,
+        "fixture: PBcomb switches MIndex with no pfence after the record's pwbs">,
+    registry::Describe<
+        "register/pbcomb-bug-no-psync-before-release", registry::Kind::register_object,
+        FixtureFactory<BuggyCombiningRegister<combining::PlantedBug::no_psync_before_release>>,
+        "fixture: PBcomb releases the lock before the MIndex pwb completes">,
+    registry::Describe<
+        "register/pbcomb-bug-recovery-reports-not-taken", registry::Kind::register_object,
+        FixtureFactory<BuggyCombiningRegister<combining::PlantedBug::recovery_reports_not_taken>>,
+        "fixture: PBcomb recovery reports every pending request as not taken">,
+    registry::Describe<
+        "queue/pbcomb-bug-dequeue-past-old-tail", registry::Kind::queue,
+        FixtureFactory<combining::CombiningQueue<combining::Persistence::detectable,
+                                                 combining::PlantedBug::dequeue_past_old_tail>>,
+        "fixture: PBqueue's dequeuers take nodes the enqueuers have not persisted">>;
 
 // The fixtures as registry entries (their own table: registry::entries() does not list them).
 inline std::span<const registry::Entry> fixture_entries() {

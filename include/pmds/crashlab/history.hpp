@@ -212,7 +212,8 @@ inline OpResult record_operation(HistoryLog& log, const registry::Instance& inst
   if (inst.entry().criterion != Criterion::detectable)
     return log.record(t, op, [&] { return inst.apply(op); });
   const Ticket ticket = inst.next_ticket(t, op.code);
-  return log.record(t, op, [&] { return inst.apply(op, ticket); }, ticket.seq);
+  return log.record(
+      t, op, [&] { return inst.apply(op, ticket); }, ticket.seq);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -403,9 +404,9 @@ inline std::string to_json_lines(const HistoryText& h) {
       out += json_line({{"type", "report"},
                         {"thread", r.thread},
                         {"taken", r.taken},
-                        {"result", r.taken ? result_json(code, r.result.ok, r.result.value,
-                                                         r.result.number)
-                                           : Json(nullptr)}}) +
+                        {"result",
+                         r.taken ? result_json(code, r.result.ok, r.result.value, r.result.number)
+                                 : Json(nullptr)}}) +
              "\n";
     }
   return out + json_line({{"type", "end"}}) + "\n";
