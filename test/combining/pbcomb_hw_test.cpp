@@ -291,3 +291,35 @@ TEST(Tickets, ReinvokedAfterADirtyExitAppliesNothing) {
 }
 }  // namespace
 }  // namespace pmds::combining
+namespace pmds::combining {
+namespace {
+// A full pool: the push that finds no node throws PoolFull and is not applied (its ticket is
+// reported not taken); the stack stays whole, pops go on, and a push fits again once a pop
+// freed a node.
+TEST(BadInput, AFullPoolFailsThePushAndLosesNothing) {
+  TempPath path("combining-full");
+  auto pool = pm::Pool::create(path.path(), 4u << 20, "combining");
+  CombiningStack<Persistence::detectable> s(create_new, pool);
+  std::uint64_t pushed = 0;
+  Ticket failed{};
+  try {
+    for (;;) {
+      const Ticket t = s.next_ticket(2);
+      failed = t;
+      s.push(pushed + 1, t);
+      ++pushed;
+    }
+  } catch (const PoolFull&) {
+  }
+  ASSERT_GT(pushed, 1000u);
+  EXPECT_EQ(s.next_ticket(2).seq, failed.seq);  // the failed push took no sequence number
+  EXPECT_FALSE(s.recover_pending(failed).took_effect);
+  EXPECT_THROW(s.push(0), PoolFull);  // a plain push fails the same way
+  EXPECT_EQ(s.pop(), std::optional<Value>(pushed));
+  s.push(pushed);  // the freed node
+  std::uint64_t expected = pushed;
+  while (const auto v = s.pop()) ASSERT_EQ(*v, expected--);
+  EXPECT_EQ(expected, 0u);
+}
+}  // namespace
+}  // namespace pmds::combining

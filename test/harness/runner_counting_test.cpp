@@ -646,6 +646,35 @@ TEST(Record, RatiosAreTakenRoundByRound) {
   EXPECT_THAT(table.str(), ::testing::HasSubstr("0.80 [0.50 - 0.90]"));
 }
 
+// A technique with its own transient twin (seed 004's combining objects, persistence compiled
+// out) is compared with that twin, and its variants too; without it, with the structure's
+// "transient".
+TEST(Record, TechniqueTwinsComeBeforeTheStructuresTransient) {
+  const auto record = [](std::string name, std::vector<double> reps) {
+    bench::Record r;
+    r.structure = name;
+    r.technique = name.substr(name.find('/') + 1);
+    r.workload = "pairs";
+    r.threads = 2;
+    r.mops_reps = std::move(reps);
+    r.finish_throughput();
+    return r;
+  };
+  std::vector<bench::Record> records = {
+      record("queue/transient", {10, 10}), record("queue/pbcomb-transient", {4, 4}),
+      record("queue/pbcomb", {2, 2}), record("queue/pbcomb-durable", {3, 3}),
+      record("queue/izraelevitz", {1, 1})};
+  bench::add_ratios(records);
+  EXPECT_FALSE(records[1].ratio_to_transient.has_value());  // a twin itself
+  ASSERT_TRUE(records[2].ratio_to_transient.has_value());
+  EXPECT_EQ(records[2].ratio_to_transient->to, "queue/pbcomb-transient");
+  EXPECT_DOUBLE_EQ(records[2].ratio_to_transient->median, 0.5);
+  ASSERT_TRUE(records[3].ratio_to_transient.has_value());
+  EXPECT_EQ(records[3].ratio_to_transient->to, "queue/pbcomb-transient");
+  ASSERT_TRUE(records[4].ratio_to_transient.has_value());
+  EXPECT_EQ(records[4].ratio_to_transient->to, "queue/transient");
+}
+
 // ---- JSON: a small reader, enough to check the output parses and has its fields. ----------
 
 struct Json;

@@ -145,8 +145,11 @@ inline std::optional<Ratio> ratio_between(const Record& r, const Record& referen
   return Ratio{reference.structure, median_of(per_round), *lo, *hi, per_round.size()};
 }
 
-// Sets every record's ratios to the records of its structure's "transient" and "psync-bound"
-// techniques with the same workload and thread count, where those are among `records`.
+// Sets every record's ratios to the records of its structure's transient twin and
+// "psync-bound" technique with the same workload and thread count, where those are among
+// `records`. The twin of technique "t" or "t-variant" is "t-transient" where one ran (seed 004's
+// combining objects with persistence compiled out: queue/pbcomb-transient for queue/pbcomb and
+// queue/pbcomb-durable), else the structure's "transient".
 inline void add_ratios(std::vector<Record>& records) {
   const auto family = [](const std::string& name) { return name.substr(0, name.find('/')); };
   const auto find = [&](const Record& r, const std::string& technique) -> const Record* {
@@ -155,9 +158,14 @@ inline void add_ratios(std::vector<Record>& records) {
       if (o.structure == name && o.workload == r.workload && o.threads == r.threads) return &o;
     return nullptr;
   };
+  const auto is_transient = [](const std::string& t) {
+    return t == "transient" || (t.size() > 10 && t.ends_with("-transient"));
+  };
   for (Record& r : records) {
-    if (r.technique == "transient") continue;
-    if (const Record* twin = find(r, "transient")) r.ratio_to_transient = ratio_between(r, *twin);
+    if (is_transient(r.technique)) continue;
+    const Record* twin = find(r, r.technique.substr(0, r.technique.find('-')) + "-transient");
+    if (twin == nullptr) twin = find(r, "transient");
+    if (twin != nullptr) r.ratio_to_transient = ratio_between(r, *twin);
     if (r.technique == "psync-bound") continue;
     if (const Record* bound = find(r, "psync-bound"))
       r.ratio_to_psync_bound = ratio_between(r, *bound);

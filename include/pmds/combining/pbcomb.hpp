@@ -22,7 +22,9 @@
 //
 // The sequential object (a class with these members; see combining/atomic_float.hpp):
 //   using State, Request, Response    trivially copyable; State and Response multiples of 8 bytes
-//   Response apply(State&, const Request&)   one request applied to the combiner's copy
+//   Response apply(State&, const Request&)   one request applied to the combiner's copy; if it
+//                             throws (PoolFull), it must have changed nothing: the request is
+//                             then not applied and its own thread gets the exception
 //   void before_persist(const State&)  optional: persist what the round wrote outside the record
 //   (new
 //                             nodes), before the record's own flushes
@@ -46,6 +48,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <new>
 #include <string>
@@ -191,6 +194,7 @@ class PBComb {
     // can be serving this slot now (it has no active request).
     if (deactivate_of(current_index(), p) == activate) return response_of(current_index(), p);
     Announcement& a = requests_[p];
+    a.failed.store(false, std::memory_order_relaxed);  // published by the release below
     a.request = request;
     a.word.store(activate | valid_bit, std::memory_order_release);
 
@@ -212,8 +216,11 @@ class PBComb {
           while (lock_.load(std::memory_order_acquire) == lock_value + 2) detail::spin_pause();
         return response_of(current_index(), p);
       }
+      if (a.failed.load(std::memory_order_acquire)) withdraw_and_throw(ticket);
     }
-    return combine(lock_value, p);
+    const Response mine = combine(lock_value, p);
+    if (a.failed.load(std::memory_order_relaxed)) withdraw_and_throw(ticket);
+    return mine;
   }
 
   // The slot's next ticket: what a plain operation of that slot would use.
@@ -247,9 +254,13 @@ class PBComb {
   static constexpr std::uint64_t valid_bit = 2;
 
   // One slot's announcement, alone on its line: written by its thread, read by combiners.
+  // `failed`: a combiner's apply threw for this request (PoolFull: no node for a push); the
+  // request is not applied, later combiners skip it, and its thread withdraws it and throws.
   struct alignas(64) Announcement {
     detail::SpinWord<std::uint64_t> word{0};  // activate bit | valid bit
     Request request{};
+    std::atomic<bool> failed{false};
+    std::exception_ptr failure;  // written by the combiner that set `failed`
   };
   // The slot's sequence number, written only by the slot's own thread (or by open).
   struct alignas(64) Sequence {
@@ -267,6 +278,16 @@ class PBComb {
     if (slots == 0 || slots > max_slots)
       throw Error("pmds: a combining object serves 1 to " + std::to_string(max_slots) +
                   " slots, not " + std::to_string(slots));
+  }
+
+  // A request that failed is withdrawn (its activate bit set back to its Deactivate bit, so no
+  // combiner sees it active) and its slot's sequence rolled back: it never took effect, and
+  // the slot's next operation takes its ticket's parity. The failure is rethrown.
+  [[noreturn]] void withdraw_and_throw(Ticket ticket) {
+    Announcement& a = requests_[ticket.slot];
+    a.word.store(((ticket.seq & 1) ^ 1) | valid_bit, std::memory_order_release);
+    seq_[ticket.slot].value = ticket.seq - 1;
+    std::rethrow_exception(a.failure);
   }
 
   void check_slot(std::size_t slot) const {
@@ -324,7 +345,16 @@ class PBComb {
       std::uint64_t& deactivate = work[deactivate_offset(q)];
       const std::uint64_t activate = w & 1;
       if ((w & valid_bit) == 0 || activate == ((deactivate >> (q % 64)) & 1)) continue;
-      const Response r = object_->apply(state, requests_[q].request);
+      Announcement& a = requests_[q];
+      if (a.failed.load(std::memory_order_relaxed)) continue;  // its thread withdraws it
+      Response r;
+      try {
+        r = object_->apply(state, a.request);  // changes nothing when it throws
+      } catch (...) {
+        a.failure = std::current_exception();
+        a.failed.store(true, std::memory_order_release);
+        continue;
+      }
       std::memcpy(work + response_offset(q), &r, sizeof(Response));
       deactivate ^= std::uint64_t{1} << (q % 64);  // now equal to the activate bit
     }

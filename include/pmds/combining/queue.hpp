@@ -41,10 +41,7 @@ class CombiningQueue : public CombiningStructure<Mode> {
     Word next;
   };
   // A request's response: a dequeue's value, if the queue was not empty.
-  struct Response {
-    std::uint64_t value;
-    std::uint64_t present;
-  };
+  using Response = MaybeValue;
   struct Request {
     std::uint64_t value;  // enqueue: the value; dequeue: unused
   };
@@ -160,9 +157,9 @@ class CombiningQueue : public CombiningStructure<Mode> {
   }
 
   void enqueue(Value v) { enq_->perform(Request{v}); }
-  std::optional<Value> dequeue() { return as_optional(deq_->perform(Request{0})); }
+  std::optional<Value> dequeue() { return deq_->perform(Request{0}).get(); }
   void enqueue(Value v, Ticket t) { enq_->perform(t, Request{v}); }
-  std::optional<Value> dequeue(Ticket t) { return as_optional(deq_->perform(t, Request{0})); }
+  std::optional<Value> dequeue(Ticket t) { return deq_->perform(t, Request{0}).get(); }
 
   // Enqueues and dequeues are served by two instances, each with its own Deactivate bits, so a
   // slot's tickets count its enqueues and its dequeues separately (Algorithm 7 passes the same
@@ -175,13 +172,10 @@ class CombiningQueue : public CombiningStructure<Mode> {
   Outcome<std::optional<Value>> recover_pending(Ticket t, bool enqueue) const
       requires(Mode == Persistence::detectable) {
     const auto o = enqueue ? enq_->recover_pending(t) : deq_->recover_pending(t);
-    return {o.took_effect, as_optional(o.response)};
+    return {o.took_effect, o.response.get()};
   }
 
  private:
-  static std::optional<Value> as_optional(const Response& r) {
-    return r.present ? std::optional<Value>(r.value) : std::nullopt;
-  }
   static std::size_t anchor_bytes(std::size_t slots) {
     return Base::header_bytes + EnqueueComb::area_bytes(slots) + DequeueComb::area_bytes(slots);
   }

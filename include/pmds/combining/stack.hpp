@@ -44,10 +44,7 @@ class CombiningStack : public CombiningStructure<Mode> {
 
   enum class Op : std::uint64_t { push = 1, pop = 2 };
   // A pop's response: the value, if the stack was not empty.
-  struct Response {
-    std::uint64_t value;
-    std::uint64_t present;
-  };
+  using Response = MaybeValue;
 
   class Sequential {
    public:
@@ -126,22 +123,19 @@ class CombiningStack : public CombiningStructure<Mode> {
   }
 
   void push(Value v) { comb_->perform({Op::push, v}); }
-  std::optional<Value> pop() { return as_optional(comb_->perform({Op::pop, 0})); }
+  std::optional<Value> pop() { return comb_->perform({Op::pop, 0}).get(); }
   void push(Value v, Ticket t) { comb_->perform(t, {Op::push, v}); }
-  std::optional<Value> pop(Ticket t) { return as_optional(comb_->perform(t, {Op::pop, 0})); }
+  std::optional<Value> pop(Ticket t) { return comb_->perform(t, {Op::pop, 0}).get(); }
 
   Ticket next_ticket(std::size_t slot) const { return comb_->next_ticket(slot); }
   // took_effect, and for a pop the value it returned (nullopt: empty, or a push).
   Outcome<std::optional<Value>> recover_pending(Ticket t) const
       requires(Mode == Persistence::detectable) {
     const auto o = comb_->recover_pending(t);
-    return {o.took_effect, as_optional(o.response)};
+    return {o.took_effect, o.response.get()};
   }
 
  private:
-  static std::optional<Value> as_optional(const Response& r) {
-    return r.present ? std::optional<Value>(r.value) : std::nullopt;
-  }
   static std::size_t anchor_bytes(std::size_t slots) {
     return Base::header_bytes + Comb::area_bytes(slots);
   }

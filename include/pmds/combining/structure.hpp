@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "pmds/algo/policy.hpp"
@@ -28,6 +29,14 @@
 #include "pmds/pm/pool.hpp"
 
 namespace pmds::combining {
+
+// A response that may hold a value (a pop or dequeue of an empty structure holds none), as the
+// two words it takes in a combining record.
+struct MaybeValue {
+  std::uint64_t value;
+  std::uint64_t present;
+  std::optional<Value> get() const { return present ? std::optional<Value>(value) : std::nullopt; }
+};
 
 template <Persistence Mode>
 class CombiningStructure {
