@@ -69,6 +69,12 @@ class TooManyThreads : public Error {
   using Error::Error;
 };
 
+// A bounded structure (the combining heap) has no room for another element. It is unchanged.
+class CapacityExceeded : public Error {
+ public:
+  using Error::Error;
+};
+
 // A key the structure reserves for its sentinels was passed to an operation.
 class ReservedKey : public Error {
  public:

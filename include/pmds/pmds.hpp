@@ -51,8 +51,15 @@ using IzraelevitzAtomicFloat = algo::AtomicFloat<algo::izraelevitz>;   // regist
 // its response, and invoking it again with the same ticket completes it exactly once.
 using PBCombStack = combining::CombiningStack<combining::Persistence::detectable>;  // stack/pbcomb
 using PBCombQueue = combining::CombiningQueue<combining::Persistence::detectable>;  // queue/pbcomb
+using PBCombHeap =
+    combining::CombiningHeap<combining::PBComb, combining::Persistence::detectable>;  // heap/pbcomb
 using PBCombAtomicFloat =
-    combining::CombiningAtomicFloat<combining::Persistence::detectable>;  // register/pbcomb
+    combining::CombiningAtomicFloat<combining::PBComb, combining::Persistence::detectable>;
+// The wait-free protocol, on the objects whose state is self-contained.
+using PWFCombHeap = combining::CombiningHeap<combining::PWFComb,
+                                             combining::Persistence::detectable>;  // heap/pwfcomb
+using PWFCombAtomicFloat =
+    combining::CombiningAtomicFloat<combining::PWFComb, combining::Persistence::detectable>;
 
 namespace detail {
 

@@ -141,26 +141,52 @@ using Registered = TypeList<
     Describe<"register/mirror", Kind::register_object,
              factories::Plain<algo::AtomicFloat<mirror::MirrorPolicy<>>>,
              "AtomicFloat, Mirror (seed 001): loads from DRAM, CAS persists first">,
-    // Persistent software combining, PBcomb (seed 004, combining/): detectable, durable-only
-    // (no ReturnVal/Deactivate persisted, null recovery) and the volatile twin (Figure 8).
+    // Persistent software combining (seed 004, combining/): PBcomb (blocking) and PWFcomb
+    // (wait-free), each detectable, durable-only (no ReturnVal/Deactivate persisted, null
+    // recovery) and volatile (Figure 8's twin, the ratio's denominator).
     Describe<"register/pbcomb", Kind::register_object,
-             factories::Plain<combining::CombiningAtomicFloat<combining::Persistence::detectable>>,
+             factories::Plain<combining::CombiningAtomicFloat<combining::PBComb,
+                                                              combining::Persistence::detectable>>,
              "AtomicFloat on PBcomb (seed 004): detectable recoverability">,
     Describe<"register/pbcomb-durable", Kind::register_object,
-             factories::Plain<combining::CombiningAtomicFloat<combining::Persistence::durable>>,
+             factories::Plain<combining::CombiningAtomicFloat<combining::PBComb,
+                                                              combining::Persistence::durable>>,
              "AtomicFloat on PBcomb, durable only: the state is persisted, not the responses">,
     Describe<"register/pbcomb-transient", Kind::register_object,
-             factories::Plain<combining::CombiningAtomicFloat<combining::Persistence::none>>,
+             factories::Plain<
+                 combining::CombiningAtomicFloat<combining::PBComb, combining::Persistence::none>>,
              "AtomicFloat on volatile PBcomb (seed 004 Figure 8): the twin of register/pbcomb">,
+    Describe<"register/pwfcomb", Kind::register_object,
+             factories::Plain<combining::CombiningAtomicFloat<combining::PWFComb,
+                                                              combining::Persistence::detectable>>,
+             "AtomicFloat on PWFcomb (seed 004, wait-free): detectable recoverability">,
+    Describe<"register/pwfcomb-durable", Kind::register_object,
+             factories::Plain<combining::CombiningAtomicFloat<combining::PWFComb,
+                                                              combining::Persistence::durable>>,
+             "AtomicFloat on PWFcomb, durable only: the state and S persisted">,
+    Describe<"register/pwfcomb-transient", Kind::register_object,
+             factories::Plain<
+                 combining::CombiningAtomicFloat<combining::PWFComb, combining::Persistence::none>>,
+             "AtomicFloat on volatile PWFcomb: the twin of register/pwfcomb">,
     Describe<"stack/pbcomb", Kind::stack,
              factories::Plain<combining::CombiningStack<combining::Persistence::detectable>>,
-             "PBstack (seed 004): a linked stack on PBcomb, detectable recoverability">,
+             "PBstack (seed 004): a linked stack on PBcomb with elimination and a recycling "
+             "stack, detectable recoverability">,
     Describe<"stack/pbcomb-durable", Kind::stack,
              factories::Plain<combining::CombiningStack<combining::Persistence::durable>>,
              "PBstack, durable only: the top and nodes persisted, not the responses">,
     Describe<"stack/pbcomb-transient", Kind::stack,
              factories::Plain<combining::CombiningStack<combining::Persistence::none>>,
              "PBstack on volatile PBcomb: the twin of stack/pbcomb">,
+    Describe<"stack/pbcomb-no-elim", Kind::stack,
+             factories::Plain<combining::CombiningStack<combining::Persistence::detectable,
+                                                        combining::StackOptions{false, true}>>,
+             "PBstack without elimination (seed 004 Figure 7a's PBSTACK-NO-ELIM)">,
+    Describe<"stack/pbcomb-no-rec", Kind::stack,
+             factories::Plain<combining::CombiningStack<combining::Persistence::detectable,
+                                                        combining::StackOptions{true, false}>>,
+             "PBstack without the recycling stack: nodes go back to the pool's allocator "
+             "(Figure 7a's PBSTACK-NO-REC)">,
     Describe<"queue/pbcomb", Kind::queue,
              factories::Plain<combining::CombiningQueue<combining::Persistence::detectable>>,
              "PBqueue (seed 004): two PBcomb instances (enqueuers, dequeuers), detectable">,
@@ -169,7 +195,31 @@ using Registered = TypeList<
              "PBqueue, durable only: head, tail and nodes persisted, not the responses">,
     Describe<"queue/pbcomb-transient", Kind::queue,
              factories::Plain<combining::CombiningQueue<combining::Persistence::none>>,
-             "PBqueue on volatile PBcomb: the twin of queue/pbcomb">>;
+             "PBqueue on volatile PBcomb: the twin of queue/pbcomb">,
+    Describe<"heap/pbcomb", Kind::priority_queue,
+             factories::Bounded<
+                 combining::CombiningHeap<combining::PBComb, combining::Persistence::detectable>>,
+             "PBheap (seed 004): a bounded binary min-heap on PBcomb, detectable">,
+    Describe<"heap/pbcomb-durable", Kind::priority_queue,
+             factories::Bounded<
+                 combining::CombiningHeap<combining::PBComb, combining::Persistence::durable>>,
+             "PBheap, durable only: the heap array persisted, not the responses">,
+    Describe<"heap/pbcomb-transient", Kind::priority_queue,
+             factories::Bounded<
+                 combining::CombiningHeap<combining::PBComb, combining::Persistence::none>>,
+             "PBheap on volatile PBcomb: the twin of heap/pbcomb">,
+    Describe<"heap/pwfcomb", Kind::priority_queue,
+             factories::Bounded<
+                 combining::CombiningHeap<combining::PWFComb, combining::Persistence::detectable>>,
+             "the same bounded heap on PWFcomb (wait-free; seed 004 §8), detectable">,
+    Describe<"heap/pwfcomb-durable", Kind::priority_queue,
+             factories::Bounded<
+                 combining::CombiningHeap<combining::PWFComb, combining::Persistence::durable>>,
+             "the heap on PWFcomb, durable only">,
+    Describe<"heap/pwfcomb-transient", Kind::priority_queue,
+             factories::Bounded<
+                 combining::CombiningHeap<combining::PWFComb, combining::Persistence::none>>,
+             "the heap on volatile PWFcomb: the twin of heap/pwfcomb">>;
 
 // Every registered structure, in the order of Registered.
 inline std::span<const Entry> entries() {

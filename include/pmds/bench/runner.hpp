@@ -104,6 +104,9 @@ inline registry::CreateOptions create_options_of(const Config& cfg) {
   create.key_range = cfg.key_range;
   create.buckets = cfg.buckets;
   create.pool_size = cfg.pool_size;
+  // A bounded heap is as large as the key range: seed 004's Figure 7b runs a heap of 64 to 1024
+  // keys, half full.
+  if (cfg.workload == Workload::heap) create.capacity = cfg.key_range;
   if (cfg.workload == Workload::ycsb_e) {
     // YCSB E inserts new keys above the range; count them into the structure's sizing.
     create.pool_size = cfg.pool_size != 0 ? cfg.pool_size : registry::default_pool_size(create) * 2;

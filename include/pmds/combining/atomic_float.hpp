@@ -1,11 +1,13 @@
-// pmds — seed 004's AtomicFloat on PBcomb (§6, the synthetic benchmark): a shared double that
-// fetch_multiply(k) replaces by v·k, returning v. The state is the double's 8 bytes; read() is a
-// request too (served in the combiner's round like any other), so it needs no other
-// synchronisation and is detectable like an update.
+// pmds — seed 004's AtomicFloat on a combining protocol (§6, the synthetic benchmark): a shared
+// double that fetch_multiply(k) replaces by v·k, returning v. The state is the double's 8 bytes;
+// read() is a request too (served in a round like any other), so it needs no other
+// synchronisation and is detectable like an update. Written once over the protocol (PBComb or
+// PWFComb) and the persistence:
 //
-//   CombiningAtomicFloat<Persistence::none>        register/pbcomb-transient (Figure 8's twin)
-//   CombiningAtomicFloat<Persistence::durable>     register/pbcomb-durable (null recovery)
-//   CombiningAtomicFloat<Persistence::detectable>  register/pbcomb
+//   CombiningAtomicFloat<PBComb, Persistence::none>        register/pbcomb-transient (Figure 8)
+//   CombiningAtomicFloat<PBComb, Persistence::durable>     register/pbcomb-durable (null recovery)
+//   CombiningAtomicFloat<PBComb, Persistence::detectable>  register/pbcomb
+//   and the same three with PWFComb: register/pwfcomb, -durable, -transient
 #pragma once
 
 #include <bit>
@@ -13,25 +15,22 @@
 #include <cstdint>
 #include <optional>
 
-#include "pmds/combining/pbcomb.hpp"
+#include "pmds/combining/protocol.hpp"
 #include "pmds/combining/structure.hpp"
 
 namespace pmds::combining {
 
-template <Persistence Mode, PlantedBug Bug = PlantedBug::none>
+template <template <class, Persistence, PlantedBug> class Protocol, Persistence Mode,
+          PlantedBug Bug = PlantedBug::none>
 class CombiningAtomicFloat : public CombiningStructure<Mode> {
   using Base = CombiningStructure<Mode>;
 
  public:
   static constexpr const char* name = "register";
-  static constexpr std::uint64_t kind = 0x706d64732e726366;  // "pmds.rcf"
   static constexpr double default_initial = 1.0;
 
   enum class Op : std::uint64_t { read = 1, fetch_multiply = 2 };
   struct Sequential {
-    struct State {
-      std::uint64_t bits;
-    };
     struct Request {
       Op op;
       double factor;
@@ -39,13 +38,15 @@ class CombiningAtomicFloat : public CombiningStructure<Mode> {
     struct Response {
       double value;  // the value before
     };
-    Response apply(State& s, const Request& r) {
-      const double before = std::bit_cast<double>(s.bits);
-      if (r.op == Op::fetch_multiply) s.bits = std::bit_cast<std::uint64_t>(before * r.factor);
+    std::size_t state_words() const { return 1; }  // the double's bits
+    Response apply(std::uint64_t* state, const Request& r) noexcept {
+      const double before = std::bit_cast<double>(state[0]);
+      if (r.op == Op::fetch_multiply) state[0] = std::bit_cast<std::uint64_t>(before * r.factor);
       return {before};
     }
   };
-  using Comb = PBComb<Sequential, Mode, Bug>;
+  using Comb = Protocol<Sequential, Mode, Bug>;
+  static constexpr std::uint64_t kind = 0x706d64732e726300 | Comb::kind_letter;  // "pmds.rcf/w"
   using Response = typename Sequential::Response;
 
   explicit CombiningAtomicFloat(double initial = default_initial,
@@ -61,8 +62,8 @@ class CombiningAtomicFloat : public CombiningStructure<Mode> {
   }
   CombiningAtomicFloat(OpenTag, pm::Pool& pool) requires(Mode != Persistence::none)
       : Base(pool, open_existing) {
-    auto trace = this->open_anchor(kind, &anchor_bytes, 1, "combining AtomicFloat register");
-    comb_.emplace(object_, area(), this->slots(), open_existing);
+    auto trace = this->open_anchor(kind, &anchor_bytes, 1, 0, "combining AtomicFloat register");
+    comb_.emplace(object_, area(), this->slots(), open_existing, trace);
     trace.finish();
   }
 
@@ -82,17 +83,17 @@ class CombiningAtomicFloat : public CombiningStructure<Mode> {
   }
 
   // Quiescent read (recovery, tests).
-  double peek() const { return std::bit_cast<double>(comb_->peek_state().bits); }
+  double peek() const { return std::bit_cast<double>(comb_->state_word(0)); }
 
  private:
-  static std::size_t anchor_bytes(std::size_t slots) {
-    return Base::header_bytes + Comb::area_bytes(slots);
+  static std::size_t anchor_bytes(std::size_t slots, std::uint64_t) {
+    return Base::header_bytes + Comb::area_bytes(slots, 1);
   }
   void* area() const { return this->anchor() + Base::header_bytes; }
   void create(double initial) {
-    this->create_anchor(kind, anchor_bytes(this->slots()), 1);
-    comb_.emplace(object_, area(), this->slots(),
-                  typename Sequential::State{std::bit_cast<std::uint64_t>(initial)}, create_new);
+    this->create_anchor(kind, anchor_bytes(this->slots(), 0), 1);
+    const std::uint64_t state = std::bit_cast<std::uint64_t>(initial);
+    comb_.emplace(object_, area(), this->slots(), &state, create_new);
     this->publish_anchor();
   }
 

@@ -48,64 +48,60 @@ class CombiningQueue : public CombiningStructure<Mode> {
 
   class Enqueuers {
    public:
-    struct State {
-      std::uint64_t tail;  // Node*
-    };
     using Request = CombiningQueue::Request;
     using Response = CombiningQueue::Response;
     explicit Enqueuers(CombiningQueue& q) : queue_(&q) {}
+    std::size_t state_words() const { return 1; }  // the tail: Node*
 
-    Response apply(State& s, const Request& r) {
+    Response apply(std::uint64_t* state, const Request& r) {
       auto* node = static_cast<Node*>(queue_->allocate_node(sizeof(Node)));
       node->value.store(r.value, std::memory_order_relaxed);
       node->next.store(0, std::memory_order_relaxed);
-      auto* tail = reinterpret_cast<Node*>(s.tail);
+      auto* tail = reinterpret_cast<Node*>(state[0]);
       tail->next.store(reinterpret_cast<std::uint64_t>(node), std::memory_order_relaxed);
       to_persist_.push_back(tail);  // lines 19, 23: every node changed or created
-      s.tail = reinterpret_cast<std::uint64_t>(node);
+      state[0] = reinterpret_cast<std::uint64_t>(node);
       return {0, 0};
     }
-    void before_persist(const State& s) {
+    void before_persist(std::uint64_t* state) {
       if (to_persist_.empty()) return;
-      to_persist_.push_back(reinterpret_cast<const Node*>(s.tail));  // line 23
-      if constexpr (Base::persistent)
-        for (const Node* n : to_persist_) pm::flush_range(n, sizeof(Node));
+      to_persist_.push_back(reinterpret_cast<const Node*>(state[0]));  // line 23
+      if constexpr (Base::persistent) flush_lines_once(to_persist_, lines_);
       to_persist_.clear();
     }
     // Line 31: the nodes up to the tail are durable; dequeuers may take them.
-    void after_persist(const State& s) {
-      queue_->old_tail_.store(s.tail, std::memory_order_release);
+    void after_persist(const std::uint64_t* state) {
+      queue_->old_tail_.store(state[0], std::memory_order_release);
     }
 
    private:
     CombiningQueue* queue_;
     std::vector<const Node*> to_persist_;
+    std::vector<std::uintptr_t> lines_;  // lines flushed this round
   };
 
   class Dequeuers {
    public:
-    struct State {
-      std::uint64_t head;  // Node*, the dummy
-    };
     using Request = CombiningQueue::Request;
     using Response = CombiningQueue::Response;
     explicit Dequeuers(CombiningQueue& q) : queue_(&q) {}
+    std::size_t state_words() const { return 1; }  // the head: Node*, the dummy
 
-    Response apply(State& s, const Request&) {
-      auto* head = reinterpret_cast<Node*>(s.head);
+    Response apply(std::uint64_t* state, const Request&) {
+      auto* head = reinterpret_cast<Node*>(state[0]);
       if constexpr (Bug == PlantedBug::dequeue_past_old_tail) {
         if (head->next.load(std::memory_order_acquire) == 0) return {0, 0};
       } else {
-        if (queue_->old_tail_.load(std::memory_order_acquire) == s.head) return {0, 0};
+        if (queue_->old_tail_.load(std::memory_order_acquire) == state[0]) return {0, 0};
       }
       auto* next = reinterpret_cast<Node*>(head->next.load(std::memory_order_relaxed));
       const std::uint64_t value = next->value.load(std::memory_order_relaxed);
-      s.head = reinterpret_cast<std::uint64_t>(next);
+      state[0] = reinterpret_cast<std::uint64_t>(next);
       dequeued_.push_back(head);
       return {value, 1};
     }
     // The round is durable: the old heads are unreachable for good.
-    void after_persist(const State&) {
+    void after_persist(const std::uint64_t*) {
       for (Node* n : dequeued_) queue_->free_node(n);
       dequeued_.clear();
     }
@@ -129,11 +125,11 @@ class CombiningQueue : public CombiningStructure<Mode> {
   }
   CombiningQueue(OpenTag, pm::Pool& pool) requires(Mode != Persistence::none)
       : Base(pool, open_existing) {
-    auto trace = this->open_anchor(kind, &anchor_bytes, 2, "combining queue");
-    enq_.emplace(enqueuers_, enqueue_area(), this->slots(), open_existing);
-    deq_.emplace(dequeuers_, dequeue_area(), this->slots(), open_existing);
-    const std::uint64_t tail = enq_->peek_state().tail;
-    std::uint64_t node = deq_->peek_state().head;
+    auto trace = this->open_anchor(kind, &anchor_bytes, 2, 0, "combining queue");
+    enq_.emplace(enqueuers_, enqueue_area(), this->slots(), open_existing, trace);
+    deq_.emplace(dequeuers_, dequeue_area(), this->slots(), open_existing, trace);
+    const std::uint64_t tail = enq_->state_word(0);
+    std::uint64_t node = deq_->state_word(0);
     for (;;) {
       trace.visit_once(reinterpret_cast<const Node*>(node));
       if (node == tail) break;
@@ -145,8 +141,8 @@ class CombiningQueue : public CombiningStructure<Mode> {
   }
   ~CombiningQueue() {
     if constexpr (Mode == Persistence::none) {
-      const std::uint64_t tail = enq_->peek_state().tail;
-      for (std::uint64_t node = deq_->peek_state().head;;) {
+      const std::uint64_t tail = enq_->state_word(0);
+      for (std::uint64_t node = deq_->state_word(0);;) {
         auto* n = reinterpret_cast<Node*>(node);
         node = n->next.load(std::memory_order_relaxed);
         const bool last = reinterpret_cast<std::uint64_t>(n) == tail;
@@ -176,24 +172,23 @@ class CombiningQueue : public CombiningStructure<Mode> {
   }
 
  private:
-  static std::size_t anchor_bytes(std::size_t slots) {
-    return Base::header_bytes + EnqueueComb::area_bytes(slots) + DequeueComb::area_bytes(slots);
+  static std::size_t anchor_bytes(std::size_t slots, std::uint64_t) {
+    return Base::header_bytes + EnqueueComb::area_bytes(slots, 1) +
+           DequeueComb::area_bytes(slots, 1);
   }
   void* enqueue_area() const { return this->anchor() + Base::header_bytes; }
   void* dequeue_area() const {
-    return this->anchor() + Base::header_bytes + EnqueueComb::area_bytes(this->slots());
+    return this->anchor() + Base::header_bytes + EnqueueComb::area_bytes(this->slots(), 1);
   }
   void create() {
-    this->create_anchor(kind, anchor_bytes(this->slots()), 2);
+    this->create_anchor(kind, anchor_bytes(this->slots(), 0), 2);
     auto* dummy = static_cast<Node*>(this->allocate_node(sizeof(Node)));
     dummy->value.store(0, std::memory_order_relaxed);
     dummy->next.store(0, std::memory_order_relaxed);
     if constexpr (Base::persistent) pm::flush_range(dummy, sizeof(Node));  // fenced below
     const auto d = reinterpret_cast<std::uint64_t>(dummy);
-    enq_.emplace(enqueuers_, enqueue_area(), this->slots(), typename Enqueuers::State{d},
-                 create_new);
-    deq_.emplace(dequeuers_, dequeue_area(), this->slots(), typename Dequeuers::State{d},
-                 create_new);
+    enq_.emplace(enqueuers_, enqueue_area(), this->slots(), &d, create_new);
+    deq_.emplace(dequeuers_, dequeue_area(), this->slots(), &d, create_new);
     old_tail_.store(d, std::memory_order_relaxed);
     this->publish_anchor();
   }

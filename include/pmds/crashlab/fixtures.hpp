@@ -35,10 +35,17 @@
 //   helper_skips_flush    a helper copies persistent -> volatile without flushing first
 //   recovery_skips_node   recovery leaves one node's volatile replica unbuilt
 //
-// PBcomb (seed 004, combining/pbcomb.hpp) with each planted bug of combining::PlantedBug; its
-// controls are the registered register/pbcomb and queue/pbcomb:
-//   no_fence_before_switch     no pfence between the record's pwbs and the MIndex switch (§3)
-//   no_psync_before_release    the lock is released before the MIndex pwb completes (§3)
+// PBcomb and PWFcomb (seed 004, combining/) with the planted bugs of combining::PlantedBug; their
+// controls are the registered register/pbcomb, register/pwfcomb and queue/pbcomb:
+//   no_fence_before_switch     PBcomb: no pfence between the record's pwbs and the MIndex
+//                              switch (§3). Not planted in PWFcomb: its switch is a CAS, which
+//                              orders earlier flushes as a fence does on x86 (pwfcomb.hpp)
+//   no_psync_before_release    PBcomb releases the lock, PWFcomb's combiner returns, before the
+//                              switch's pwb completes
+//   served_returns_unpersisted PWFcomb: a thread served by another's round returns without
+//                              making S durable
+//   paper_flush_rule           PWFcomb deciding who persists S by the paper's Flush/CombRound
+//                              arrays, which leave a window (combining/pwfcomb.hpp)
 //   dequeue_past_old_tail      PBqueue's dequeue combiner ignores oldTail (Appendix A)
 //   recovery_reports_not_taken recovery says a request that took effect did not
 //
@@ -58,6 +65,8 @@
 #include "pmds/algo/harris_michael_list.hpp"
 #include "pmds/algo/policy.hpp"
 #include "pmds/combining/atomic_float.hpp"
+#include "pmds/combining/pbcomb.hpp"
+#include "pmds/combining/pwfcomb.hpp"
 #include "pmds/combining/queue.hpp"
 #include "pmds/crashlab/allocator_probe.hpp"
 #include "pmds/linkfree_soft/linkfree_list.hpp"
@@ -77,9 +86,10 @@ using BuggyList = algo::HarrisMichaelList<algo::IzraelevitzPolicy<Bug>>;
 template <mirror::MirrorBug Bug>
 using BuggyMirrorList = algo::HarrisMichaelList<mirror::MirrorPolicy<Bug>>;
 
-template <combining::PlantedBug Bug>
+template <template <class, combining::Persistence, combining::PlantedBug> class Protocol,
+          combining::PlantedBug Bug>
 using BuggyCombiningRegister =
-    combining::CombiningAtomicFloat<combining::Persistence::detectable, Bug>;
+    combining::CombiningAtomicFloat<Protocol, combining::Persistence::detectable, Bug>;
 
 // The leak fixture: the correct list, then every slot declared live again after its recovery.
 struct LeakyRecoveryFactory {
@@ -173,18 +183,36 @@ using Fixtures = registry::TypeList<
     registry::Describe<"list/mirror-bug-recovery-skips-node", registry::Kind::map,
                        FixtureFactory<BuggyMirrorList<mirror::MirrorBug::recovery_skips_node>>,
                        "fixture: Mirror recovery leaves one node's volatile replica unbuilt">,
+    registry::Describe<"register/pbcomb-bug-no-fence-before-switch",
+                       registry::Kind::register_object,
+                       FixtureFactory<BuggyCombiningRegister<
+                           combining::PBComb, combining::PlantedBug::no_fence_before_switch>>,
+                       "fixture: PBcomb switches MIndex with no pfence after the record's pwbs">,
+    registry::Describe<"register/pbcomb-bug-no-psync-before-release",
+                       registry::Kind::register_object,
+                       FixtureFactory<BuggyCombiningRegister<
+                           combining::PBComb, combining::PlantedBug::no_psync_before_release>>,
+                       "fixture: PBcomb releases the lock before the MIndex pwb completes">,
+    registry::Describe<"register/pbcomb-bug-recovery-reports-not-taken",
+                       registry::Kind::register_object,
+                       FixtureFactory<BuggyCombiningRegister<
+                           combining::PBComb, combining::PlantedBug::recovery_reports_not_taken>>,
+                       "fixture: PBcomb recovery reports every pending request as not taken">,
+    registry::Describe<"register/pwfcomb-bug-no-psync-before-release",
+                       registry::Kind::register_object,
+                       FixtureFactory<BuggyCombiningRegister<
+                           combining::PWFComb, combining::PlantedBug::no_psync_before_release>>,
+                       "fixture: PWFcomb's combiner returns before the pwb of S completes">,
     registry::Describe<
-        "register/pbcomb-bug-no-fence-before-switch", registry::Kind::register_object,
-        FixtureFactory<BuggyCombiningRegister<combining::PlantedBug::no_fence_before_switch>>,
-        "fixture: PBcomb switches MIndex with no pfence after the record's pwbs">,
-    registry::Describe<
-        "register/pbcomb-bug-no-psync-before-release", registry::Kind::register_object,
-        FixtureFactory<BuggyCombiningRegister<combining::PlantedBug::no_psync_before_release>>,
-        "fixture: PBcomb releases the lock before the MIndex pwb completes">,
-    registry::Describe<
-        "register/pbcomb-bug-recovery-reports-not-taken", registry::Kind::register_object,
-        FixtureFactory<BuggyCombiningRegister<combining::PlantedBug::recovery_reports_not_taken>>,
-        "fixture: PBcomb recovery reports every pending request as not taken">,
+        "register/pwfcomb-bug-served-returns-unpersisted", registry::Kind::register_object,
+        FixtureFactory<BuggyCombiningRegister<combining::PWFComb,
+                                              combining::PlantedBug::served_returns_unpersisted>>,
+        "fixture: a PWFcomb thread served by another's round returns with S not durable">,
+    registry::Describe<"register/pwfcomb-bug-paper-flush-rule", registry::Kind::register_object,
+                       FixtureFactory<BuggyCombiningRegister<
+                           combining::PWFComb, combining::PlantedBug::paper_flush_rule>>,
+                       "fixture: PWFcomb decides who persists S by the paper's Flush and "
+                       "CombRound arrays">,
     registry::Describe<
         "queue/pbcomb-bug-dequeue-past-old-tail", registry::Kind::queue,
         FixtureFactory<combining::CombiningQueue<combining::Persistence::detectable,

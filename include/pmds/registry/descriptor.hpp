@@ -78,6 +78,7 @@ struct CreateOptions {
   std::uint64_t key_range = 1024;  // keys in use lie in [1, key_range]
   std::uint64_t buckets = 0;       // hash tables: 0 = bucket_count_for(key_range)
   std::uint64_t pool_size = 0;     // durable: pool file bytes; 0 = default_pool_size(key_range)
+  std::uint64_t capacity = 0;      // bounded structures (the combining heaps): 0 = capacity_for
   // Structures with background work (HasBackgroundWork): false starts no thread for it; the
   // caller calls background_step() (the crash lab's scheduler does).
   bool background_thread = true;
@@ -87,6 +88,13 @@ struct CreateOptions {
 inline std::uint64_t bucket_count_for(const CreateOptions& o) {
   if (o.buckets != 0) return o.buckets;
   return std::bit_ceil(std::max<std::uint64_t>(o.key_range, 16));
+}
+
+// A bounded structure's capacity: the key range (a heap of R keys, seed 004's Figure 7b), but at
+// least 256, room for every element the crash lab's workloads can hold at once.
+inline std::uint64_t capacity_for(const CreateOptions& o) {
+  if (o.capacity != 0) return o.capacity;
+  return std::max<std::uint64_t>(o.key_range, 256);
 }
 
 // Room for the whole key range in nodes of up to 192 bytes and buckets of up to 16 (Mirror's
@@ -392,6 +400,18 @@ OpResult apply_ticketed_to(T& s, const Operation& op, Ticket t, std::string_view
     case OpCode::pop:
       if constexpr (Stack<T>) return from_optional(s.pop(t));
       break;
+    case OpCode::pq_insert:
+      if constexpr (PriorityQueue<T>) {
+        s.insert(op.key, t);
+        return {true, 0, 0};
+      }
+      break;
+    case OpCode::delete_min:
+      if constexpr (PriorityQueue<T>) return from_optional(s.delete_min(t));
+      break;
+    case OpCode::get_min:
+      if constexpr (PriorityQueue<T>) return from_optional(s.get_min(t));
+      break;
     case OpCode::read:
       if constexpr (Register<T>) return {true, 0, s.read(t)};
       break;
@@ -418,7 +438,8 @@ std::optional<OpResult> recover_pending_of(const T& s, Ticket t, OpCode code) {
     else
       o = s.recover_pending(t);
     if (!o.took_effect) return std::nullopt;
-    const bool takes = code == OpCode::dequeue || code == OpCode::pop;
+    const bool takes = code == OpCode::dequeue || code == OpCode::pop ||
+                       code == OpCode::delete_min || code == OpCode::get_min;
     return takes ? OpResult{o.response.has_value(), o.response.value_or(0), 0}
                  : OpResult{true, 0, 0};
   }

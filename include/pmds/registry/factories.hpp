@@ -16,6 +16,9 @@
 #include "pmds/algo/skip_list.hpp"
 #include "pmds/algo/treiber_stack.hpp"
 #include "pmds/combining/atomic_float.hpp"
+#include "pmds/combining/heap.hpp"
+#include "pmds/combining/pbcomb.hpp"
+#include "pmds/combining/pwfcomb.hpp"
 #include "pmds/combining/queue.hpp"
 #include "pmds/combining/stack.hpp"
 #include "pmds/linkfree_soft/hash_set.hpp"
@@ -73,6 +76,22 @@ struct Heap {
   using type = T;
   static std::unique_ptr<T> create(pm::Pool*, const CreateOptions& o) {
     return std::make_unique<T>(static_cast<std::size_t>(o.key_range));
+  }
+};
+
+// A bounded structure (seed 004's combining heaps), built with capacity_for(o); open reads the
+// capacity from the pool.
+template <class T>
+struct Bounded {
+  using type = T;
+  static std::unique_ptr<T> create(pm::Pool* pool, const CreateOptions& o) {
+    if constexpr (is_durable<T>)
+      return std::make_unique<T>(create_new, *pool, static_cast<std::size_t>(capacity_for(o)));
+    else
+      return std::make_unique<T>(static_cast<std::size_t>(capacity_for(o)));
+  }
+  static std::unique_ptr<T> open(pm::Pool& pool, const CreateOptions&) requires is_durable<T> {
+    return std::make_unique<T>(open_existing, pool);
   }
 };
 

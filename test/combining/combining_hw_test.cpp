@@ -1,17 +1,25 @@
-// PBcomb (seed 004) and the register, stack and queue built on it: sequential semantics against
-// models, concurrent runs (every value out once, per-producer FIFO for the queue), the three
+// PBcomb and PWFcomb (seed 004) and the register, stack, queue and heap built on them: sequential
+// semantics against models, concurrent runs (every value out once, per-producer FIFO for the
+// queue, an exact product for the register, every key out once for the heap), the three
 // persistence modes, reopening a pool, tickets (a ticket invoked twice applies once;
-// recover_pending after reopen), and bad input (too many threads, a bad slot, a foreign pool).
+// recover_pending after reopen), and bad input (too many threads, a bad slot, a foreign pool, a
+// full pool, a full heap, a reserved key).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <deque>
+#include <functional>
+#include <queue>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "algo/algo_test_support.hpp"
 #include "pmds/combining/atomic_float.hpp"
+#include "pmds/combining/heap.hpp"
+#include "pmds/combining/pbcomb.hpp"
+#include "pmds/combining/pwfcomb.hpp"
 #include "pmds/combining/queue.hpp"
 #include "pmds/combining/stack.hpp"
 
@@ -24,7 +32,10 @@ using algo::testing::work_scale;
 
 static_assert(Stack<CombiningStack<Persistence::detectable>>);
 static_assert(Queue<CombiningQueue<Persistence::detectable>>);
-static_assert(Register<CombiningAtomicFloat<Persistence::detectable>>);
+static_assert(Register<CombiningAtomicFloat<PBComb, Persistence::detectable>>);
+static_assert(Register<CombiningAtomicFloat<PWFComb, Persistence::detectable>>);
+static_assert(PriorityQueue<CombiningHeap<PBComb, Persistence::detectable>>);
+static_assert(PriorityQueue<CombiningHeap<PWFComb, Persistence::detectable>>);
 
 constexpr std::size_t pool_bytes = 64u << 20;
 
@@ -62,7 +73,10 @@ template <class S>
 class StackTest : public ::testing::Test {};
 using Stacks =
     ::testing::Types<CombiningStack<Persistence::none>, CombiningStack<Persistence::durable>,
-                     CombiningStack<Persistence::detectable>>;
+                     CombiningStack<Persistence::detectable>,
+                     CombiningStack<Persistence::detectable, StackOptions{false, true}>,
+                     CombiningStack<Persistence::detectable, StackOptions{true, false}>,
+                     CombiningStack<Persistence::none, StackOptions{false, false}>>;
 TYPED_TEST_SUITE(StackTest, Stacks);
 
 TYPED_TEST(StackTest, SequentialLifo) {
@@ -146,9 +160,12 @@ TYPED_TEST(QueueTest, ConcurrentFifoEveryValueOnce) {
 
 template <class S>
 class RegisterTest : public ::testing::Test {};
-using Registers = ::testing::Types<CombiningAtomicFloat<Persistence::none>,
-                                   CombiningAtomicFloat<Persistence::durable>,
-                                   CombiningAtomicFloat<Persistence::detectable>>;
+using Registers = ::testing::Types<CombiningAtomicFloat<PBComb, Persistence::none>,
+                                   CombiningAtomicFloat<PBComb, Persistence::durable>,
+                                   CombiningAtomicFloat<PBComb, Persistence::detectable>,
+                                   CombiningAtomicFloat<PWFComb, Persistence::none>,
+                                   CombiningAtomicFloat<PWFComb, Persistence::durable>,
+                                   CombiningAtomicFloat<PWFComb, Persistence::detectable>>;
 TYPED_TEST_SUITE(RegisterTest, Registers);
 
 // Every thread multiplies by 2 and by 1/2 in turn: the products are exact, the final value is
@@ -250,10 +267,6 @@ TEST(BadInput, OpeningAnotherStructureOrAnEmptyPool) {
   }
 }
 
-}  // namespace
-}  // namespace pmds::combining
-namespace pmds::combining {
-namespace {
 TEST(Tickets, ReinvokedAfterReopenAppliesNothing) {
   Holder<CombiningStack<Persistence::detectable>> s;
   for (std::uint64_t seq = 1; seq <= 5; ++seq) s->push(seq, Ticket{0, seq});
@@ -264,10 +277,6 @@ TEST(Tickets, ReinvokedAfterReopenAppliesNothing) {
   while (auto v = s->pop()) values.push_back(*v);
   EXPECT_EQ(values, (std::vector<Value>{5, 4, 3, 2, 1}));
 }
-}  // namespace
-}  // namespace pmds::combining
-namespace pmds::combining {
-namespace {
 TEST(Tickets, ReinvokedAfterADirtyExitAppliesNothing) {
   TempPath path("combining-dirty");
   std::fflush(nullptr);
@@ -289,10 +298,6 @@ TEST(Tickets, ReinvokedAfterADirtyExitAppliesNothing) {
   while (auto v = s.pop()) values.push_back(*v);
   EXPECT_EQ(values, (std::vector<Value>{5, 4, 3, 2, 1}));
 }
-}  // namespace
-}  // namespace pmds::combining
-namespace pmds::combining {
-namespace {
 // A full pool: the push that finds no node throws PoolFull and is not applied (its ticket is
 // reported not taken); the stack stays whole, pops go on, and a push fits again once a pop
 // freed a node.
@@ -320,6 +325,164 @@ TEST(BadInput, AFullPoolFailsThePushAndLosesNothing) {
   std::uint64_t expected = pushed;
   while (const auto v = s.pop()) ASSERT_EQ(*v, expected--);
   EXPECT_EQ(expected, 0u);
+}
+
+template <class S>
+class HeapTest : public ::testing::Test {};
+using Heaps = ::testing::Types<
+    CombiningHeap<PBComb, Persistence::none>, CombiningHeap<PBComb, Persistence::durable>,
+    CombiningHeap<PBComb, Persistence::detectable>, CombiningHeap<PWFComb, Persistence::none>,
+    CombiningHeap<PWFComb, Persistence::durable>, CombiningHeap<PWFComb, Persistence::detectable>>;
+TYPED_TEST_SUITE(HeapTest, Heaps);
+
+// Against std::priority_queue: repeated keys, get_min, a full heap that refuses an insert and
+// stays as it was, and the contents and capacity kept across a reopen.
+TYPED_TEST(HeapTest, SequentialAgainstAModel) {
+  constexpr std::size_t capacity = 200;
+  Holder<TypeParam> h(capacity);
+  EXPECT_EQ(h->capacity(), capacity);
+  EXPECT_EQ(h->delete_min(), std::nullopt);
+  EXPECT_EQ(h->get_min(), std::nullopt);
+  std::priority_queue<Key, std::vector<Key>, std::greater<>> model;
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 5000; ++i) {
+    const unsigned r = rng() % 8;
+    if (r < 4) {
+      const Key k = 1 + rng() % 500;  // repeats
+      if (model.size() == capacity) {
+        EXPECT_THROW(h->insert(k), CapacityExceeded);
+      } else {
+        h->insert(k);
+        model.push(k);
+      }
+    } else if (r < 7) {
+      std::optional<Key> expected;
+      if (!model.empty()) {
+        expected = model.top();
+        model.pop();
+      }
+      ASSERT_EQ(h->delete_min(), expected);
+    } else {
+      ASSERT_EQ(h->get_min(), model.empty() ? std::nullopt : std::optional<Key>(model.top()));
+    }
+    if (i == 2500)
+      while (model.size() < capacity) {  // fill it once
+        const Key k = 1 + rng() % 500;
+        h->insert(k);
+        model.push(k);
+      }
+  }
+  if constexpr (Holder<TypeParam>::durable) {
+    h.reopen();
+    EXPECT_EQ(h->capacity(), capacity);
+    EXPECT_EQ(h->recovery_stats().live_slots, 1u);  // the anchor holds the whole heap
+  }
+  std::size_t held = 0;
+  h->for_each([&](Key) { ++held; });
+  EXPECT_EQ(held, model.size());
+  while (!model.empty()) {
+    ASSERT_EQ(h->delete_min(), std::optional<Key>(model.top()));
+    model.pop();
+  }
+  EXPECT_EQ(h->delete_min(), std::nullopt);
+}
+
+// Threads insert unique keys and delete minima: every key comes out exactly once (during the run
+// or in the final drain), and the drain comes out sorted.
+TYPED_TEST(HeapTest, ConcurrentEveryKeyOnce) {
+  constexpr int threads = 4;
+  const int per_thread = 1000 / work_scale;
+  // Room for every key; 8 slots keep PWFcomb's 17 records of 4097 words within one pool chunk.
+  Holder<TypeParam> h(std::size_t{threads * 1000}, std::size_t{8});
+  std::vector<std::vector<Key>> taken(threads + 1);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i) {
+        h->insert(static_cast<Key>(t) * per_thread + i + 1);
+        if (i % 2 == 1)
+          if (const auto k = h->delete_min()) taken[t].push_back(*k);
+      }
+    });
+  for (auto& w : workers) w.join();
+  Key last = 0;
+  bool sorted = true;
+  while (const auto k = h->delete_min()) {
+    sorted = sorted && *k >= last;
+    last = *k;
+    taken[threads].push_back(*k);
+  }
+  EXPECT_TRUE(sorted);
+  std::vector<Key> all;
+  for (const auto& list : taken) all.insert(all.end(), list.begin(), list.end());
+  std::sort(all.begin(), all.end());
+  ASSERT_EQ(all.size(), static_cast<std::size_t>(threads * per_thread));
+  for (std::size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], i + 1);
+}
+
+TEST(BadInput, HeapCapacityAndReservedKeys) {
+  EXPECT_THROW((CombiningHeap<PBComb, Persistence::none>(0)), Error);
+  EXPECT_THROW((CombiningHeap<PWFComb, Persistence::none>(std::size_t{1} << 20)), Error);
+  CombiningHeap<PWFComb, Persistence::none> h(4);
+  EXPECT_THROW(h.insert(0), ReservedKey);
+  EXPECT_THROW(h.insert(~Key{0}), ReservedKey);
+  EXPECT_EQ(h.get_min(), std::nullopt);  // nothing was announced
+}
+
+// The ticket rules on each protocol: an operation invoked twice under one ticket applies once;
+// after a reopen, recover_pending reports the last ticket taken, with its response.
+template <class S>
+class TicketTest : public ::testing::Test {};
+using DetectableRegisters =
+    ::testing::Types<CombiningAtomicFloat<PBComb, Persistence::detectable>,
+                     CombiningAtomicFloat<PWFComb, Persistence::detectable>>;
+TYPED_TEST_SUITE(TicketTest, DetectableRegisters);
+
+TYPED_TEST(TicketTest, AnOperationAppliesOnceAndIsReportedAfterReopen) {
+  Holder<TypeParam> r;
+  const Ticket first = r->next_ticket(5);
+  EXPECT_EQ(r->fetch_multiply(4.0, first), 1.0);
+  EXPECT_EQ(r->fetch_multiply(4.0, first), 1.0);  // the same operation: not applied twice
+  const Ticket second{5, first.seq + 1};
+  EXPECT_EQ(r->fetch_multiply(-2.0, second), 4.0);
+  r.reopen();
+  const auto done = r->recover_pending(second);
+  EXPECT_TRUE(done.took_effect);
+  EXPECT_EQ(done.response, 4.0);
+  EXPECT_EQ(r->fetch_multiply(-2.0, second), 4.0);  // invoked again after the crash: its response
+  const Ticket third{5, second.seq + 1};
+  EXPECT_FALSE(r->recover_pending(third).took_effect);
+  EXPECT_EQ(r->read(third), -8.0);
+  EXPECT_EQ(r->read(), -8.0);
+}
+
+TEST(Tickets, HeapOperationsAreReportedWithTheirKeys) {
+  Holder<CombiningHeap<PWFComb, Persistence::detectable>> h(std::size_t{16});
+  h->insert(9, h->next_ticket(2));
+  h->insert(4, h->next_ticket(2));
+  const Ticket take = h->next_ticket(2);
+  EXPECT_EQ(h->delete_min(take), std::optional<Key>(4));
+  h.reopen();
+  const auto out = h->recover_pending(take);
+  EXPECT_TRUE(out.took_effect);
+  EXPECT_EQ(out.response, std::optional<Key>(4));
+  EXPECT_EQ(h->delete_min(take), std::optional<Key>(4));  // not applied again
+  EXPECT_EQ(h->get_min(), std::optional<Key>(9));
+}
+
+TEST(BadInput, OpeningAPBcombObjectAsPWFcomb) {
+  TempPath path("combining-protocol");
+  {
+    auto pool = pm::Pool::create(path.path(), pool_bytes, "combining");
+    CombiningAtomicFloat<PBComb, Persistence::detectable> r(create_new, pool);
+  }
+  auto pool = pm::Pool::open(path.path(), "combining");
+  try {
+    CombiningAtomicFloat<PWFComb, Persistence::detectable> r(open_existing, pool);
+    FAIL() << "opened a PBcomb register as a PWFcomb one";
+  } catch (const PoolError& e) {
+    EXPECT_EQ(e.code(), PoolErrc::layout_mismatch);
+  }
 }
 }  // namespace
 }  // namespace pmds::combining

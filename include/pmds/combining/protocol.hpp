@@ -1,0 +1,245 @@
+// pmds — what seed 004's two combining protocols share: PBcomb (blocking, pbcomb.hpp) and PWFcomb
+// (wait-free, pwfcomb.hpp) serve the same sequential objects with the same persistence modes, the
+// same request announcements and the same state records; they differ in who applies the requests
+// and how the current record is switched (a lock and an index, or an SC on a pointer).
+//
+// A state record is a run of 64-bit words, whole cache lines (principle 3: what is persisted
+// together lies together):
+//   [state][response of slot 0 .. n-1][Deactivate bits][Index bits (PWFcomb only)]
+// Its words are pm::atomic in a pool (DRAM std::atomic for the volatile twin); a round builds the
+// new record in a DRAM working copy and writes back only the lines that differ from what the
+// target record holds, flushing exactly those (write_changed_lines).
+//
+// The sequential object a protocol serves (see combining/atomic_float.hpp, stack.hpp, heap.hpp):
+//   using Request, Response           trivially copyable; Response a multiple of 8 bytes
+//   std::size_t state_words() const   the state's size in words, fixed for the object's life
+//   Response apply(std::uint64_t* state, const Request&)
+//                                     one request applied, in place, to the round's copy of the
+//                                     state (a DRAM buffer of state_words() words)
+//   void before_persist(const std::uint64_t* state), after_persist(const std::uint64_t* state)
+//                                     optional (PBcomb only): persist what the round wrote outside
+//                                     the record; release what it unlinked once it is durable
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <type_traits>
+
+#include "pmds/error.hpp"
+#include "pmds/interfaces.hpp"
+#include "pmds/pm/access.hpp"
+#include "pmds/thread_registry.hpp"
+
+namespace pmds::combining {
+
+enum class Persistence : std::uint8_t { none, durable, detectable };
+
+constexpr Criterion criterion_of(Persistence p) {
+  return p == Persistence::none      ? Criterion::none
+         : p == Persistence::durable ? Criterion::durable
+                                     : Criterion::detectable;
+}
+
+// Threads a combining object serves unless created with another count: the paper's experiments
+// run one slot per thread, and every round scans and copies them all.
+inline constexpr std::size_t default_slots = 16;
+inline constexpr std::size_t max_slots = pmds::max_threads;
+
+// The planted bugs of the crash lab's combining fixtures (docs/ARCHITECTURE.md §4); none compiles
+// them away. "The switch" is PBcomb's MIndex write and PWFcomb's SC on S.
+enum class PlantedBug : std::uint8_t {
+  none,
+  no_fence_before_switch,      // no pfence between the record's pwbs and the switch (§3, §4;
+                               // in PWFcomb not a bug on x86: see pwfcomb.hpp)
+  no_psync_before_release,     // no psync after the switch's pwb: PBcomb releases the lock (and
+                               // served threads return), PWFcomb's combiner returns, with the
+                               // switch left to a later fence
+  dequeue_past_old_tail,       // PBqueue: the dequeue combiner ignores oldTail (Appendix A)
+  recovery_reports_not_taken,  // recover_pending says "not taken" for a request that took effect
+  served_returns_unpersisted,  // PWFcomb: a thread served by another's round returns without
+                               // making S durable (Algorithm 4, lines 33-38, left out)
+  paper_flush_rule,            // PWFcomb: the paper's Flush/CombRound rule decides who persists
+                               // S (Algorithm 4), instead of pmds' durable sequence number
+};
+
+namespace detail {
+
+// Volatile words a waiting thread spins on. Under the simulated backend they go through the
+// access layer, so every read is a preemption point of the crash lab's scheduler (a spin on a
+// plain std::atomic would keep the turn forever); elsewhere they are plain std::atomic.
+#if defined(PMDS_BACKEND_SIMULATED)
+template <class T>
+using SpinWord = pm::atomic<T>;
+#else
+template <class T>
+using SpinWord = std::atomic<T>;
+#endif
+
+inline void spin_pause() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
+constexpr std::size_t words_per_line = 8;
+constexpr std::size_t round_to_line(std::size_t words) {
+  return (words + words_per_line - 1) / words_per_line * words_per_line;
+}
+constexpr std::size_t bit_words(std::size_t slots) {
+  return (slots + 63) / 64;
+}
+
+template <class T>
+T from_words(const std::uint64_t* words) {
+  T value;
+  std::memcpy(&value, words, sizeof(T));
+  return value;
+}
+
+// Where each part of a state record lies, in words from the record's start.
+struct RecordLayout {
+  std::size_t state_words;
+  std::size_t response_words;
+  std::size_t slots;
+  bool with_index;  // PWFcomb's Index bits
+
+  std::size_t response_offset(std::size_t slot) const {
+    return state_words + slot * response_words;
+  }
+  std::size_t deactivate_word(std::size_t slot) const {
+    return state_words + slots * response_words + slot / 64;
+  }
+  std::size_t index_word(std::size_t slot) const {
+    return deactivate_word(0) + bit_words(slots) + slot / 64;
+  }
+  std::size_t words() const {
+    return round_to_line(state_words + slots * response_words +
+                         (with_index ? 2 : 1) * bit_words(slots));
+  }
+  // The words a round must make durable: the whole record when responses and Deactivate bits
+  // are persisted (detectable), the state's lines only otherwise (durable: §3, "the only field
+  // of StateRec that needs to be persisted is st").
+  std::size_t persisted_words(Persistence mode) const {
+    return mode == Persistence::detectable ? words() : round_to_line(state_words);
+  }
+};
+
+inline std::uint64_t bit_of(const std::uint64_t* record, std::size_t word, std::size_t slot) {
+  return (record[word] >> (slot % 64)) & 1;
+}
+
+// Writes `work` (a record built in DRAM) over `target`, line by line, storing only the lines that
+// differ, and flushes each stored line below `flushed_words`. A line left alone already holds
+// what the round wants durably: every line of a record was flushed and fenced when it was last
+// written (before its round's switch), or read back by recovery.
+template <class Word>
+void write_changed_lines(Word* target, const std::uint64_t* work, std::size_t words,
+                         std::size_t flushed_words, pm::Site site = pm::Site::current()) {
+  for (std::size_t line = 0; line < words; line += words_per_line) {
+    bool changed = false;
+    for (std::size_t i = line; i < line + words_per_line; ++i)
+      if (target[i].load(std::memory_order_relaxed) != work[i]) {
+        target[i].store(work[i], std::memory_order_relaxed);
+        changed = true;
+      }
+    if constexpr (std::is_same_v<Word, pm::atomic<std::uint64_t>>)
+      if (changed && line < flushed_words) pm::flush(&target[line], site);
+  }
+}
+
+// The announce array (volatile; one cache line per slot) and each slot's sequence number.
+// A slot's announcement is written only by its thread; combiners read it. The request is kept as
+// words read with relaxed atomic loads: in PWFcomb a thread simulating on a stale copy may read
+// a slot's request while its owner announces the next one (the simulation is then discarded,
+// its SC fails), which must not be a data race.
+template <class Request>
+class Announcements {
+ public:
+  static constexpr std::uint64_t valid_bit = 2;
+  static constexpr std::size_t request_words = (sizeof(Request) + 7) / 8;
+  static_assert(std::is_trivially_copyable_v<Request>);
+
+  explicit Announcements(std::size_t slots) : slots_(new Slot[slots]) {}
+
+  // The slot's next request: its words, then its activate bit with the valid bit, stored with
+  // `order` (release; PWFcomb needs seq_cst: see pwfcomb.hpp).
+  void announce(std::size_t slot, const Request& request, std::uint64_t activate,
+                std::memory_order order = std::memory_order_release) {
+    Slot& s = slots_[slot];
+    std::uint64_t words[request_words] = {};
+    std::memcpy(words, &request, sizeof(Request));
+    for (std::size_t i = 0; i < request_words; ++i)
+      s.request[i].store(words[i], std::memory_order_relaxed);
+    s.failed.store(false, std::memory_order_relaxed);
+    s.word.store(activate | valid_bit, order);
+  }
+  // Sets the slot's activate bit without a valid request: nothing pending (open, withdrawal).
+  void reset(std::size_t slot, std::uint64_t activate, bool valid) {
+    slots_[slot].word.store(activate | (valid ? valid_bit : 0), std::memory_order_release);
+  }
+  // Whether the slot has a valid request that a record with Deactivate bit `deactivate` has
+  // not served (a seq_cst load: a plain load on x86, and PWFcomb's argument needs it).
+  bool active(std::size_t slot, std::uint64_t deactivate) const {
+    const std::uint64_t w = slots_[slot].word.load(std::memory_order_seq_cst);
+    return (w & valid_bit) != 0 && (w & 1) != deactivate;
+  }
+  Request request(std::size_t slot) const {
+    std::uint64_t words[request_words];
+    for (std::size_t i = 0; i < request_words; ++i)
+      words[i] = slots_[slot].request[i].load(std::memory_order_relaxed);
+    return from_words<Request>(words);
+  }
+
+  // PBcomb's failed requests: a combiner's apply threw (PoolFull: no node for a push). The
+  // request is not applied, later combiners skip it, and its thread withdraws it and rethrows.
+  bool failed(std::size_t slot) const {
+    return slots_[slot].failed.load(std::memory_order_acquire);
+  }
+  void fail(std::size_t slot, std::exception_ptr e) {
+    slots_[slot].failure = std::move(e);
+    slots_[slot].failed.store(true, std::memory_order_release);
+  }
+  std::exception_ptr failure(std::size_t slot) const { return slots_[slot].failure; }
+
+  // The slot's sequence number, written only by the slot's own thread (or by open).
+  std::uint64_t& seq(std::size_t slot) { return slots_[slot].seq; }
+  std::uint64_t seq(std::size_t slot) const { return slots_[slot].seq; }
+
+ private:
+  struct alignas(64) Slot {
+    SpinWord<std::uint64_t> word{0};  // activate bit | valid bit
+    std::atomic<std::uint64_t> request[request_words] = {};
+    std::atomic<bool> failed{false};
+    std::exception_ptr failure;  // written by the combiner that set `failed`
+    std::uint64_t seq = 0;
+  };
+  std::unique_ptr<Slot[]> slots_;
+};
+
+inline void check_slot_count(std::size_t slots) {
+  if (slots == 0 || slots > max_slots)
+    throw Error("pmds: a combining object serves 1 to " + std::to_string(max_slots) +
+                " slots, not " + std::to_string(slots));
+}
+inline void check_slot(std::size_t slot, std::size_t slots) {
+  if (slot >= slots)
+    throw Error("pmds: ticket slot " + std::to_string(slot) + " is out of range (the object has " +
+                std::to_string(slots) + " slots)");
+}
+// The calling thread's slot for a plain (unticketed) operation.
+inline std::size_t own_slot(std::size_t slots) {
+  const std::size_t slot = pmds::thread_id();
+  if (slot >= slots)
+    throw TooManyThreads("pmds: thread id " + std::to_string(slot) +
+                         " exceeds the combining object's " + std::to_string(slots) +
+                         " slots (create it with more slots)");
+  return slot;
+}
+
+}  // namespace detail
+}  // namespace pmds::combining
