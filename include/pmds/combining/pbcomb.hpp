@@ -253,8 +253,10 @@ class PBComb {
       if constexpr (Bug != PlantedBug::no_psync_before_release) pm::fence();
     }
     if constexpr (requires { object_->after_persist(work); }) object_->after_persist(work);
+    // The combiner's own response, read before the release: the next combiner reuses scratch_.
+    const Response mine = detail::from_words<Response>(work + layout_.response_offset(self));
     lock_.store(lock_value + 1, std::memory_order_release);
-    return detail::from_words<Response>(work + layout_.response_offset(self));
+    return mine;
   }
 
   Object* object_;
