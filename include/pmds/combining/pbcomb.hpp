@@ -23,11 +23,10 @@
 // The sequential object: combining/protocol.hpp. Its apply may throw (PoolFull) only if it changed
 // nothing: the request is then not applied and its own thread gets the exception.
 //
-// Layout: the persistent part is one 64-byte line with the index (MIndex) followed by two records;
-// a record is [state][response of slot 0 .. n-1][deactivate bits], rounded up to whole lines.
-// It lives wherever the owner puts it (a pool slot for durable objects, DRAM otherwise); its
-// words are pm::atomic (DRAM std::atomic for `none`) and the combiner's working copy is a DRAM
-// buffer written back word by word before the flushes.
+// Layout: the persistent part is one 64-byte line with the index (MIndex) followed by two records
+// (combining/protocol.hpp). It lives wherever the owner puts it (a pool slot for durable objects,
+// DRAM otherwise); the combiner builds the new record in a DRAM working copy and writes back only
+// the lines that changed.
 //
 // Slots: a combining object serves `slots` threads (chosen at creation, persistent). Plain
 // operations use slot pmds::thread_id() and throw TooManyThreads beyond it; ticketed operations

@@ -1,0 +1,80 @@
+#!/usr/bin/python3
+"""results/summarize-seed004.py DIR — results/seed004's ratios as Markdown tables.
+
+Reads DIR/json/*.json (`pmds bench --json`). A ratio is always between two records of the SAME
+file (one `pmds bench` invocation), taken round by round: repetition i of both ran in round i of
+the interleaved schedule, so ratio_i = mops_reps_a[i] / mops_reps_b[i]; a cell gives the median of
+those per-round ratios and, in brackets, their min and max.
+"""
+import glob
+import json
+import os
+import statistics
+import sys
+from collections import defaultdict
+
+
+def load(path):
+    with open(path) as f:
+        return [r for r in json.load(f)["results"] if r.get("status", "ok") == "ok"]
+
+
+def per_round(a, b):
+    """(median, min, max) of a's per-round throughput over b's, or None."""
+    if a is None or b is None:
+        return None
+    ra, rb = a.get("mops_reps") or [], b.get("mops_reps") or []
+    if not ra or len(ra) != len(rb) or min(rb) <= 0:
+        return None
+    rs = [x / y for x, y in zip(ra, rb)]
+    return statistics.median(rs), min(rs), max(rs)
+
+
+def fmt_ratio(r):
+    if r is None:
+        return "-"
+    digits = 2 if r[0] >= 0.1 else 3
+    return f"{r[0]:.{digits}f} [{r[1]:.{digits}f}-{r[2]:.{digits}f}]"
+
+
+def fmt(x, digits=2):
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def twin_of(technique):
+    """The volatile twin a combining technique's ratio is taken against."""
+    base = technique.split("-")[0]
+    return base + "-transient" if base in ("pbcomb", "pwfcomb") else "transient"
+
+
+def main(out):
+    files = sorted(glob.glob(os.path.join(out, "json", "*.json")))
+    runs = {os.path.basename(p)[:-5]: load(p) for p in files}
+
+    print("# Seed 004 (persistent software combining) at this machine's scale: ratios within one "
+          "run\n")
+    print("Each ratio: the median of the per-round throughput ratios [min-max over the rounds]. "
+          "twin: a combining structure's volatile twin (the same code with persistence compiled "
+          "out), else the transient lock-free original; izraelevitz: the Izraelevitz "
+          "transformation of the lock-free original, same run. flushes/op and fences/op (pwbs and "
+          "pfences/psyncs per operation) come from the counting backend.\n")
+    print("| run | structure | thr | Mops/s | / twin | / izraelevitz | / transient | flushes/op "
+          "| fences/op |")
+    print("|" + "---|" * 9)
+    for name, recs in runs.items():
+        by = defaultdict(dict)
+        for r in recs:
+            by[(r["structure"].split("/")[0], r["threads"])][r["technique"]] = r
+        for (fam, thr), techniques in sorted(by.items()):
+            for tech, r in sorted(techniques.items()):
+                twin = techniques.get(twin_of(tech)) if tech != twin_of(tech) else None
+                izr = techniques.get("izraelevitz") if tech != "izraelevitz" else None
+                tra = techniques.get("transient") if tech != "transient" else None
+                print(f"| {name} | {fam}/{tech} | {thr} | {fmt(r.get('mops'))} | "
+                      f"{fmt_ratio(per_round(r, twin))} | {fmt_ratio(per_round(r, izr))} | "
+                      f"{fmt_ratio(per_round(r, tra))} | {fmt(r.get('flushes_per_op'), 3)} | "
+                      f"{fmt(r.get('fences_per_op'), 3)} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
