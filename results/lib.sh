@@ -4,6 +4,7 @@
 #   run NAME ARGS...                pmds bench ARGS -> DIR/json/NAME.json, DIR/csv/NAME.csv,
 #                                   its table appended to DIR/tables.txt
 #   plot SUBDIR FILES...            scripts/plot.py FILES -> DIR/plots/SUBDIR/*.png
+#   family S T...                   prints S/T1,S/T2,... (a --structure list)
 #   results_end                     records the load at the end
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 pmds=${PMDS_BIN:-build/release/bin/pmds}
@@ -37,6 +38,14 @@ plot() {
   local dir=$1
   shift
   /usr/bin/python3 scripts/plot.py --out "$out/plots/$dir" "$@" >/dev/null
+}
+
+family() {
+  local s=$1 t
+  shift
+  local names=()
+  for t in "$@"; do names+=("$s/$t"); done
+  (IFS=,; echo "${names[*]}")
 }
 
 results_end() {

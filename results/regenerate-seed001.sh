@@ -18,13 +18,6 @@ results_begin seed001 "${common[*]} nodes=$nodes"
 
 # The contenders of each family (seed 001 §6.1: the transient original, the general
 # transformations, the hand-made sets). psync-bound exists for lists, hash tables and skip lists.
-family() {
-  local s=$1 t
-  shift
-  local names=()
-  for t in "$@"; do names+=("$s/$t"); done
-  (IFS=,; echo "${names[*]}")
-}
 lists=$(family list transient psync-bound izraelevitz flit mirror linkfree soft)
 hashes=$(family hash transient psync-bound izraelevitz flit mirror linkfree soft)
 skiplists=$(family skiplist transient psync-bound izraelevitz flit mirror linkfree soft)

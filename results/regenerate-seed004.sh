@@ -15,13 +15,6 @@ source "$(dirname "$0")/lib.sh"
 timing=(--duration "${DURATION:-0.5}" --warmup "${WARMUP:-0.2}" --reps "${REPS:-5}")
 results_begin seed004 "${timing[*]}"
 
-family() {
-  local s=$1 t
-  shift
-  local names=()
-  for t in "$@"; do names+=("$s/$t"); done
-  (IFS=,; echo "${names[*]}")
-}
 registers=(pbcomb pbcomb-durable pbcomb-transient pwfcomb pwfcomb-durable pwfcomb-transient
   izraelevitz transient)
 queues=(pbcomb pbcomb-durable pbcomb-transient izraelevitz transient)

@@ -7,43 +7,15 @@ the interleaved schedule, so ratio_i = mops_reps_a[i] / mops_reps_b[i]; the tabl
 median of those per-round ratios and, in brackets, their min and max.
 """
 import glob
-import json
 import os
-import statistics
 import sys
 from collections import defaultdict
+
+from ratio_lib import fmt, fmt_ratio, load, per_round
 
 TECHNIQUES = ["mirror", "flit", "izraelevitz", "linkfree", "soft", "psync-bound", "mirror-pm"]
 SHORT = {"mirror": "M", "flit": "F", "izraelevitz": "I", "linkfree": "LF", "soft": "S",
          "psync-bound": "B", "mirror-pm": "Mpm", "transient": "T"}
-
-
-def load(path):
-    with open(path) as f:
-        return [r for r in json.load(f)["results"] if r.get("status", "ok") == "ok"]
-
-
-def per_round(a, b):
-    """(median, min, max) of a's per-round throughput over b's, or None."""
-    if a is None or b is None:
-        return None
-    ra, rb = a.get("mops_reps") or [], b.get("mops_reps") or []
-    if not ra or len(ra) != len(rb) or min(rb) <= 0:
-        return None
-    rs = [x / y for x, y in zip(ra, rb)]
-    return statistics.median(rs), min(rs), max(rs)
-
-
-def fmt_ratio(r, spread=True):
-    if r is None:
-        return "-"
-    digits = 2 if r[0] >= 0.1 else 3
-    text = f"{r[0]:.{digits}f}"
-    return f"{text} [{r[1]:.{digits}f}-{r[2]:.{digits}f}]" if spread else text
-
-
-def fmt(x, digits=2):
-    return "-" if x is None else f"{x:.{digits}f}"
 
 
 def groups_of(recs):
