@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -82,9 +83,12 @@ class PBComb {
     std::memcpy(scratch_.data(), initial, layout_.state_words * 8);
     index_word().store(0, std::memory_order_relaxed);
     for (std::uint64_t r = 0; r < 2; ++r)
-      for (std::size_t i = 0; i < layout_.words(); ++i)
+      for (std::size_t i = 0; i < layout_.words(); ++i) {
         area_[record_base(r) + i].store(scratch_[i], std::memory_order_relaxed);
+        mirror_[mirror_base(r) + i].store(scratch_[i], std::memory_order_relaxed);
+      }
     if constexpr (persistent) pm::persist(area_, area_bytes(slots, layout_.state_words));
+    index_.store(0, std::memory_order_release);
   }
 
   // The instance an opened pool holds: checks the index (a bad one is reported through
@@ -97,6 +101,11 @@ class PBComb {
     const std::uint64_t index = index_word().load(std::memory_order_relaxed);
     if (index > 1)
       trace.corrupt("the PBcomb record index is " + std::to_string(index) + " (0 or 1 expected)");
+    for (std::uint64_t r = 0; r < 2; ++r)
+      for (std::size_t i = 0; i < layout_.words(); ++i)
+        mirror_[mirror_base(r) + i].store(area_[record_base(r) + i].load(std::memory_order_relaxed),
+                                          std::memory_order_relaxed);
+    index_.store(index, std::memory_order_release);
     for (std::size_t q = 0; q < slots_; ++q) {
       const std::uint64_t bit = deactivate_of(index, q);
       requests_.seq(q) = bit;
@@ -172,7 +181,7 @@ class PBComb {
 
   // Word i of the current state (quiescent: recovery, tests, destructors).
   std::uint64_t state_word(std::size_t i) const {
-    return area_[record_base(current_index()) + i].load(std::memory_order_relaxed);
+    return mirror_[mirror_base(current_index()) + i].load(std::memory_order_relaxed);
   }
 
  private:
@@ -182,7 +191,14 @@ class PBComb {
         slots_(slots),
         layout_(layout(slots, object.state_words())),
         requests_((detail::check_slot_count(slots), slots)),
-        scratch_(layout_.words(), 0) {}
+        scratch_(layout_.words(), 0) {
+    if constexpr (persistent) {
+      mirror_storage_.reset(new std::atomic<std::uint64_t>[2 * layout_.words()]);
+      mirror_ = mirror_storage_.get();
+    } else {
+      mirror_ = area_ + detail::words_per_line;  // the records are in DRAM already
+    }
+  }
 
   // A request that failed is withdrawn (its activate bit set back to its Deactivate bit, so no
   // combiner sees it active) and its slot's sequence rolled back: it never took effect, and
@@ -193,33 +209,35 @@ class PBComb {
     std::rethrow_exception(requests_.failure(ticket.slot));
   }
 
-  Word& index_word() const { return area_[0]; }
+  Word& index_word() const { return area_[0]; }  // MIndex
   std::size_t record_base(std::uint64_t index) const {
     return detail::words_per_line + index * layout_.words();
   }
-  std::uint64_t current_index() const { return index_word().load(std::memory_order_acquire); }
+  // Reads go to the DRAM mirror of the records and of MIndex (see the constructor).
+  std::size_t mirror_base(std::uint64_t index) const { return index * layout_.words(); }
+  std::uint64_t current_index() const { return index_.load(std::memory_order_acquire); }
   std::uint64_t deactivate_of(std::uint64_t index, std::size_t slot) const {
-    const std::size_t word = record_base(index) + layout_.deactivate_word(slot);
-    return (area_[word].load(std::memory_order_acquire) >> (slot % 64)) & 1;
+    const std::size_t word = mirror_base(index) + layout_.deactivate_word(slot);
+    return (mirror_[word].load(std::memory_order_acquire) >> (slot % 64)) & 1;
   }
   Response response_of(std::uint64_t index, std::size_t slot) const {
     std::uint64_t words[sizeof(Response) / 8];
-    const std::size_t base = record_base(index) + layout_.response_offset(slot);
+    const std::size_t base = mirror_base(index) + layout_.response_offset(slot);
     for (std::size_t i = 0; i < sizeof(Response) / 8; ++i)
-      words[i] = area_[base + i].load(std::memory_order_acquire);
+      words[i] = mirror_[base + i].load(std::memory_order_acquire);
     return detail::from_words<Response>(words);
   }
 
   // The combiner's round (Algorithm 2, lines 14–30), `lock_value` the odd value it locked with.
   Response combine(std::uint64_t lock_value, std::size_t self) {
-    const std::uint64_t current = index_word().load(std::memory_order_relaxed);
+    const std::uint64_t current = index_.load(std::memory_order_relaxed);
     const std::uint64_t next = 1 - current;
     std::uint64_t* work = scratch_.data();
-    const std::size_t base = record_base(current);
+    const std::size_t base = mirror_base(current);
     for (std::size_t i = 0; i < layout_.words(); ++i)
-      work[i] = area_[base + i].load(std::memory_order_relaxed);  // copy the current record
+      work[i] = mirror_[base + i].load(std::memory_order_relaxed);  // copy the current record
 
-    for (std::size_t q = 0; q < slots_; ++q) {
+    for (std::size_t q = 0, used = requests_.in_use(); q < used; ++q) {
       std::uint64_t& deactivate = work[layout_.deactivate_word(q)];
       if (!requests_.active(q, (deactivate >> (q % 64)) & 1)) continue;
       if (requests_.failed(q)) continue;  // its thread withdraws it
@@ -239,8 +257,8 @@ class PBComb {
     // that differ from what the record already holds (write_changed_lines): a round writes and
     // flushes the state's lines and the lines of the slots it served, not all `slots` responses
     // (principle 1; the paper persists the whole record).
-    detail::write_changed_lines(area_ + record_base(next), work, layout_.words(),
-                                layout_.persisted_words(Mode));
+    detail::write_changed_lines(area_ + record_base(next), mirror_ + mirror_base(next), work,
+                                layout_.words(), layout_.persisted_words(Mode));
     // pfence (line 24): the record is durable before the index that names it, or a crash could
     // leave the index naming a half-written record.
     if constexpr (persistent && Bug != PlantedBug::no_fence_before_switch) pm::fence();
@@ -251,6 +269,7 @@ class PBComb {
       pm::flush(&index_word());
       if constexpr (Bug != PlantedBug::no_psync_before_release) pm::fence();
     }
+    index_.store(next, std::memory_order_release);  // readers see the round once it is durable
     if constexpr (requires { object_->after_persist(work); }) object_->after_persist(work);
     // The combiner's own response, read before the release: the next combiner reuses scratch_.
     const Response mine = detail::from_words<Response>(work + layout_.response_offset(self));
@@ -264,6 +283,14 @@ class PBComb {
   detail::RecordLayout layout_;
   detail::Announcements<Request> requests_;
   std::vector<std::uint64_t> scratch_;  // the combiner's working copy (lock holder only)
+  // The records as the pool holds them, in DRAM: every read of a round (the copy, the comparison
+  // of write_changed_lines) and of a waiting thread (its Deactivate bit, its response) goes here,
+  // never to the pool, whose lines the last round's pwbs may have evicted (clwb does on this
+  // machine: a load of a flushed line is a miss). The pool is written, flushed, and read at open
+  // only (principle 1). For the volatile twin the records are in DRAM and this is them.
+  std::unique_ptr<std::atomic<std::uint64_t>[]> mirror_storage_;
+  std::atomic<std::uint64_t>* mirror_ = nullptr;
+  std::atomic<std::uint64_t> index_{0};  // MIndex's DRAM copy, switched once the round is durable
   alignas(64) detail::SpinWord<std::uint64_t> lock_{0};      // odd: held
   alignas(64) detail::SpinWord<std::uint64_t> lock_val_{0};  // the lock value of the last switch
 };

@@ -133,22 +133,25 @@ inline std::uint64_t bit_of(const std::uint64_t* record, std::size_t word, std::
   return (record[word] >> (slot % 64)) & 1;
 }
 
-// Writes `work` (a record built in DRAM) over `target`, line by line, storing only the lines that
-// differ, and flushes each stored line below `flushed_words`. A line left alone already holds
-// what the round wants durably: every line of a record was flushed and fenced when it was last
-// written (before its round's switch), or read back by recovery.
-template <class Word>
-void write_changed_lines(Word* target, const std::uint64_t* work, std::size_t words,
+// Writes `work` (a record built in DRAM) over a record, line by line, storing only the lines that
+// differ from `known` (what the record holds: the record itself, or a DRAM mirror of it), into
+// `known` and into `record`, and flushes each stored line of `record` below `flushed_words`. A line
+// left alone already holds what the round wants durably: every line of a record was flushed and
+// fenced when it was last written (before its round's switch), or read back by recovery.
+template <class Word, class Known>
+void write_changed_lines(Word* record, Known* known, const std::uint64_t* work, std::size_t words,
                          std::size_t flushed_words, pm::Site site = pm::Site::current()) {
+  constexpr bool mirrored = !std::is_same_v<Word, Known>;
   for (std::size_t line = 0; line < words; line += words_per_line) {
     bool changed = false;
     for (std::size_t i = line; i < line + words_per_line; ++i)
-      if (target[i].load(std::memory_order_relaxed) != work[i]) {
-        target[i].store(work[i], std::memory_order_relaxed);
+      if (known[i].load(std::memory_order_relaxed) != work[i]) {
+        known[i].store(work[i], std::memory_order_relaxed);
+        if constexpr (mirrored) record[i].store(work[i], std::memory_order_relaxed);
         changed = true;
       }
     if constexpr (std::is_same_v<Word, pm::atomic<std::uint64_t>>)
-      if (changed && line < flushed_words) pm::flush(&target[line], site);
+      if (changed && line < flushed_words) pm::flush(&record[line], site);
   }
 }
 
@@ -167,9 +170,12 @@ class Announcements {
   explicit Announcements(std::size_t slots) : slots_(new Slot[slots]) {}
 
   // The slot's next request: its words, then its activate bit with the valid bit, stored with
-  // `order` (release; PWFcomb needs seq_cst: see pwfcomb.hpp).
+  // `order` (release; PWFcomb needs seq_cst: see pwfcomb.hpp). The slot first joins the scanned
+  // range (in_use()), before its announcement can be seen.
   void announce(std::size_t slot, const Request& request, std::uint64_t activate,
                 std::memory_order order = std::memory_order_release) {
+    for (std::size_t used = in_use_.load(std::memory_order_relaxed); used <= slot;)
+      if (in_use_.compare_exchange_weak(used, slot + 1, std::memory_order_seq_cst)) break;
     Slot& s = slots_[slot];
     std::uint64_t words[request_words] = {};
     std::memcpy(words, &request, sizeof(Request));
@@ -206,6 +212,12 @@ class Announcements {
   }
   std::exception_ptr failure(std::size_t slot) const { return slots_[slot].failure; }
 
+  // The slots a round scans: [0, in_use()), every slot that has announced since the object was
+  // opened (monotonic). Rounds skip the announcement lines of slots no thread ever used: with
+  // the default 16 slots and 2 threads, a round reads 2 lines, not 16. Loaded seq_cst (a plain
+  // load on x86) for PWFcomb's argument, as active().
+  std::size_t in_use() const { return in_use_.load(std::memory_order_seq_cst); }
+
   // The slot's sequence number, written only by the slot's own thread (or by open).
   std::uint64_t& seq(std::size_t slot) { return slots_[slot].seq; }
   std::uint64_t seq(std::size_t slot) const { return slots_[slot].seq; }
@@ -219,6 +231,7 @@ class Announcements {
     std::uint64_t seq = 0;
   };
   std::unique_ptr<Slot[]> slots_;
+  alignas(64) std::atomic<std::size_t> in_use_{0};
 };
 
 inline void check_slot_count(std::size_t slots) {

@@ -254,7 +254,7 @@ class PWFComb {
       lval = paper_.flush[owner_of(s)].load(std::memory_order_acquire);
       lval += lval % 2 == 0 ? 1 : 2;
     }
-    for (std::size_t q = 0; q < slots_; ++q) {  // lines 13-20
+    for (std::size_t q = 0, used = requests_.in_use(); q < used; ++q) {  // lines 13-20
       std::uint64_t& deactivate = work[layout_.deactivate_word(q)];
       if (!requests_.active(q, (deactivate >> (q % 64)) & 1)) continue;
       const Response r = object_->apply(work, requests_.request(q));
@@ -276,8 +276,8 @@ class PWFComb {
       // durable before S can name it. On x86 the SC's locked CAS orders the flushes as a fence
       // does, so the crash lab cannot see this fence missing (no fixture plants it); it stays
       // for the paper's model, where pwbs are ordered by pfence only.
-      detail::write_changed_lines(area_ + record_base(target), work, layout_.words(),
-                                  layout_.persisted_words(Mode));
+      detail::write_changed_lines(area_ + record_base(target), area_ + record_base(target), work,
+                                  layout_.words(), layout_.persisted_words(Mode));
       if constexpr (persistent && Bug != PlantedBug::no_fence_before_switch) pm::fence();
       if constexpr (Bug == PlantedBug::paper_flush_rule)
         paper_.flush[p].store(lval, std::memory_order_release);  // line 25
