@@ -45,7 +45,10 @@
 //   served_returns_unpersisted PWFcomb: a thread served by another's round returns without
 //                              making S durable
 //   paper_flush_rule           PWFcomb deciding who persists S by the paper's Flush/CombRound
-//                              arrays, which leave a window (combining/pwfcomb.hpp)
+//                              arrays, which leave a window (combining/pwfcomb.hpp). It needs
+//                              two stalled combiners at once: the lab finds it in hundreds of
+//                              crashes with --threads 4 --switch-persist 0.5, in thousands at
+//                              the defaults (its test, crashlab_sim_test.cpp, uses the former)
 //   dequeue_past_old_tail      PBqueue's dequeue combiner ignores oldTail (Appendix A)
 //   recovery_reports_not_taken recovery says a request that took effect did not
 //
