@@ -18,7 +18,8 @@ results_begin seed004 "${timing[*]}"
 registers=(pbcomb pbcomb-durable pbcomb-transient pwfcomb pwfcomb-durable pwfcomb-transient
   izraelevitz transient)
 queues=(pbcomb pbcomb-durable pbcomb-transient izraelevitz transient)
-stacks=(pbcomb pbcomb-durable pbcomb-transient pbcomb-no-elim pbcomb-no-rec izraelevitz transient)
+stacks=(pbcomb pbcomb-durable pbcomb-transient pbcomb-no-elim pbcomb-no-rec pwfcomb pwfcomb-durable
+  pwfcomb-transient izraelevitz transient)
 heaps=(pbcomb pbcomb-durable pbcomb-transient pwfcomb pwfcomb-transient transient)
 
 # Figures 1-2: AtomicFloat throughput and pwbs/op, local work up to 512 iterations (§6).
@@ -28,7 +29,7 @@ run atomicfloat-w512 --structure "$(family register "${registers[@]}")" --worklo
 run atomicfloat-w64 --structure "$(family register "${registers[@]}")" --workload atomicfloat \
   --local-work 64 --threads 1,2,4 "${timing[@]}"
 # Figures 4-5: queues in enqueue/dequeue pairs from empty; Figure 7a: stacks in push/pop pairs,
-# with and without elimination and the recycling stack.
+# with and without elimination and the recycling stack, on both protocols.
 run queue-pairs --structure "$(family queue "${queues[@]}")" --workload pairs --local-work 64 \
   --threads 1,2,4 "${timing[@]}"
 run stack-pairs --structure "$(family stack "${stacks[@]}")" --workload pairs --local-work 64 \

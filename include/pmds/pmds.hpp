@@ -49,13 +49,17 @@ using IzraelevitzAtomicFloat = algo::AtomicFloat<algo::izraelevitz>;   // regist
 // Persistent software combining (seed 004): detectable recoverability. Each operation may carry
 // a Ticket {slot, seq}; after a crash, recover_pending(ticket) says whether it took effect and
 // its response, and invoking it again with the same ticket completes it exactly once.
-using PBCombStack = combining::CombiningStack<combining::Persistence::detectable>;  // stack/pbcomb
+using PBCombStack = combining::CombiningStack<combining::PBComb,
+                                              combining::Persistence::detectable>;  // stack/pbcomb
 using PBCombQueue = combining::CombiningQueue<combining::Persistence::detectable>;  // queue/pbcomb
 using PBCombHeap =
     combining::CombiningHeap<combining::PBComb, combining::Persistence::detectable>;  // heap/pbcomb
 using PBCombAtomicFloat =
     combining::CombiningAtomicFloat<combining::PBComb, combining::Persistence::detectable>;
-// The wait-free protocol, on the objects whose state is self-contained.
+// The wait-free protocol.
+using PWFCombStack =
+    combining::CombiningStack<combining::PWFComb,
+                              combining::Persistence::detectable>;  // stack/pwfcomb
 using PWFCombHeap = combining::CombiningHeap<combining::PWFComb,
                                              combining::Persistence::detectable>;  // heap/pwfcomb
 using PWFCombAtomicFloat =

@@ -169,24 +169,42 @@ using Registered = TypeList<
                  combining::CombiningAtomicFloat<combining::PWFComb, combining::Persistence::none>>,
              "AtomicFloat on volatile PWFcomb: the twin of register/pwfcomb">,
     Describe<"stack/pbcomb", Kind::stack,
-             factories::Plain<combining::CombiningStack<combining::Persistence::detectable>>,
+             factories::Plain<
+                 combining::CombiningStack<combining::PBComb, combining::Persistence::detectable>>,
              "PBstack (seed 004): a linked stack on PBcomb with elimination and a recycling "
              "stack, detectable recoverability">,
     Describe<"stack/pbcomb-durable", Kind::stack,
-             factories::Plain<combining::CombiningStack<combining::Persistence::durable>>,
+             factories::Plain<
+                 combining::CombiningStack<combining::PBComb, combining::Persistence::durable>>,
              "PBstack, durable only: the top and nodes persisted, not the responses">,
     Describe<"stack/pbcomb-transient", Kind::stack,
-             factories::Plain<combining::CombiningStack<combining::Persistence::none>>,
+             factories::Plain<
+                 combining::CombiningStack<combining::PBComb, combining::Persistence::none>>,
              "PBstack on volatile PBcomb: the twin of stack/pbcomb">,
     Describe<"stack/pbcomb-no-elim", Kind::stack,
-             factories::Plain<combining::CombiningStack<combining::Persistence::detectable,
-                                                        combining::StackOptions{false, true}>>,
+             factories::Plain<
+                 combining::CombiningStack<combining::PBComb, combining::Persistence::detectable,
+                                           combining::StackOptions{false, true}>>,
              "PBstack without elimination (seed 004 Figure 7a's PBSTACK-NO-ELIM)">,
     Describe<"stack/pbcomb-no-rec", Kind::stack,
-             factories::Plain<combining::CombiningStack<combining::Persistence::detectable,
-                                                        combining::StackOptions{true, false}>>,
+             factories::Plain<
+                 combining::CombiningStack<combining::PBComb, combining::Persistence::detectable,
+                                           combining::StackOptions{true, false}>>,
              "PBstack without the recycling stack: nodes go back to the pool's allocator "
              "(Figure 7a's PBSTACK-NO-REC)">,
+    Describe<"stack/pwfcomb", Kind::stack,
+             factories::Plain<
+                 combining::CombiningStack<combining::PWFComb, combining::Persistence::detectable>>,
+             "PWFstack (seed 004): a linked stack on wait-free PWFcomb with elimination, popped "
+             "nodes reclaimed by epochs, detectable recoverability">,
+    Describe<"stack/pwfcomb-durable", Kind::stack,
+             factories::Plain<
+                 combining::CombiningStack<combining::PWFComb, combining::Persistence::durable>>,
+             "PWFstack, durable only: the top and nodes persisted, not the responses">,
+    Describe<"stack/pwfcomb-transient", Kind::stack,
+             factories::Plain<
+                 combining::CombiningStack<combining::PWFComb, combining::Persistence::none>>,
+             "PWFstack on volatile PWFcomb: the twin of stack/pwfcomb">,
     Describe<"queue/pbcomb", Kind::queue,
              factories::Plain<combining::CombiningQueue<combining::Persistence::detectable>>,
              "PBqueue (seed 004): two PBcomb instances (enqueuers, dequeuers), detectable">,

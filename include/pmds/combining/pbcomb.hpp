@@ -243,7 +243,7 @@ class PBComb {
       if (requests_.failed(q)) continue;  // its thread withdraws it
       Response r;
       try {
-        r = object_->apply(work, requests_.request(q));  // changes nothing when it throws
+        r = detail::apply(*object_, work, requests_.request(q), self);  // no change if it throws
       } catch (...) {
         requests_.fail(q, std::current_exception());
         continue;
@@ -251,7 +251,7 @@ class PBComb {
       std::memcpy(work + layout_.response_offset(q), &r, sizeof(Response));
       deactivate ^= std::uint64_t{1} << (q % 64);  // now equal to the activate bit
     }
-    if constexpr (requires { object_->before_persist(work); }) object_->before_persist(work);
+    detail::before_persist(*object_, work, self);
 
     // MemState[ind] := the new record, and pwb(&MemState[ind]) (line 23) — only for the lines
     // that differ from what the record already holds (write_changed_lines): a round writes and
@@ -270,7 +270,7 @@ class PBComb {
       if constexpr (Bug != PlantedBug::no_psync_before_release) pm::fence();
     }
     index_.store(next, std::memory_order_release);  // readers see the round once it is durable
-    if constexpr (requires { object_->after_persist(work); }) object_->after_persist(work);
+    detail::after_persist(*object_, work, self);
     // The combiner's own response, read before the release: the next combiner reuses scratch_.
     const Response mine = detail::from_words<Response>(work + layout_.response_offset(self));
     lock_.store(lock_value + 1, std::memory_order_release);

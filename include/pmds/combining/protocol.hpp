@@ -16,9 +16,23 @@
 //   Response apply(std::uint64_t* state, const Request&)
 //                                     one request applied, in place, to the round's copy of the
 //                                     state (a DRAM buffer of state_words() words)
-//   void before_persist(const std::uint64_t* state), after_persist(const std::uint64_t* state)
-//                                     optional (PBcomb only): persist what the round wrote outside
-//                                     the record; release what it unlinked once it is durable
+// and, for an object whose rounds touch memory outside the record (the stack's and the queue's
+// nodes), optionally, each called with the slot of the combiner whose round it is (PWFcomb runs
+// rounds of different slots at once, so such an object keeps its round's scratch per slot):
+//   Response apply(std::uint64_t* state, const Request&, std::size_t combiner)
+//                                     instead of the form above
+//   void before_persist(std::uint64_t* state, std::size_t combiner)
+//                                     persist what the round wrote outside the record (before
+//                                     the record's pwbs and pfence)
+//   void after_persist(const std::uint64_t* state, std::size_t combiner)
+//                                     the round switched and is durable: release what it unlinked
+//   bool complete(std::size_t combiner)
+//                                     PWFcomb, after the round's applies: false if one of them
+//                                     could not be done (the stack's round out of spare nodes);
+//                                     the round is then given up as if its SC had failed
+//   void discard(std::size_t combiner)
+//                                     PWFcomb: the round's SC failed (or it was not tried); undo
+//                                     what the round took, which nobody else has seen
 #pragma once
 
 #include <atomic>
@@ -67,7 +81,51 @@ enum class PlantedBug : std::uint8_t {
                                // S (Algorithm 4), instead of pmds' durable sequence number
 };
 
+// Whether a protocol runs several combiners' rounds at once (PWFcomb: pwfcomb.hpp specializes
+// it) or one at a time under a lock (PBcomb).
+template <template <class, Persistence, PlantedBug> class Protocol>
+inline constexpr bool concurrent_rounds = false;
+
 namespace detail {
+
+// The sequential object's calls, in whichever of their optional forms it has (above).
+template <class Object, class Request>
+auto apply(Object& object, std::uint64_t* state, const Request& request, std::size_t combiner) {
+  if constexpr (requires { object.apply(state, request, combiner); })
+    return object.apply(state, request, combiner);
+  else
+    return object.apply(state, request);
+}
+template <class Object>
+void before_persist(Object& object, std::uint64_t* state, std::size_t combiner) {
+  if constexpr (requires { object.before_persist(state, combiner); })
+    object.before_persist(state, combiner);
+}
+template <class Object>
+void after_persist(Object& object, const std::uint64_t* state, std::size_t combiner) {
+  if constexpr (requires { object.after_persist(state, combiner); })
+    object.after_persist(state, combiner);
+}
+template <class Object>
+bool complete(Object& object, std::size_t combiner) {
+  if constexpr (requires { object.complete(combiner); })
+    return object.complete(combiner);
+  else
+    return true;
+}
+template <class Object>
+void discard(Object& object, std::size_t combiner) {
+  if constexpr (requires { object.discard(combiner); }) object.discard(combiner);
+}
+template <class Object, class Request>
+constexpr bool apply_is_noexcept() {
+  if constexpr (requires(Object & o, std::uint64_t * s, const Request& r) { o.apply(s, r, 0); })
+    return noexcept(std::declval<Object&>().apply(std::declval<std::uint64_t*>(),
+                                                  std::declval<const Request&>(), std::size_t{}));
+  else
+    return noexcept(std::declval<Object&>().apply(std::declval<std::uint64_t*>(),
+                                                  std::declval<const Request&>()));
+}
 
 // Volatile words a waiting thread spins on. Under the simulated backend they go through the
 // access layer, so every read is a preemption point of the crash lab's scheduler (a spin on a

@@ -24,9 +24,11 @@
 // (as the artifact writes it), and the crash lab reports the window; served_returns_unpersisted
 // leaves the served thread's persist out altogether.
 //
-// Objects: apply runs on many threads' copies at once and a copy may be discarded, so it must have
-// no effect outside its State and must not throw (the register and the heap qualify; the paper's
-// PWFstack and PWFqueue need node management of their own and are not built on this class yet).
+// Objects: apply runs on many threads' copies at once and a copy may be discarded, so it must not
+// throw, and what it does outside its State must be private to the round's slot and undone by the
+// object's discard hook (combining/protocol.hpp): the register and the heap have nothing outside
+// their state; the stack (stack.hpp) takes nodes from the slot's spares and gives them back. The
+// paper's PWFqueue (a list in two parts that every thread links) is not built on this class yet.
 //
 // Layout of the persistent area: S's line, then 2·slots + 1 records (slot p's two are 2p and
 // 2p + 1; the last is the initial one), each [state][responses][Deactivate bits][Index bits],
@@ -64,8 +66,7 @@ class PWFComb {
       std::conditional_t<persistent, pm::atomic<std::uint64_t>, std::atomic<std::uint64_t>>;
 
   static_assert(std::is_trivially_copyable_v<Response> && sizeof(Response) % 8 == 0);
-  static_assert(noexcept(std::declval<Object&>().apply(std::declval<std::uint64_t*>(),
-                                                       std::declval<const Request&>())),
+  static_assert(detail::apply_is_noexcept<Object, Request>(),
                 "PWFcomb applies requests on copies that may be discarded: apply must not throw");
 
   static constexpr detail::RecordLayout layout(std::size_t slots, std::size_t state_words) {
@@ -257,11 +258,15 @@ class PWFComb {
     for (std::size_t q = 0, used = requests_.in_use(); q < used; ++q) {  // lines 13-20
       std::uint64_t& deactivate = work[layout_.deactivate_word(q)];
       if (!requests_.active(q, (deactivate >> (q % 64)) & 1)) continue;
-      const Response r = object_->apply(work, requests_.request(q));
+      const Response r = detail::apply(*object_, work, requests_.request(q), p);
       std::memcpy(work + layout_.response_offset(q), &r, sizeof(Response));
       deactivate ^= std::uint64_t{1} << (q % 64);
       if constexpr (Bug == PlantedBug::paper_flush_rule)
         paper_.comb_round[p * slots_ + q].store(lval, std::memory_order_relaxed);
+    }
+    if (!detail::complete(*object_, p)) {  // a request it could not apply: give the round up
+      detail::discard(*object_, p);
+      return std::nullopt;
     }
     // The record to work on: the one Index[p] names, which is never the one S names — except in
     // the durable mode after a crash, where Index bits are not persisted and may name it.
@@ -276,6 +281,7 @@ class PWFComb {
       // durable before S can name it. On x86 the SC's locked CAS orders the flushes as a fence
       // does, so the crash lab cannot see this fence missing (no fixture plants it); it stays
       // for the paper's model, where pwbs are ordered by pfence only.
+      detail::before_persist(*object_, work, p);
       detail::write_changed_lines(area_ + record_base(target), area_ + record_base(target), work,
                                   layout_.words(), layout_.persisted_words(Mode));
       if constexpr (persistent && Bug != PlantedBug::no_fence_before_switch) pm::fence();
@@ -290,10 +296,12 @@ class PWFComb {
           if constexpr (Bug == PlantedBug::paper_flush_rule)  // line 30
             paper_.flush[p].compare_exchange_strong(lval, lval + 1, std::memory_order_acq_rel);
         }
+        detail::after_persist(*object_, work, p);
         mine.backoff = std::max<std::uint64_t>(1, mine.backoff / 2);
         return detail::from_words<Response>(work + layout_.response_offset(p));
       }
     }
+    detail::discard(*object_, p);  // what this round took, nobody else has seen
     mine.backoff = std::min(max_backoff, mine.backoff * 2);  // BackoffCalculate (line 32)
     return std::nullopt;
   }
@@ -337,5 +345,8 @@ class PWFComb {
     std::vector<std::atomic<std::uint64_t>> comb_round;
   } paper_{slots_};
 };
+
+template <>
+inline constexpr bool concurrent_rounds<PWFComb> = true;
 
 }  // namespace pmds::combining

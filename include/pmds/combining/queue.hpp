@@ -63,14 +63,14 @@ class CombiningQueue : public CombiningStructure<Mode> {
       state[0] = reinterpret_cast<std::uint64_t>(node);
       return {0, 0};
     }
-    void before_persist(std::uint64_t* state) {
+    void before_persist(std::uint64_t* state, std::size_t) {
       if (to_persist_.empty()) return;
       to_persist_.push_back(reinterpret_cast<const Node*>(state[0]));  // line 23
       if constexpr (Base::persistent) flush_lines_once(to_persist_, lines_);
       to_persist_.clear();
     }
     // Line 31: the nodes up to the tail are durable; dequeuers may take them.
-    void after_persist(const std::uint64_t* state) {
+    void after_persist(const std::uint64_t* state, std::size_t) {
       queue_->old_tail_.store(state[0], std::memory_order_release);
     }
 
@@ -101,7 +101,7 @@ class CombiningQueue : public CombiningStructure<Mode> {
       return {value, 1};
     }
     // The round is durable: the old heads are unreachable for good.
-    void after_persist(const std::uint64_t*) {
+    void after_persist(const std::uint64_t*, std::size_t) {
       for (Node* n : dequeued_) queue_->free_node(n);
       dequeued_.clear();
     }
