@@ -203,7 +203,7 @@ class CombiningStack : public CombiningStructure<Mode> {
   ~CombiningStack() {
     if constexpr (wait_free) epochs_.drain();
     for (Node* n : recycled_) this->free_node(n);
-    for (std::size_t p = 0; rounds_ && p < this->slots(); ++p)
+    for (std::size_t p = 0; p < this->slots(); ++p)
       for (Node* n : rounds_[p].spare) this->free_node(n);
     if constexpr (Mode == Persistence::none)
       for (auto top = comb_->state_word(0); top != 0;) {
@@ -213,14 +213,9 @@ class CombiningStack : public CombiningStructure<Mode> {
       }
   }
 
-  void push(Value v) {
-    run(detail::own_slot(this->slots()), true, [&] { comb_->perform({Op::push, v}); });
-  }
-  std::optional<Value> pop() {
-    return run(detail::own_slot(this->slots()), false, [&] {
-      return comb_->perform({Op::pop, 0}).get();
-    });
-  }
+  // A plain operation is the ticketed one with its slot's next ticket (as in the protocols).
+  void push(Value v) { push(v, next_ticket(detail::own_slot(this->slots()))); }
+  std::optional<Value> pop() { return pop(next_ticket(detail::own_slot(this->slots()))); }
   void push(Value v, Ticket t) {
     run(t.slot, true, [&] { comb_->perform(t, {Op::push, v}); });
   }
