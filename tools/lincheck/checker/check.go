@@ -260,10 +260,33 @@ func run(h *History, p *partition, init []uint64, ops []*Op, withObs bool, timeo
 		Equal: statesEqual,
 		Hash:  stateHash,
 	}
+	if withObs && (h.Kind == KindQueue || h.Kind == KindStack) && uniqueAdds(h.Kind, init, ops) {
+		model.Step = orderedByObservation(h.Kind, model.Step, p.observe)
+	}
 	if verbose {
 		return porcupine.CheckOperationsVerbose(model, hist, timeout)
 	}
 	return porcupine.CheckOperationsTimeout(model, hist, timeout), porcupine.LinearizationInfo{}
+}
+
+// uniqueAdds reports whether every value is added at most once (initial contents included).
+func uniqueAdds(kind Kind, init []uint64, ops []*Op) bool {
+	seen := make(map[uint64]bool, len(init)+len(ops))
+	for _, v := range init {
+		if seen[v] {
+			return false
+		}
+		seen[v] = true
+	}
+	for _, op := range ops {
+		if adding(kind, op) && len(op.Args) > 0 {
+			if seen[op.Args[0]] {
+				return false
+			}
+			seen[op.Args[0]] = true
+		}
+	}
+	return true
 }
 
 // encode builds porcupine's operations (see the package comment for the reductions). The

@@ -587,3 +587,66 @@ func TestRandomHistoriesWithAnInventedElementAreRejected(t *testing.T) {
 		}
 	}
 }
+
+func TestOnlyAlternativesTakingEveryLostValueAreSearched(t *testing.T) {
+	// Values 1 and 2 were enqueued by completed ops and are neither dequeued nor recovered: the
+	// two pending dequeues took them (in some order); value 3's enqueue is pending and absent.
+	body := []string{
+		op(0, "enqueue", "1", 1, 2, "null"),
+		op(0, "enqueue", "2", 3, 4, "null"),
+		pending(1, "dequeue", "", 5),
+		pending(2, "dequeue", "", 6),
+		pending(0, "enqueue", "3", 7),
+		crash(8),
+	}
+	text := history("queue", "durable", append(body, items(""))...)
+	h, err := NewReader(strings.NewReader(text)).Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := make([]*Op, 0, len(h.Ops))
+	for i := range h.Ops {
+		ops = append(ops, &h.Ops[i])
+	}
+	alternatives := resolvePending(h, ops)
+	if len(alternatives) != 2 { // dequeue 1 takes 1 and dequeue 2 takes 2, or the reverse
+		t.Fatalf("%d alternatives, want 2", len(alternatives))
+	}
+	for _, alt := range alternatives {
+		taken := 0
+		for _, op := range alt {
+			if op.Name == "dequeue" && op.Forced && !op.Result.IsNull {
+				taken++
+			}
+		}
+		if taken != 2 {
+			t.Fatalf("an alternative takes %d values, want 2", taken)
+		}
+	}
+	expectOK(t, text)
+	// One pending dequeue cannot take two lost values: a violation, whatever it did.
+	expectViolation(t, history("queue", "durable", append(append([]string{}, body[0], body[1], body[2]), crash(8), items(""))...), "durable", "queue")
+}
+
+func TestAddsOrderedByTheRecoveredContents(t *testing.T) {
+	// Two concurrent enqueues: either order may be recovered; a later one cannot precede them.
+	body := []string{
+		op(0, "enqueue", "1", 1, 4, "null"),
+		op(1, "enqueue", "2", 2, 3, "null"),
+		op(0, "enqueue", "3", 5, 6, "null"),
+		crash(7),
+	}
+	expectOK(t, history("queue", "durable", append(body, items("1,2,3"))...))
+	expectOK(t, history("queue", "durable", append(body, items("2,1,3"))...))
+	expectViolation(t, history("queue", "durable", append(body, items("3,1,2"))...), "durable", "queue")
+	expectViolation(t, history("queue", "durable", append(body, items("1,2"))...), "durable", "queue")
+	// A value dequeued before the crash was added before every recovered one.
+	withDequeue := append(append([]string{}, body[:3]...), op(1, "dequeue", "", 8, 9, "2"), crash(10))
+	expectOK(t, history("queue", "durable", append(withDequeue, items("1,3"))...))
+	expectViolation(t, history("queue", "durable", append(withDequeue, items("3,1"))...), "durable", "queue")
+	// A stack: the recovered bottom-to-top order is the order of the pushes.
+	stack := []string{op(0, "push", "1", 1, 4, "null"), op(1, "push", "2", 2, 3, "null"), crash(5)}
+	expectOK(t, history("stack", "durable", append(stack, items("2,1"))...))
+	expectOK(t, history("stack", "durable", append(stack, items("1,2"))...))
+	expectViolation(t, history("stack", "durable", append(stack, items("1"))...), "durable", "stack")
+}

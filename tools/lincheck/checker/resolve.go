@@ -112,37 +112,61 @@ func resolvePending(h *History, ops []*Op) [][]*Op {
 	}
 	sortWords(missing)
 
-	var out [][]*Op
+	// A missing value whose add completed (or was in the initial state) must have been taken by
+	// a pending remove: alternatives that leave one untaken are not linearizable, and porcupine
+	// would search the whole history to find that out (seconds per alternative on a long queue
+	// history). Only alternatives covering every such value are built.
+	mustCover := map[uint64]bool{}
+	for _, v := range h.Init {
+		if !removed[v] && !present[v] {
+			mustCover[v] = true
+		}
+	}
+	for _, op := range rest {
+		if adding(h.Kind, op) && !removed[op.Args[0]] && !present[op.Args[0]] {
+			mustCover[op.Args[0]] = true
+		}
+	}
+
 	assigned := make([]int, len(removers)) // index into missing, or -1: not taken
+	alternative := func() []*Op {
+		alt := append([]*Op(nil), rest...)
+		taken := map[uint64]bool{}
+		for r, m := range assigned {
+			if m < 0 {
+				continue
+			}
+			forced := *removers[r]
+			forced.Forced = true
+			forced.Result = wordResult(missing[m])
+			alt = append(alt, &forced)
+			taken[missing[m]] = true
+		}
+		for _, a := range adders {
+			v := a.Args[0]
+			if present[v] || removed[v] || taken[v] {
+				forced := *a
+				forced.Forced = true
+				forced.Result = nullResult
+				alt = append(alt, &forced)
+			}
+		}
+		return alt
+	}
+
+	var out [][]*Op
 	used := map[int]bool{}
+	uncovered := len(mustCover)
 	var build func(i int) bool
 	build = func(i int) bool {
 		if len(out) >= maxAlternatives {
 			return false
 		}
+		if uncovered > len(removers)-i {
+			return true // too few removes left to take every value that must have been taken
+		}
 		if i == len(removers) {
-			alt := append([]*Op(nil), rest...)
-			taken := map[uint64]bool{}
-			for r, m := range assigned {
-				if m < 0 {
-					continue
-				}
-				forced := *removers[r]
-				forced.Forced = true
-				forced.Result = wordResult(missing[m])
-				alt = append(alt, &forced)
-				taken[missing[m]] = true
-			}
-			for _, a := range adders {
-				v := a.Args[0]
-				if present[v] || removed[v] || taken[v] {
-					forced := *a
-					forced.Forced = true
-					forced.Result = nullResult
-					alt = append(alt, &forced)
-				}
-			}
-			out = append(out, alt)
+			out = append(out, alternative())
 			return true
 		}
 		assigned[i] = -1
@@ -155,16 +179,31 @@ func resolvePending(h *History, ops []*Op) [][]*Op {
 			}
 			used[m] = true
 			assigned[i] = m
+			if mustCover[missing[m]] {
+				uncovered--
+			}
 			ok := build(i + 1)
+			if mustCover[missing[m]] {
+				uncovered++
+			}
 			used[m] = false
 			if !ok {
 				return false
 			}
 		}
+		assigned[i] = -1
 		return true
 	}
 	if !build(0) {
 		return [][]*Op{kept} // too many ways: check the history as it is
+	}
+	if len(out) == 0 {
+		// No pending remove could have taken what is missing: not linearizable whatever the
+		// pending ops did; the alternative where none took effect shows it.
+		for i := range assigned {
+			assigned[i] = -1
+		}
+		out = append(out, alternative())
 	}
 	return out
 }

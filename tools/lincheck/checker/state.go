@@ -196,6 +196,49 @@ func step(kind Kind) func(st, in, out interface{}) (bool, interface{}) {
 	}
 }
 
+// orderedByObservation wraps a queue's or a stack's step (values unique) so that an add is
+// refused as soon as it contradicts the recovered contents, instead of when the observation is
+// finally stepped: porcupine tries concurrent adds in call order, and a wrong order among values
+// that stay in the queue until the crash would otherwise show only at the observation, after
+// every other choice in between was tried (seconds on a 100-op queue history). Before the
+// observation is linearized, the state there must equal `observe`, so:
+//   - observe[i] (i > 0) is added while observe[i-1] is in the state (added before it, and never
+//     removed: it is there at the observation);
+//   - queue: a value not in observe is added while observe[0] is not in the state (it would be
+//     behind observe[0], which is never dequeued before the observation, so it could not have
+//     left the queue).
+//
+// Both only prune orders that the observation step would refuse later.
+func orderedByObservation(kind Kind, inner func(st, in, out interface{}) (bool, interface{}),
+	observe []uint64) func(st, in, out interface{}) (bool, interface{}) {
+	index := make(map[uint64]int, len(observe))
+	for i, v := range observe {
+		index[v] = i
+	}
+	holds := func(items []uint64, v uint64) bool {
+		for _, w := range items {
+			if w == v {
+				return true
+			}
+		}
+		return false
+	}
+	return func(st, in, out interface{}) (bool, interface{}) {
+		s := st.(state)
+		i := in.(*input)
+		if !s.observed && i.op != nil && adding(kind, i.op) && len(i.op.Args) > 0 {
+			if at, ok := index[i.op.Args[0]]; ok {
+				if at > 0 && !holds(s.items, observe[at-1]) {
+					return false, s
+				}
+			} else if kind == KindQueue && len(observe) > 0 && holds(s.items, observe[0]) {
+				return false, s
+			}
+		}
+		return inner(st, in, out)
+	}
+}
+
 // ---- descriptions for reports -----------------------------------------------------------------
 
 func formatWord(kind Kind, w uint64) string {
