@@ -60,6 +60,8 @@ using PBCombAtomicFloat =
 using PWFCombStack =
     combining::CombiningStack<combining::PWFComb,
                               combining::Persistence::detectable>;  // stack/pwfcomb
+using PWFCombQueue =
+    combining::WaitFreeCombiningQueue<combining::Persistence::detectable>;  // queue/pwfcomb
 using PWFCombHeap = combining::CombiningHeap<combining::PWFComb,
                                              combining::Persistence::detectable>;  // heap/pwfcomb
 using PWFCombAtomicFloat =

@@ -214,6 +214,16 @@ using Registered = TypeList<
     Describe<"queue/pbcomb-transient", Kind::queue,
              factories::Plain<combining::CombiningQueue<combining::Persistence::none>>,
              "PBqueue on volatile PBcomb: the twin of queue/pbcomb">,
+    Describe<
+        "queue/pwfcomb", Kind::queue,
+        factories::Plain<combining::WaitFreeCombiningQueue<combining::Persistence::detectable>>,
+        "PWFqueue (seed 004 App. B): two PWFcomb instances, a two-part list, detectable">,
+    Describe<"queue/pwfcomb-durable", Kind::queue,
+             factories::Plain<combining::WaitFreeCombiningQueue<combining::Persistence::durable>>,
+             "PWFqueue, durable only: head, tail and nodes persisted, not the responses">,
+    Describe<"queue/pwfcomb-transient", Kind::queue,
+             factories::Plain<combining::WaitFreeCombiningQueue<combining::Persistence::none>>,
+             "PWFqueue on volatile PWFcomb: the twin of queue/pwfcomb">,
     Describe<"heap/pbcomb", Kind::priority_queue,
              factories::Bounded<
                  combining::CombiningHeap<combining::PBComb, combining::Persistence::detectable>>,

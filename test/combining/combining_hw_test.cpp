@@ -22,6 +22,7 @@
 #include "pmds/combining/pwfcomb.hpp"
 #include "pmds/combining/queue.hpp"
 #include "pmds/combining/stack.hpp"
+#include "pmds/combining/wait_free_queue.hpp"
 
 namespace pmds::combining {
 namespace {
@@ -32,6 +33,7 @@ using algo::testing::work_scale;
 
 static_assert(Stack<CombiningStack<PBComb, Persistence::detectable>>);
 static_assert(Queue<CombiningQueue<Persistence::detectable>>);
+static_assert(Queue<WaitFreeCombiningQueue<Persistence::detectable>>);
 static_assert(Register<CombiningAtomicFloat<PBComb, Persistence::detectable>>);
 static_assert(Register<CombiningAtomicFloat<PWFComb, Persistence::detectable>>);
 static_assert(PriorityQueue<CombiningHeap<PBComb, Persistence::detectable>>);
@@ -119,9 +121,10 @@ TYPED_TEST(StackTest, ConcurrentEveryValueOnce) {
 
 template <class S>
 class QueueTest : public ::testing::Test {};
-using Queues =
-    ::testing::Types<CombiningQueue<Persistence::none>, CombiningQueue<Persistence::durable>,
-                     CombiningQueue<Persistence::detectable>>;
+using Queues = ::testing::Types<
+    CombiningQueue<Persistence::none>, CombiningQueue<Persistence::durable>,
+    CombiningQueue<Persistence::detectable>, WaitFreeCombiningQueue<Persistence::none>,
+    WaitFreeCombiningQueue<Persistence::durable>, WaitFreeCombiningQueue<Persistence::detectable>>;
 TYPED_TEST_SUITE(QueueTest, Queues);
 
 TYPED_TEST(QueueTest, SequentialFifo) {
@@ -228,17 +231,84 @@ TEST(Tickets, AnOperationAppliesOnceAndIsReportedAfterReopen) {
   EXPECT_EQ(s->pop(), std::nullopt);
 }
 
-TEST(Tickets, QueueKindsHaveTheirOwnSequences) {
-  Holder<CombiningQueue<Persistence::detectable>> q;
+template <class Q>
+class DetectableQueueTest : public ::testing::Test {};
+using DetectableQueues = ::testing::Types<CombiningQueue<Persistence::detectable>,
+                                          WaitFreeCombiningQueue<Persistence::detectable>>;
+TYPED_TEST_SUITE(DetectableQueueTest, DetectableQueues);
+
+TYPED_TEST(DetectableQueueTest, KindsHaveTheirOwnSequences) {
+  Holder<TypeParam> q;
   const Ticket e = q->next_ticket(1, true);
   q->enqueue(5, e);
   const Ticket d = q->next_ticket(1, false);
   EXPECT_EQ(q->dequeue(d), std::optional<Value>(5));
+  const Ticket e2 = q->next_ticket(1, true);
+  q->enqueue(6, e2);
+  q->enqueue(6, e2);  // the same operation again: not applied twice
   q.reopen();
-  EXPECT_TRUE(q->recover_pending(e, true).took_effect);
+  EXPECT_TRUE(q->recover_pending(e2, true).took_effect);
   const auto out = q->recover_pending(d, false);
   EXPECT_TRUE(out.took_effect);
   EXPECT_EQ(out.response, std::optional<Value>(5));
+  EXPECT_FALSE(q->recover_pending(Ticket{1, d.seq + 1}, false).took_effect);
+  EXPECT_EQ(q->dequeue(), std::optional<Value>(6));
+  EXPECT_EQ(q->dequeue(), std::nullopt);
+}
+
+// PWFqueue's enqueuers' state names the last link to write (old_tail -> local_head). Closed when
+// dequeuers have written that link and dequeued past it, the queue reopens with old_tail kept
+// (the next enqueue round writes its next) and retires it once the state has moved on.
+TEST(WaitFreeQueue, ReopenedWhenTheHeadIsPastTheLinkToWrite) {
+  Holder<WaitFreeCombiningQueue<Persistence::detectable>> q;
+  std::uint64_t next_value = 1, expected = 1;
+  for (int cycle = 0; cycle < 4; ++cycle) {
+    q->enqueue(next_value++);
+    q->enqueue(next_value++);  // one round each: old_tail is the first
+    ASSERT_EQ(q->dequeue(), std::optional<Value>(expected++));
+    ASSERT_EQ(q->dequeue(), std::optional<Value>(expected++));  // the head is the tail
+    q.reopen();
+    // The anchor, the dummy (the last node dequeued) and the old tail the state names.
+    EXPECT_EQ(q->recovery_stats().live_slots, 3u);
+    EXPECT_EQ(q->dequeue(), std::nullopt);
+  }
+  for (int i = 0; i < 100; ++i) q->enqueue(next_value++);
+  q.reopen();
+  EXPECT_EQ(q->recovery_stats().live_slots, 102u);  // 100 nodes, the dummy, the anchor
+  while (const auto v = q->dequeue()) ASSERT_EQ(*v, expected++);
+  EXPECT_EQ(expected, next_value);
+}
+
+// A full pool: the enqueue that finds no node throws PoolFull and is not applied (its ticket is
+// reported not taken); the queue stays whole, dequeues go on, and an enqueue fits again once
+// dequeues freed nodes (PWFqueue's dequeued nodes come back through the epoch domain: drain()).
+TYPED_TEST(DetectableQueueTest, AFullPoolFailsTheEnqueueAndLosesNothing) {
+  TempPath path("combining-queue-full");
+  auto pool = pm::Pool::create(path.path(), 4u << 20, "combining");
+  TypeParam q(create_new, pool);
+  std::uint64_t enqueued = 0;
+  Ticket failed{};
+  try {
+    for (;;) {
+      const Ticket t = q.next_ticket(2, true);
+      failed = t;
+      q.enqueue(enqueued + 1, t);
+      ++enqueued;
+    }
+  } catch (const PoolFull&) {
+  }
+  ASSERT_GT(enqueued, 1000u);
+  EXPECT_EQ(q.next_ticket(2, true).seq, failed.seq);  // the failed enqueue took no number
+  EXPECT_FALSE(q.recover_pending(failed, true).took_effect);
+  EXPECT_THROW(q.enqueue(0), PoolFull);  // a plain enqueue fails the same way
+  std::uint64_t expected = 1;
+  for (std::size_t i = 0; i < 2 * default_slots + 2; ++i)
+    ASSERT_EQ(q.dequeue(), std::optional<Value>(expected++));
+  q.drain();
+  q.enqueue(enqueued + 1);  // on freed nodes
+  ++enqueued;
+  while (const auto v = q.dequeue()) ASSERT_EQ(*v, expected++);
+  EXPECT_EQ(expected, enqueued + 1);
 }
 
 TEST(BadInput, TooManyThreadsAndBadSlots) {

@@ -73,7 +73,9 @@ enum class PlantedBug : std::uint8_t {
   no_psync_before_release,     // no psync after the switch's pwb: PBcomb releases the lock (and
                                // served threads return), PWFcomb's combiner returns, with the
                                // switch left to a later fence
-  dequeue_past_old_tail,       // PBqueue: the dequeue combiner ignores oldTail (Appendix A)
+  dequeue_past_old_tail,       // PBqueue: the dequeue combiner ignores oldTail (Appendix A);
+                               // PWFqueue: dequeuers follow the enqueuers' unwritten link before
+                               // the enqueuers' S is durable
   recovery_reports_not_taken,  // recover_pending says "not taken" for a request that took effect
   served_returns_unpersisted,  // PWFcomb: a thread served by another's round returns without
                                // making S durable (Algorithm 4, lines 33-38, left out)

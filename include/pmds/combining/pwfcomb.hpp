@@ -27,8 +27,8 @@
 // Objects: apply runs on many threads' copies at once and a copy may be discarded, so it must not
 // throw, and what it does outside its State must be private to the round's slot and undone by the
 // object's discard hook (combining/protocol.hpp): the register and the heap have nothing outside
-// their state; the stack (stack.hpp) takes nodes from the slot's spares and gives them back. The
-// paper's PWFqueue (a list in two parts that every thread links) is not built on this class yet.
+// their state; the stack (stack.hpp) and the queue (wait_free_queue.hpp) take nodes from the
+// slot's spares and give them back.
 //
 // Layout of the persistent area: S's line, then 2·slots + 1 records (slot p's two are 2p and
 // 2p + 1; the last is the initial one), each [state][responses][Deactivate bits][Index bits],
@@ -158,13 +158,8 @@ class PWFComb {
             pm::fence();
             paper_.flush[owner_of(s)].compare_exchange_strong(lval, lval + 1);
           }
-        } else if constexpr (persistent && Bug != PlantedBug::served_returns_unpersisted) {
-          const std::uint64_t s = s_word().load(std::memory_order_acquire);
-          if (durable_seq_.load(std::memory_order_acquire) < sequence_of(s)) {
-            pm::flush(&s_word());
-            pm::fence();
-            raise_durable(sequence_of(s));
-          }
+        } else if constexpr (Bug != PlantedBug::served_returns_unpersisted) {
+          make_durable();
         }
         return *served;
       }
@@ -184,6 +179,33 @@ class PWFComb {
         bit_at(base + layout_.deactivate_word(ticket.slot), ticket.slot) == (ticket.seq & 1);
     if constexpr (Bug == PlantedBug::recovery_reports_not_taken) took = false;
     return {took, took ? response_at(base, ticket.slot) : Response{}};
+  }
+
+  // Makes S durable at its current value or a later one, unless a value at least as recent is
+  // known durable already (one load then): every request S has served so far is then durable.
+  // Served threads call it before they return; PWFqueue's threads before they follow a link
+  // the enqueuers' S named (wait_free_queue.hpp).
+  void make_durable() {
+    if constexpr (persistent) {
+      const std::uint64_t s = s_word().load(std::memory_order_acquire);
+      if (durable_seq_.load(std::memory_order_acquire) < sequence_of(s)) {
+        pm::flush(&s_word());
+        pm::fence();
+        raise_durable(sequence_of(s));
+      }
+    }
+  }
+
+  // The current state's words, read while S names their record (as served_response reads;
+  // any thread, any time).
+  void read_state(std::uint64_t* out) const {
+    for (;;) {
+      const std::uint64_t s = s_word().load(std::memory_order_acquire);
+      const std::size_t base = record_base(record_of(s));
+      for (std::size_t i = 0; i < layout_.state_words; ++i)
+        out[i] = area_[base + i].load(std::memory_order_acquire);
+      if (s_word().load(std::memory_order_acquire) == s) return;
+    }
   }
 
   // Word i of the current state (quiescent: recovery, tests, destructors).

@@ -36,7 +36,7 @@
 //   recovery_skips_node   recovery leaves one node's volatile replica unbuilt
 //
 // PBcomb and PWFcomb (seed 004, combining/) with the planted bugs of combining::PlantedBug; their
-// controls are the registered register/pbcomb, register/pwfcomb and queue/pbcomb:
+// controls are the registered register/pbcomb, register/pwfcomb, queue/pbcomb and queue/pwfcomb:
 //   no_fence_before_switch     PBcomb: no pfence between the record's pwbs and the MIndex
 //                              switch (§3). Not planted in PWFcomb: its switch is a CAS, which
 //                              orders earlier flushes as a fence does on x86 (pwfcomb.hpp)
@@ -49,7 +49,10 @@
 //                              two stalled combiners at once: the lab finds it in hundreds of
 //                              crashes with --threads 4 --switch-persist 0.5, in thousands at
 //                              the defaults (its test, crashlab_sim_test.cpp, uses the former)
-//   dequeue_past_old_tail      PBqueue's dequeue combiner ignores oldTail (Appendix A)
+//   dequeue_past_old_tail      PBqueue's dequeue combiner ignores oldTail (Appendix A);
+//                              PWFqueue's dequeuers connect the enqueuers' last link, and
+//                              dequeue past it, without making the enqueuers' S durable first
+//                              (combining/wait_free_queue.hpp)
 //   recovery_reports_not_taken recovery says a request that took effect did not
 //
 // The allocator (pm/allocator.hpp), through AllocatorProbe (crashlab/allocator_probe.hpp), a set
@@ -71,6 +74,7 @@
 #include "pmds/combining/pbcomb.hpp"
 #include "pmds/combining/pwfcomb.hpp"
 #include "pmds/combining/queue.hpp"
+#include "pmds/combining/wait_free_queue.hpp"
 #include "pmds/crashlab/allocator_probe.hpp"
 #include "pmds/linkfree_soft/linkfree_list.hpp"
 #include "pmds/linkfree_soft/soft_list.hpp"
@@ -220,7 +224,13 @@ using Fixtures = registry::TypeList<
         "queue/pbcomb-bug-dequeue-past-old-tail", registry::Kind::queue,
         FixtureFactory<combining::CombiningQueue<combining::Persistence::detectable,
                                                  combining::PlantedBug::dequeue_past_old_tail>>,
-        "fixture: PBqueue's dequeuers take nodes the enqueuers have not persisted">>;
+        "fixture: PBqueue's dequeuers take nodes the enqueuers have not persisted">,
+    registry::Describe<
+        "queue/pwfcomb-bug-dequeue-past-old-tail", registry::Kind::queue,
+        FixtureFactory<combining::WaitFreeCombiningQueue<
+            combining::Persistence::detectable, combining::PlantedBug::dequeue_past_old_tail>>,
+        "fixture: PWFqueue's dequeuers follow a link the enqueuers' S named "
+        "before S is durable">>;
 
 // The fixtures as registry entries (their own table: registry::entries() does not list them).
 inline std::span<const registry::Entry> fixture_entries() {

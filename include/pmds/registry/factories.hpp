@@ -20,6 +20,7 @@
 #include "pmds/combining/pbcomb.hpp"
 #include "pmds/combining/pwfcomb.hpp"
 #include "pmds/combining/queue.hpp"
+#include "pmds/combining/wait_free_queue.hpp"
 #include "pmds/combining/stack.hpp"
 #include "pmds/linkfree_soft/hash_set.hpp"
 #include "pmds/linkfree_soft/linkfree_list.hpp"
