@@ -17,9 +17,10 @@ results_begin seed004 "${timing[*]}"
 
 registers=(pbcomb pbcomb-durable pbcomb-transient pwfcomb pwfcomb-durable pwfcomb-transient
   izraelevitz transient)
-queues=(pbcomb pbcomb-durable pbcomb-transient izraelevitz transient)
+queues=(pbcomb pbcomb-durable pbcomb-transient pwfcomb pwfcomb-durable pwfcomb-transient izraelevitz
+  transient)
 stacks=(pbcomb pbcomb-durable pbcomb-transient pbcomb-no-elim pbcomb-no-rec pwfcomb pwfcomb-durable
-  pwfcomb-transient izraelevitz transient)
+  pwfcomb-transient pwfcomb-no-elim izraelevitz transient)
 heaps=(pbcomb pbcomb-durable pbcomb-transient pwfcomb pwfcomb-transient transient)
 
 # Figures 1-2: AtomicFloat throughput and pwbs/op, local work up to 512 iterations (§6).
@@ -46,8 +47,9 @@ export PMDS_EADR=1
 run atomicfloat-no-pwb --structure "$(family register pbcomb pbcomb-transient pwfcomb \
   pwfcomb-transient izraelevitz)" --workload atomicfloat --local-work 64 --threads 1,2,4 \
   --no-recovery "${timing[@]}"
-run queue-pairs-no-pwb --structure "$(family queue pbcomb pbcomb-transient izraelevitz)" \
-  --workload pairs --local-work 64 --threads 1,2,4 --no-recovery "${timing[@]}"
+run queue-pairs-no-pwb --structure "$(family queue pbcomb pbcomb-transient pwfcomb \
+  pwfcomb-transient izraelevitz)" --workload pairs --local-work 64 --threads 1,2,4 --no-recovery \
+  "${timing[@]}"
 unset PMDS_EADR
 
 plot throughput "$out"/json/*.json

@@ -205,6 +205,11 @@ using Registered = TypeList<
              factories::Plain<
                  combining::CombiningStack<combining::PWFComb, combining::Persistence::none>>,
              "PWFstack on volatile PWFcomb: the twin of stack/pwfcomb">,
+    Describe<"stack/pwfcomb-no-elim", Kind::stack,
+             factories::Plain<
+                 combining::CombiningStack<combining::PWFComb, combining::Persistence::detectable,
+                                           combining::StackOptions{false, true}>>,
+             "PWFstack without elimination (Figure 7a's PWFSTACK-NO-ELIM)">,
     Describe<"queue/pbcomb", Kind::queue,
              factories::Plain<combining::CombiningQueue<combining::Persistence::detectable>>,
              "PBqueue (seed 004): two PBcomb instances (enqueuers, dequeuers), detectable">,

@@ -4,7 +4,8 @@
 //
 //   CombiningStack<PBComb, Persistence::detectable>   stack/pbcomb (-durable, -transient,
 //                                                      -no-elim, -no-rec)
-//   CombiningStack<PWFComb, Persistence::detectable>  stack/pwfcomb (-durable, -transient)
+//   CombiningStack<PWFComb, Persistence::detectable>  stack/pwfcomb (-durable, -transient,
+//                                                      -no-elim)
 //
 // A combiner serving a push takes a node, writes its value and, without elimination, links it on
 // top at once. With elimination (§5, Figure 7a) a round keeps its pushes pending, above the top:
