@@ -350,8 +350,6 @@ class WaitFreeCombiningQueue : public CombiningStructure<Mode> {
     });
   }
 
-  friend class Enqueuers;
-  friend class Dequeuers;
   Enqueuers enqueuers_{*this};
   Dequeuers dequeuers_{*this};
   std::unique_ptr<EnqueueRound[]> enqueue_rounds_;

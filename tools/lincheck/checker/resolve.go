@@ -68,15 +68,18 @@ func resolvePending(h *History, ops []*Op) [][]*Op {
 	if !container || !h.HasRecovered || (h.Criterion != Durable && h.Criterion != Detectable) {
 		return [][]*Op{kept}
 	}
-	added := map[uint64]int{}
+	if !uniqueAdds(h.Kind, h.Init, kept) {
+		return [][]*Op{kept} // values are not unique: the reduction does not hold
+	}
+	added := map[uint64]bool{}
 	for _, v := range h.Init {
-		added[v]++
+		added[v] = true
 	}
 	removed := map[uint64]bool{}
 	var removers, adders, rest []*Op
 	for _, op := range kept {
 		if adding(h.Kind, op) {
-			added[op.Args[0]]++
+			added[op.Args[0]] = true
 		}
 		switch {
 		case op.Done || op.Forced:
@@ -90,11 +93,6 @@ func resolvePending(h *History, ops []*Op) [][]*Op {
 			adders = append(adders, op)
 		default:
 			rest = append(rest, op)
-		}
-	}
-	for _, n := range added {
-		if n > 1 {
-			return [][]*Op{kept} // values are not unique: the reduction does not hold
 		}
 	}
 	if len(removers) == 0 && len(adders) == 0 {
@@ -191,7 +189,6 @@ func resolvePending(h *History, ops []*Op) [][]*Op {
 				return false
 			}
 		}
-		assigned[i] = -1
 		return true
 	}
 	if !build(0) {
