@@ -63,6 +63,9 @@ using Registered = TypeList<
              "link-free durable hash table (seed 000 §3), buckets in DRAM">,
     Describe<"hash/soft", Kind::map, factories::Hash<linkfree_soft::SoftHashSet<>>,
              "SOFT durable hash table (seed 000 §4), buckets in DRAM">,
+    Describe<"hash/montage", Kind::map, factories::MontageHash<montage::HashMap<>>,
+             "Michael hash table on nbMontage (seed 003): DRAM index, epoch-tagged payloads in "
+             "the pool, buffered durable linearizability with sync">,
     Describe<"hash/psync-bound", Kind::map,
              factories::PsyncBoundOf<factories::Hash<algo::MichaelHashTable<algo::transient>>>,
              "reference, not durable: hash/transient + one psync per successful update (the "

@@ -55,6 +55,13 @@
 //                              (combining/wait_free_queue.hpp)
 //   recovery_reports_not_taken recovery says a request that took effect did not
 //
+// nbMontage (seed 003, montage/) with each planted bug of montage::PlantedBug, on its hash table;
+// the control is the registered hash/montage:
+//   payload_tagged_after_lin_cas  payloads get their epoch tag only after the lin_cas succeeded
+//   descriptor_not_written_back   an epoch advance does not write back lagging descriptors
+//   recovery_ignores_anti_nodes   recovery keeps every in-use payload, canceled or not
+//   sync_advances_once            sync() returns after one epoch advance instead of two
+//
 // The allocator (pm/allocator.hpp), through AllocatorProbe (crashlab/allocator_probe.hpp), a set
 // of one slot per element, and its planted bug:
 //   alloc/probe-control                      must pass
@@ -230,7 +237,23 @@ using Fixtures = registry::TypeList<
         FixtureFactory<combining::WaitFreeCombiningQueue<
             combining::Persistence::detectable, combining::PlantedBug::dequeue_past_old_tail>>,
         "fixture: PWFqueue's dequeuers follow a link the enqueuers' S named "
-        "before S is durable">>;
+        "before S is durable">,
+    registry::Describe<"hash/montage-bug-payload-tagged-after-lin-cas", registry::Kind::map,
+                       registry::factories::MontageHash<
+                           montage::HashMap<montage::PlantedBug::payload_tagged_after_lin_cas>>,
+                       "fixture: nbMontage tags a payload with its epoch only after its lin_cas">,
+    registry::Describe<"hash/montage-bug-descriptor-not-written-back", registry::Kind::map,
+                       registry::factories::MontageHash<
+                           montage::HashMap<montage::PlantedBug::descriptor_not_written_back>>,
+                       "fixture: nbMontage's epoch advance skips the lagging threads' descriptors">,
+    registry::Describe<"hash/montage-bug-recovery-ignores-anti-nodes", registry::Kind::map,
+                       registry::factories::MontageHash<
+                           montage::HashMap<montage::PlantedBug::recovery_ignores_anti_nodes>>,
+                       "fixture: nbMontage recovery keeps payloads their anti-nodes cancel">,
+    registry::Describe<
+        "hash/montage-bug-sync-advances-once", registry::Kind::map,
+        registry::factories::MontageHash<montage::HashMap<montage::PlantedBug::sync_advances_once>>,
+        "fixture: nbMontage's sync() returns after one epoch advance">>;
 
 // The fixtures as registry entries (their own table: registry::entries() does not list them).
 inline std::span<const registry::Entry> fixture_entries() {

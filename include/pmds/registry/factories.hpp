@@ -20,14 +20,15 @@
 #include "pmds/combining/pbcomb.hpp"
 #include "pmds/combining/pwfcomb.hpp"
 #include "pmds/combining/queue.hpp"
-#include "pmds/combining/wait_free_queue.hpp"
 #include "pmds/combining/stack.hpp"
+#include "pmds/combining/wait_free_queue.hpp"
 #include "pmds/linkfree_soft/hash_set.hpp"
 #include "pmds/linkfree_soft/linkfree_list.hpp"
 #include "pmds/linkfree_soft/linkfree_skiplist.hpp"
 #include "pmds/linkfree_soft/soft_list.hpp"
 #include "pmds/linkfree_soft/soft_skiplist.hpp"
 #include "pmds/mirror/policy.hpp"
+#include "pmds/montage/hash_map.hpp"
 #include "pmds/reference/psync_bound.hpp"
 #include "pmds/registry/descriptor.hpp"
 
@@ -93,6 +94,24 @@ struct Bounded {
   }
   static std::unique_ptr<T> open(pm::Pool& pool, const CreateOptions&) requires is_durable<T> {
     return std::make_unique<T>(open_existing, pool);
+  }
+};
+
+// An nbMontage structure (montage/): the hash table's bucket count, and whether its epoch
+// advancer runs in a thread of its own (off in the crash lab, whose scheduler runs it).
+inline montage::Options montage_options(const CreateOptions& o) {
+  montage::Options m;
+  m.background_thread = o.background_thread;
+  return m;
+}
+template <class T>
+struct MontageHash {
+  using type = T;
+  static std::unique_ptr<T> create(pm::Pool* pool, const CreateOptions& o) {
+    return std::make_unique<T>(create_new, *pool, bucket_count_for(o), montage_options(o));
+  }
+  static std::unique_ptr<T> open(pm::Pool& pool, const CreateOptions& o) {
+    return std::make_unique<T>(open_existing, pool, montage_options(o));
   }
 };
 

@@ -1,0 +1,324 @@
+// pmds::montage::HashMap — Michael's lock-free hash table on nbMontage (seed 003 Appendix A,
+// Figure 7): "hash/montage", buffered durable linearizability, with sync().
+//
+// The index — a fixed array of buckets in DRAM, each a Michael (Harris-Michael) sorted list of
+// DRAM nodes — is transient and rebuilt at recovery. Each node points to its payload, a 64-byte
+// pool block (montage::Block header + key + value) that never changes once linked (§3.2's
+// constraint 3). The two linearizing CASes are lin_cas (epoch_system.hpp): an insert's link of
+// its node, and a remove's mark of the node's next word, after pdetach of its payload. The
+// unlinking of a marked node is a plain cas: it changes no payload. Reads never flush or fence.
+// A node keeps a copy of its key (immutable, like the payload) so traversals touch DRAM only;
+// get reads the value from the payload.
+//
+// Why not algo/michael_hash.hpp over a memory policy: the policy seam (algo/policy.hpp) has no
+// notion of an operation's payloads — which node fields are the abstract state, which CAS is an
+// operation's linearization point and what it creates or detaches — and algo/ structures recover
+// by tracing links from a persistent root, where nbMontage rebuilds from a pool scan. Widening
+// the seam for that (an operation context, payload creation, a tagged linearizing CAS on the
+// remove's mark) is issue 14's next stage; this file is the reference it will be checked against.
+//
+// put (insert or update) is not offered: seed 003 Figure 7's update replaces the node with a
+// lin_cas on its predecessor while a concurrent remove can still mark the old node with its own
+// lin_cas, so both would linearize and the remove would report a key that stays present.
+//
+// Pool layout: root(0) = tag "HASHMONT" (written last at create), root(1) = bucket count,
+// root(2) = offset of the epoch system area; payload and anti-node blocks from the allocator.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pmds/bucket_index.hpp"
+#include "pmds/error.hpp"
+#include "pmds/interfaces.hpp"
+#include "pmds/montage/epoch_system.hpp"
+#include "pmds/pm/access.hpp"
+#include "pmds/pm/pool.hpp"
+#include "pmds/reclaim/epoch.hpp"
+
+namespace pmds::montage {
+
+template <PlantedBug Bug = PlantedBug::none>
+class HashMap {
+ public:
+  static constexpr Criterion criterion = Criterion::buffered;
+  static constexpr std::size_t default_bucket_count = std::size_t{1} << 20;
+  static constexpr std::uint64_t tag = 0x544e4f4d48534148;  // "HASHMONT"
+  static constexpr const char* name = "hash/montage";
+
+  // The persistent part of one key: seed 003 Figure 7's Payload.
+  struct Payload : Block {
+    pm::atomic<Key> key;
+    pm::atomic<Value> value;
+  };
+  static_assert(sizeof(Payload) == 64);
+
+  // A new, empty map with `bucket_count` buckets in `pool`, which must hold no structure.
+  HashMap(CreateTag, pm::Pool& pool, std::size_t bucket_count = default_bucket_count,
+          const Options& options = {})
+      : pool_(pool) {
+    if (bucket_count == 0 || bucket_count > (std::size_t{1} << 40))
+      throw PoolError(PoolErrc::bad_argument, std::string("pmds: ") + name + ": bucket count " +
+                                                  std::to_string(bucket_count) +
+                                                  " is not in [1, 2^40]");
+    if (pool.root(tag_root).load() != 0)
+      throw PoolError(PoolErrc::bad_argument, std::string("pmds: cannot create a ") + name +
+                                                  " in pool '" + pool.path() +
+                                                  "': its root table already holds a structure");
+    init_buckets(bucket_count);
+    system_.emplace(create_new, pool, options);
+    pool.root(area_root).store(offset_of(system_->area()));
+    pool.root(parameter_root).store(bucket_count);
+    pm::persist(&pool.root(parameter_root), 2 * sizeof(std::uint64_t));
+    pool.root(tag_root).store(tag);
+    pm::persist(&pool.root(tag_root), sizeof(std::uint64_t));
+  }
+
+  // Opens the map a pool holds: the index is rebuilt from the payloads recovery keeps (§3.4).
+  HashMap(OpenTag, pm::Pool& pool, const Options& options = {}) : pool_(pool) {
+    const std::uint64_t found = pool.root(tag_root).load();
+    if (found != tag)
+      throw PoolError(PoolErrc::layout_mismatch,
+                      std::string("pmds: pool '") + pool.path() + "' does not hold a " + name +
+                          (found == 0 ? " (its root table is empty: created by a crashed create?)"
+                                      : " (its root names another structure)"));
+    const std::uint64_t n = pool.root(parameter_root).load();
+    if (n == 0 || n > (std::uint64_t{1} << 40))
+      throw PoolCorrupt(std::string("pmds: pool '") + pool.path() + "': " + name +
+                        " with bucket count " + std::to_string(n));
+    const std::uint64_t area = pool.root(area_root).load();
+    if (area >= pool.size())
+      throw PoolCorrupt(std::string("pmds: pool '") + pool.path() + "': " + name +
+                        ": the epoch system's offset is outside the pool");
+    init_buckets(static_cast<std::size_t>(n));
+    system_.emplace(open_existing, pool, static_cast<char*>(pool.base()) + area, options);
+    rebuild(system_->recover());
+  }
+
+  HashMap(const HashMap&) = delete;
+  HashMap& operator=(const HashMap&) = delete;
+
+  // A clean close: everything completed is made durable (sync), then the DRAM index is freed.
+  ~HashMap() {
+    sync();
+    domain_.drain();
+    for (std::size_t i = 0; i < bucket_count_; ++i) {
+      Node* n = node_of(buckets_[i].load(std::memory_order_relaxed));
+      while (n != nullptr) {
+        Node* next = node_of(n->next.load(std::memory_order_relaxed));
+        delete n;
+        n = next;
+      }
+    }
+  }
+
+  // False if the key was present. Throws PoolFull (the map unchanged) when no block is left.
+  bool insert(Key k, Value v) {
+    check_key(k);
+    auto guard = domain_.pin();
+    std::atomic<std::uint64_t>& head = bucket(k);
+    Node* fresh = nullptr;  // made at the first attempt that needs it, reused by retries
+    for (;;) {
+      const Window w = find(head, k);
+      if (w.found) {
+        if (fresh != nullptr) discard(fresh);
+        return false;
+      }
+      if (fresh == nullptr) fresh = make_node(k, v);
+      fresh->next.store(word_of(w.curr), std::memory_order_relaxed);
+      if (system_->lin_cas(*w.prev, word_of(w.curr), word_of(fresh))) return true;
+    }
+  }
+
+  // False if the key was absent. Linearizes at the mark of the node's next word.
+  bool remove(Key k) {
+    check_key(k);
+    auto guard = domain_.pin();
+    std::atomic<std::uint64_t>& head = bucket(k);
+    for (;;) {
+      const Window w = find(head, k);
+      if (!w.found) return false;
+      system_->pdetach(w.curr->payload);
+      if (!system_->lin_cas(w.curr->next, w.next, w.next | mark_bit)) continue;
+      if (system_->cas(*w.prev, word_of(w.curr), w.next))
+        retire(w.curr);
+      else
+        find(head, k);  // unlinks it
+      return true;
+    }
+  }
+
+  bool contains(Key k) {
+    check_key(k);
+    auto guard = domain_.pin();
+    return seek(bucket(k), k) != nullptr;
+  }
+
+  std::optional<Value> get(Key k) {
+    check_key(k);
+    auto guard = domain_.pin();
+    const Node* n = seek(bucket(k), k);
+    if (n == nullptr) return std::nullopt;
+    return n->payload->value.load();
+  }
+
+  // Everything completed before the call is durable when it returns (two epoch advances).
+  void sync() { system_->sync(); }
+  // One epoch advance: what the background thread does every epoch (Options::epoch_length).
+  void background_step() { system_->background_step(); }
+
+  // Quiescent: f(key, value) for every key, bucket by bucket, each in key order.
+  template <class F>
+  void for_each(F&& f) {
+    for (std::size_t i = 0; i < bucket_count_; ++i)
+      for (Node* n = node_of(buckets_[i].load()); n != nullptr; n = node_of(n->next.load()))
+        if (!marked(n->next.load())) f(n->key, n->payload->value.load());
+  }
+
+  // Quiescent: runs every pending reclamation of DRAM nodes now.
+  void drain() { domain_.drain(); }
+
+  const RecoveryStats& recovery_stats() const { return recovery_; }
+  std::size_t bucket_count() const { return bucket_count_; }
+  std::uint64_t epoch() const { return system_->epoch(); }
+
+ private:
+  static constexpr std::size_t tag_root = 0, parameter_root = 1, area_root = 2;
+  static constexpr std::uint64_t mark_bit = 1;
+
+  // A DRAM index node: the key (a copy of the payload's), the next word (Node* | mark, or a
+  // descriptor while a lin_cas on it runs) and the payload.
+  struct Node {
+    Key key;
+    std::atomic<std::uint64_t> next;
+    Payload* payload;
+  };
+
+  static Node* node_of(std::uint64_t w) { return reinterpret_cast<Node*>(w & ~mark_bit); }
+  static std::uint64_t word_of(const Node* n) { return reinterpret_cast<std::uint64_t>(n); }
+  static bool marked(std::uint64_t w) { return (w & mark_bit) != 0; }
+
+  struct Window {
+    std::atomic<std::uint64_t>* prev;  // the word that held curr
+    Node* curr;                        // first unmarked node with key >= the key, or null
+    std::uint64_t next;                // curr's next word when read (unmarked)
+    bool found;
+  };
+
+  // Michael's find: unlinks marked nodes on the way (plain cas: no payload changes).
+  Window find(std::atomic<std::uint64_t>& head, Key key) {
+  retry:
+    std::atomic<std::uint64_t>* prev = &head;
+    Node* curr = node_of(system_->load(*prev));
+    for (;;) {
+      if (curr == nullptr) return {prev, nullptr, 0, false};
+      const std::uint64_t next = system_->load(curr->next);
+      if (system_->load(*prev) != word_of(curr)) goto retry;
+      if (!marked(next)) {
+        if (curr->key >= key) return {prev, curr, next, curr->key == key};
+        prev = &curr->next;
+      } else {
+        if (!system_->cas(*prev, word_of(curr), next & ~mark_bit)) goto retry;
+        retire(curr);
+      }
+      curr = node_of(next);
+    }
+  }
+
+  // The wait-free traversal of reads: the node with the key if it is unmarked, else null.
+  Node* seek(std::atomic<std::uint64_t>& head, Key key) {
+    Node* n = node_of(system_->load(head));
+    while (n != nullptr && n->key < key) n = node_of(system_->load(n->next));
+    if (n == nullptr || n->key != key || marked(system_->load(n->next))) return nullptr;
+    return n;
+  }
+
+  Node* make_node(Key k, Value v) {
+    Payload* p = system_->template pnew<Payload>();  // PoolFull: nothing changed
+    p->key.store(k, std::memory_order_relaxed);
+    p->value.store(v, std::memory_order_relaxed);
+    return new Node{k, {0}, p};
+  }
+
+  // A node never linked: nobody else saw it or its payload.
+  void discard(Node* n) {
+    system_->pdelete(n->payload);
+    delete n;
+  }
+
+  // A node unlinked after its remove linearized: its payload is deleted (two epochs later, by
+  // the epoch system) once no pinned thread can still read the node.
+  void retire(Node* n) {
+    EpochSystem<Bug>* system = &*system_;
+    domain_.retire(n, [system](Node* dead) noexcept {
+      system->pdelete(dead->payload);
+      delete dead;
+    });
+  }
+
+  void init_buckets(std::size_t n) {
+    bucket_count_ = n;
+    index_ = BucketIndex(n);
+    buckets_ = std::make_unique<std::atomic<std::uint64_t>[]>(n);
+  }
+  std::atomic<std::uint64_t>& bucket(Key k) { return buckets_[index_(k)]; }
+
+  std::uint64_t offset_of(const void* p) const {
+    return static_cast<std::uint64_t>(static_cast<const char*>(p) -
+                                      static_cast<const char*>(pool_.base()));
+  }
+
+  // The index from the surviving payloads: each bucket's nodes in key order. A key found twice
+  // (impossible without a bug) keeps its first payload; the others are counted and freed.
+  void rebuild(typename EpochSystem<Bug>::Recovered r) {
+    recovery_ = r.stats;
+    std::vector<std::pair<std::size_t, Payload*>> order;  // (bucket, payload), sorted below
+    order.reserve(r.payloads.size());
+    for (Block* b : r.payloads) {
+      auto* p = static_cast<Payload*>(b);
+      if (b->kind_size.load() >> 8 < sizeof(Payload) || is_reserved_key(p->key.load()))
+        throw PoolCorrupt(std::string("pmds: pool '") + pool_.path() + "': " + name +
+                          ": a payload with a reserved key or the wrong size");
+      order.emplace_back(index_(p->key.load()), p);
+    }
+    std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second->key.load() > b.second->key.load();
+    });
+    // Descending, so that pushing each at its bucket's head leaves every list ascending.
+    std::vector<Block*> duplicates;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      auto [b, p] = order[i];
+      if (i + 1 < order.size() && order[i + 1].first == b &&
+          order[i + 1].second->key.load() == p->key.load()) {
+        duplicates.push_back(p);
+        continue;
+      }
+      Node* n = new Node{p->key.load(), {buckets_[b].load(std::memory_order_relaxed)}, p};
+      buckets_[b].store(word_of(n), std::memory_order_relaxed);
+    }
+    for (Block* d : duplicates) {
+      d->epoch.store(0);
+      pm::persist(d, sizeof(Block));
+      system_->allocator().free(d);
+    }
+    recovery_.duplicate_keys = duplicates.size();
+    recovery_.live_slots -= duplicates.size();
+    recovery_.freed_slots += duplicates.size();
+  }
+
+  pm::Pool& pool_;
+  std::optional<EpochSystem<Bug>> system_;  // before domain_: its deleters call pdelete
+  reclaim::EpochDomain domain_;
+  std::size_t bucket_count_ = 0;
+  BucketIndex index_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> buckets_;
+  RecoveryStats recovery_;
+};
+
+}  // namespace pmds::montage

@@ -1,0 +1,220 @@
+// nbMontage's hash table (seed 003, montage/hash_map.hpp) on the hardware backend: map semantics,
+// the epoch clock (it moves only after a commit; sync moves it twice), a clean close that keeps
+// every completed operation, a killed process whose recovery keeps everything before its last
+// sync and a prefix of the rest, concurrent stress with the background advancer, a full pool.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+#include <optional>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "pmds/montage/hash_map.hpp"
+#include "pool/pool_test_util.hpp"
+
+namespace {
+
+using namespace pmds;
+using Map = montage::HashMap<>;
+
+constexpr std::size_t kPoolSize = 32u << 20;
+constexpr const char* kLayout = "hash/montage";
+
+montage::Options manual_clock() {
+  montage::Options o;
+  o.background_thread = false;
+  return o;
+}
+
+std::map<Key, Value> contents(Map& m) {
+  std::map<Key, Value> out;
+  m.for_each([&](Key k, Value v) { out.emplace(k, v); });
+  return out;
+}
+
+class MontageHashMap : public ::testing::Test {
+ protected:
+  Map& make(std::size_t buckets = 64, montage::Options o = manual_clock(),
+            std::size_t pool_size = kPoolSize) {
+    pool_.emplace(pm::Pool::create(path_, pool_size, kLayout));
+    map_ = std::make_unique<Map>(create_new, *pool_, buckets, o);
+    return *map_;
+  }
+  // A clean close (the destructor syncs), then open and recover.
+  Map& reopen(montage::Options o = manual_clock()) {
+    map_.reset();
+    pool_.reset();
+    pool_.emplace(pm::Pool::open(path_, kLayout));
+    map_ = std::make_unique<Map>(open_existing, *pool_, o);
+    return *map_;
+  }
+  void TearDown() override {
+    map_.reset();
+    pool_.reset();
+  }
+
+  pool_test::TempPath path_{"montage_hash"};
+  std::optional<pm::Pool> pool_;
+  std::unique_ptr<Map> map_;
+};
+
+TEST_F(MontageHashMap, MapSemantics) {
+  Map& m = make();
+  EXPECT_FALSE(m.contains(7));
+  EXPECT_TRUE(m.insert(7, 70));
+  EXPECT_FALSE(m.insert(7, 71)) << "insert does not update";
+  EXPECT_EQ(m.get(7), 70u);
+  EXPECT_TRUE(m.insert(7 + 64, 1));  // same bucket
+  EXPECT_TRUE(m.insert(max_user_key, 2));
+  EXPECT_TRUE(m.remove(7));
+  EXPECT_FALSE(m.remove(7));
+  EXPECT_FALSE(m.contains(7));
+  EXPECT_EQ(m.get(7 + 64), 1u);
+  EXPECT_EQ(contents(m), (std::map<Key, Value>{{7 + 64, 1}, {max_user_key, 2}}));
+  EXPECT_THROW(m.insert(0, 1), ReservedKey);
+  EXPECT_THROW(m.remove(~Key{0}), ReservedKey);
+  EXPECT_THROW(m.get(0), ReservedKey);
+}
+
+TEST_F(MontageHashMap, TheClockMovesOnlyAfterACommitAndSyncMovesItTwice) {
+  Map& m = make();
+  const std::uint64_t e0 = m.epoch();
+  m.background_step();
+  m.sync();
+  EXPECT_EQ(m.epoch(), e0) << "no update linearized: the clock stands still (seed 003 App. C)";
+  EXPECT_TRUE(m.contains(1) == false);
+  EXPECT_EQ(m.epoch(), e0) << "reads do not move it either";
+  ASSERT_TRUE(m.insert(1, 10));
+  m.sync();
+  EXPECT_EQ(m.epoch(), e0 + 2);
+  m.background_step();
+  EXPECT_EQ(m.epoch(), e0 + 2) << "the last commit is two epochs old: nothing to persist";
+  ASSERT_TRUE(m.remove(1));
+  m.background_step();
+  m.background_step();
+  EXPECT_EQ(m.epoch(), e0 + 4) << "a commit in e or e-1 allows an advance";
+  m.background_step();
+  EXPECT_EQ(m.epoch(), e0 + 4);
+}
+
+TEST_F(MontageHashMap, ACleanCloseKeepsEveryCompletedOperation) {
+  Map& m = make();
+  std::map<Key, Value> model;
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 5000; ++i) {
+    const Key k = 1 + rng() % 300;
+    if (rng() % 3 != 0) {
+      const bool inserted = m.insert(k, i);
+      EXPECT_EQ(inserted, model.emplace(k, i).second);
+    } else {
+      EXPECT_EQ(m.remove(k), model.erase(k) == 1);
+    }
+    if (i % 97 == 0) m.background_step();
+  }
+  Map& r = reopen();
+  EXPECT_EQ(contents(r), model);
+  // The system area and one payload per key; anti-nodes and deleted payloads were freed.
+  EXPECT_EQ(r.recovery_stats().live_slots, model.size() + 1);
+  // And it goes on working, and survives another close.
+  EXPECT_TRUE(r.insert(1000, 1));
+  model.emplace(1000, 1);
+  EXPECT_EQ(contents(reopen()), model);
+}
+
+// A process killed without closing: recovery keeps every insert before its last sync, and of the
+// later ones a prefix in program order (buffered durable linearizability, one thread).
+TEST_F(MontageHashMap, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfter) {
+  pool_.emplace(pm::Pool::create(path_, kPoolSize, kLayout));
+  pool_.reset();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pm::Pool pool = pm::Pool::open(path_, kLayout);
+    Map m(create_new, pool, 64, manual_clock());
+    for (Key k = 1; k <= 100; ++k) m.insert(k, k);
+    m.sync();
+    for (Key k = 101; k <= 200; ++k) {
+      m.insert(k, k);
+      if (k % 10 == 0) m.background_step();
+    }
+    ::_exit(0);  // no destructor: nothing after the last advance is written back on purpose
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  pool_.emplace(pm::Pool::open(path_, kLayout));
+  map_ = std::make_unique<Map>(open_existing, *pool_, manual_clock());
+  const auto got = contents(*map_);
+  Key k = 1;
+  for (; k <= 200 && got.count(k) == 1; ++k) EXPECT_EQ(got.at(k), k);
+  EXPECT_GT(k, 100u) << "an insert before the sync is missing";
+  EXPECT_EQ(got.size(), k - 1) << "the recovered keys are not a prefix";
+  EXPECT_LT(k, 201u) << "the last epochs' inserts should not be durable yet";
+}
+
+TEST_F(MontageHashMap, ConcurrentThreadsWithTheBackgroundAdvancer) {
+  montage::Options o;
+  o.epoch_length = std::chrono::microseconds(200);
+  Map& m = make(1024, o);
+  constexpr int kThreads = 4;
+  std::vector<std::map<Key, Value>> models(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      for (int i = 0; i < 20000; ++i) {
+        const Key k = 1 + static_cast<Key>(t) + kThreads * (rng() % 200);
+        switch (rng() % 4) {
+          case 0:
+          case 1:
+            EXPECT_EQ(m.insert(k, i), models[t].emplace(k, i).second);
+            break;
+          case 2:
+            EXPECT_EQ(m.remove(k), models[t].erase(k) == 1);
+            break;
+          default:
+            if (i % 1000 == 0) m.sync();
+            EXPECT_EQ(m.get(k).has_value(), models[t].count(k) == 1);
+        }
+      }
+    });
+  for (auto& th : threads) th.join();
+  std::map<Key, Value> all;
+  for (auto& mm : models) all.insert(mm.begin(), mm.end());
+  EXPECT_EQ(contents(m), all);
+  EXPECT_EQ(contents(reopen(o)), all);
+}
+
+TEST_F(MontageHashMap, AFullPoolThrowsAndLosesNothing) {
+  Map& m = make(64, manual_clock(), pm::Pool::min_size() + 4 * (1u << 20));
+  Key k = 1;
+  try {
+    for (;; ++k) ASSERT_TRUE(m.insert(k, k));
+  } catch (const PoolFull&) {
+  }
+  ASSERT_GT(k, 1000u);
+  EXPECT_FALSE(m.contains(k)) << "the insert that found the pool full took no effect";
+  EXPECT_EQ(m.get(k - 1), k - 1);
+  // A remove needs a block too (its anti-node, seed 003 §3.3): it fails the same way.
+  EXPECT_THROW(m.remove(1), PoolFull);
+  EXPECT_TRUE(m.contains(1));
+  const std::size_t size = contents(m).size();
+  EXPECT_EQ(size, k - 1);
+  EXPECT_EQ(contents(reopen()).size(), size);
+}
+
+TEST_F(MontageHashMap, OpeningAPoolOfAnotherStructureFails) {
+  pool_.emplace(pm::Pool::create(path_, kPoolSize, kLayout));
+  pool_->root(0).store(42);
+  try {
+    Map m(open_existing, *pool_, manual_clock());
+    FAIL() << "opened a pool whose root names another structure";
+  } catch (const PoolError& e) {
+    EXPECT_EQ(e.code(), PoolErrc::layout_mismatch);
+  }
+}
+
+}  // namespace
