@@ -268,8 +268,10 @@ class EpochSystem {
     for (;;) {
       const std::uint64_t tid = ts.tid;
       const std::uint64_t sn = ts.sn;
-      ts.desc_old.store(expected);
-      ts.desc_new.store(desired);
+      // Release stores: a helper reads the status, these fields, then the status again (a
+      // sequence lock), so it needs only their order, not a full fence per store.
+      ts.desc_old.store(expected, std::memory_order_release);
+      ts.desc_new.store(desired, std::memory_order_release);
       const std::uint64_t mine = descriptor_ref(tid, sn);
       std::uint64_t cur = word.load(std::memory_order_acquire);
       for (;;) {
@@ -558,8 +560,9 @@ class EpochSystem {
     for (std::size_t i = 0; i < due; ++i) allocator_.free(ts.to_free[i].block);
     ts.to_free.erase(ts.to_free.begin(), ts.to_free.begin() + static_cast<std::ptrdiff_t>(due));
     ++ts.sn;
-    area_->descriptors[ts.tid].status.store(status_word(ts.sn, in_progress));
-    ts.desc_epoch.store(e);
+    area_->descriptors[ts.tid].status.store(status_word(ts.sn, in_progress),
+                                            std::memory_order_release);
+    ts.desc_epoch.store(e, std::memory_order_release);
     for (Detach& d : ts.detaches) setup(ts, d.anti, true);
     if constexpr (Bug != PlantedBug::payload_tagged_after_lin_cas)
       for (Block* p : ts.allocs) setup(ts, p, true);
@@ -607,11 +610,12 @@ class EpochSystem {
     const std::uint64_t sn = descriptor_sn(ref);
     ThreadState& owner = *states_[tid];
     auto& status = area_->descriptors[tid].status;
-    if ((status.load() >> 2) != sn) return;  // finished: its owner has uninstalled it
-    const std::uint64_t old_value = owner.desc_old.load();
-    const std::uint64_t new_value = owner.desc_new.load();
-    const std::uint64_t epoch = owner.desc_epoch.load();
-    if ((status.load() >> 2) != sn) return;  // the fields may be its next operation's
+    if ((status.load(std::memory_order_acquire) >> 2) != sn) return;  // finished, uninstalled
+    const std::uint64_t old_value = owner.desc_old.load(std::memory_order_acquire);
+    const std::uint64_t new_value = owner.desc_new.load(std::memory_order_acquire);
+    const std::uint64_t epoch = owner.desc_epoch.load(std::memory_order_acquire);
+    // The fields may be its next operation's.
+    if ((status.load(std::memory_order_acquire) >> 2) != sn) return;
     const std::uint64_t verdict = decide(tid, sn, epoch);
     word.compare_exchange_strong(ref, verdict == committed ? new_value : old_value,
                                  std::memory_order_acq_rel);

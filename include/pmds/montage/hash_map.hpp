@@ -7,8 +7,9 @@
 // constraint 3). The two linearizing CASes are lin_cas (epoch_system.hpp): an insert's link of
 // its node, and a remove's mark of the node's next word, after pdetach of its payload. The
 // unlinking of a marked node is a plain cas: it changes no payload. Reads never flush or fence.
-// A node keeps a copy of its key (immutable, like the payload) so traversals touch DRAM only;
-// get reads the value from the payload.
+// A node keeps a copy of its key and value (immutable, like the payload: seed 003 §3.2), so
+// reads touch DRAM only, as SOFT's volatile nodes do (seed 000 §4); the payload is read only by
+// recovery.
 //
 // Why not algo/michael_hash.hpp over a memory policy: the policy seam (algo/policy.hpp) has no
 // notion of an operation's payloads — which node fields are the abstract state, which CAS is an
@@ -165,7 +166,7 @@ class HashMap {
     auto guard = domain_.pin();
     const Node* n = seek(bucket(k), k);
     if (n == nullptr) return std::nullopt;
-    return n->payload->value.load();
+    return n->value;
   }
 
   // Everything completed before the call is durable when it returns (two epoch advances).
@@ -178,7 +179,7 @@ class HashMap {
   void for_each(F&& f) {
     for (std::size_t i = 0; i < bucket_count_; ++i)
       for (Node* n = node_of(buckets_[i].load()); n != nullptr; n = node_of(n->next.load()))
-        if (!marked(n->next.load())) f(n->key, n->payload->value.load());
+        if (!marked(n->next.load())) f(n->key, n->value);
   }
 
   // Quiescent: runs every pending reclamation of DRAM nodes now.
@@ -192,11 +193,13 @@ class HashMap {
   static constexpr std::size_t tag_root = 0, parameter_root = 1, area_root = 2;
   static constexpr std::uint64_t mark_bit = 1;
 
-  // A DRAM index node: the key (a copy of the payload's), the next word (Node* | mark, or a
-  // descriptor while a lin_cas on it runs) and the payload.
+  // A DRAM index node: the key and value (copies of the payload's), the next word (Node* | mark,
+  // or a descriptor while a lin_cas on it runs) and the payload. Key and next first: a traversal
+  // reads only those two, in one 16-byte block.
   struct Node {
     Key key;
     std::atomic<std::uint64_t> next;
+    Value value;
     Payload* payload;
   };
 
@@ -243,7 +246,7 @@ class HashMap {
     Payload* p = system_->template pnew<Payload>();  // PoolFull: nothing changed
     p->key.store(k, std::memory_order_relaxed);
     p->value.store(v, std::memory_order_relaxed);
-    return new Node{k, {0}, p};
+    return new Node{k, {0}, v, p};
   }
 
   // A node never linked: nobody else saw it or its payload.
@@ -299,7 +302,8 @@ class HashMap {
         duplicates.push_back(p);
         continue;
       }
-      Node* n = new Node{p->key.load(), {buckets_[b].load(std::memory_order_relaxed)}, p};
+      Node* n = new Node{
+          p->key.load(), {buckets_[b].load(std::memory_order_relaxed)}, p->value.load(), p};
       buckets_[b].store(word_of(n), std::memory_order_relaxed);
     }
     for (Block* d : duplicates) {
