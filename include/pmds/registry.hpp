@@ -63,7 +63,7 @@ using Registered = TypeList<
              "link-free durable hash table (seed 000 §3), buckets in DRAM">,
     Describe<"hash/soft", Kind::map, factories::Hash<linkfree_soft::SoftHashSet<>>,
              "SOFT durable hash table (seed 000 §4), buckets in DRAM">,
-    Describe<"hash/montage", Kind::map, factories::MontageHash<montage::HashMap<>>,
+    Describe<"hash/montage", Kind::map, factories::Montage<montage::HashMap<>>,
              "Michael hash table on nbMontage (seed 003): DRAM index, epoch-tagged payloads in "
              "the pool, buffered durable linearizability with sync">,
     Describe<"hash/psync-bound", Kind::map,
@@ -213,6 +213,9 @@ using Registered = TypeList<
                  combining::CombiningStack<combining::PWFComb, combining::Persistence::detectable,
                                            combining::StackOptions{false, true}>>,
              "PWFstack without elimination (Figure 7a's PWFSTACK-NO-ELIM)">,
+    Describe<"queue/montage", Kind::queue, factories::Montage<montage::Queue<>>,
+             "Michael-Scott queue on nbMontage (seed 003): DRAM list, payloads with serial "
+             "numbers in the pool, buffered durable linearizability with sync">,
     Describe<"queue/pbcomb", Kind::queue,
              factories::Plain<combining::CombiningQueue<combining::Persistence::detectable>>,
              "PBqueue (seed 004): two PBcomb instances (enqueuers, dequeuers), detectable">,

@@ -239,20 +239,20 @@ using Fixtures = registry::TypeList<
         "fixture: PWFqueue's dequeuers follow a link the enqueuers' S named "
         "before S is durable">,
     registry::Describe<"hash/montage-bug-payload-tagged-after-lin-cas", registry::Kind::map,
-                       registry::factories::MontageHash<
+                       registry::factories::Montage<
                            montage::HashMap<montage::PlantedBug::payload_tagged_after_lin_cas>>,
                        "fixture: nbMontage tags a payload with its epoch only after its lin_cas">,
     registry::Describe<"hash/montage-bug-descriptor-not-written-back", registry::Kind::map,
-                       registry::factories::MontageHash<
+                       registry::factories::Montage<
                            montage::HashMap<montage::PlantedBug::descriptor_not_written_back>>,
                        "fixture: nbMontage's epoch advance skips the lagging threads' descriptors">,
     registry::Describe<"hash/montage-bug-recovery-ignores-anti-nodes", registry::Kind::map,
-                       registry::factories::MontageHash<
+                       registry::factories::Montage<
                            montage::HashMap<montage::PlantedBug::recovery_ignores_anti_nodes>>,
                        "fixture: nbMontage recovery keeps payloads their anti-nodes cancel">,
     registry::Describe<
         "hash/montage-bug-sync-advances-once", registry::Kind::map,
-        registry::factories::MontageHash<montage::HashMap<montage::PlantedBug::sync_advances_once>>,
+        registry::factories::Montage<montage::HashMap<montage::PlantedBug::sync_advances_once>>,
         "fixture: nbMontage's sync() returns after one epoch advance">>;
 
 // The fixtures as registry entries (their own table: registry::entries() does not list them).

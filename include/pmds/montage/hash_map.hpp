@@ -22,8 +22,8 @@
 // lin_cas on its predecessor while a concurrent remove can still mark the old node with its own
 // lin_cas, so both would linearize and the remove would report a key that stays present.
 //
-// Pool layout: root(0) = tag "HASHMONT" (written last at create), root(1) = bucket count,
-// root(2) = offset of the epoch system area; payload and anti-node blocks from the allocator.
+// Pool layout: StructureRoot (epoch_system.hpp) with tag "HASHMONT" and the bucket count; payload
+// and anti-node blocks from the allocator.
 #pragma once
 
 #include <algorithm>
@@ -68,37 +68,20 @@ class HashMap {
       throw PoolError(PoolErrc::bad_argument, std::string("pmds: ") + name + ": bucket count " +
                                                   std::to_string(bucket_count) +
                                                   " is not in [1, 2^40]");
-    if (pool.root(tag_root).load() != 0)
-      throw PoolError(PoolErrc::bad_argument, std::string("pmds: cannot create a ") + name +
-                                                  " in pool '" + pool.path() +
-                                                  "': its root table already holds a structure");
+    StructureRoot::check_unused(pool, name);
     init_buckets(bucket_count);
     system_.emplace(create_new, pool, options);
-    pool.root(area_root).store(offset_of(system_->area()));
-    pool.root(parameter_root).store(bucket_count);
-    pm::persist(&pool.root(parameter_root), 2 * sizeof(std::uint64_t));
-    pool.root(tag_root).store(tag);
-    pm::persist(&pool.root(tag_root), sizeof(std::uint64_t));
+    StructureRoot::write(pool, tag, bucket_count, system_->area());
   }
 
   // Opens the map a pool holds: the index is rebuilt from the payloads recovery keeps (§3.4).
   HashMap(OpenTag, pm::Pool& pool, const Options& options = {}) : pool_(pool) {
-    const std::uint64_t found = pool.root(tag_root).load();
-    if (found != tag)
-      throw PoolError(PoolErrc::layout_mismatch,
-                      std::string("pmds: pool '") + pool.path() + "' does not hold a " + name +
-                          (found == 0 ? " (its root table is empty: created by a crashed create?)"
-                                      : " (its root names another structure)"));
-    const std::uint64_t n = pool.root(parameter_root).load();
+    const auto [n, area] = StructureRoot::read(pool, tag, name);
     if (n == 0 || n > (std::uint64_t{1} << 40))
       throw PoolCorrupt(std::string("pmds: pool '") + pool.path() + "': " + name +
                         " with bucket count " + std::to_string(n));
-    const std::uint64_t area = pool.root(area_root).load();
-    if (area >= pool.size())
-      throw PoolCorrupt(std::string("pmds: pool '") + pool.path() + "': " + name +
-                        ": the epoch system's offset is outside the pool");
     init_buckets(static_cast<std::size_t>(n));
-    system_.emplace(open_existing, pool, static_cast<char*>(pool.base()) + area, options);
+    system_.emplace(open_existing, pool, area, options);
     rebuild(system_->recover());
   }
 
@@ -190,7 +173,6 @@ class HashMap {
   std::uint64_t epoch() const { return system_->epoch(); }
 
  private:
-  static constexpr std::size_t tag_root = 0, parameter_root = 1, area_root = 2;
   static constexpr std::uint64_t mark_bit = 1;
 
   // A DRAM index node: the key and value (copies of the payload's), the next word (Node* | mark,
@@ -271,11 +253,6 @@ class HashMap {
     buckets_ = std::make_unique<std::atomic<std::uint64_t>[]>(n);
   }
   std::atomic<std::uint64_t>& bucket(Key k) { return buckets_[index_(k)]; }
-
-  std::uint64_t offset_of(const void* p) const {
-    return static_cast<std::uint64_t>(static_cast<const char*>(p) -
-                                      static_cast<const char*>(pool_.base()));
-  }
 
   // The index from the surviving payloads: each bucket's nodes in key order. A key found twice
   // (impossible without a bug) keeps its first payload; the others are counted and freed.

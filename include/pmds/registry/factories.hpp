@@ -29,6 +29,7 @@
 #include "pmds/linkfree_soft/soft_skiplist.hpp"
 #include "pmds/mirror/policy.hpp"
 #include "pmds/montage/hash_map.hpp"
+#include "pmds/montage/queue.hpp"
 #include "pmds/reference/psync_bound.hpp"
 #include "pmds/registry/descriptor.hpp"
 
@@ -97,18 +98,21 @@ struct Bounded {
   }
 };
 
-// An nbMontage structure (montage/): the hash table's bucket count, and whether its epoch
-// advancer runs in a thread of its own (off in the crash lab, whose scheduler runs it).
+// An nbMontage structure (montage/): a hash table's bucket count, and whether its epoch advancer
+// runs in a thread of its own (off in the crash lab, whose scheduler runs it).
 inline montage::Options montage_options(const CreateOptions& o) {
   montage::Options m;
   m.background_thread = o.background_thread;
   return m;
 }
 template <class T>
-struct MontageHash {
+struct Montage {
   using type = T;
   static std::unique_ptr<T> create(pm::Pool* pool, const CreateOptions& o) {
-    return std::make_unique<T>(create_new, *pool, bucket_count_for(o), montage_options(o));
+    if constexpr (requires { T::default_bucket_count; })
+      return std::make_unique<T>(create_new, *pool, bucket_count_for(o), montage_options(o));
+    else
+      return std::make_unique<T>(create_new, *pool, montage_options(o));
   }
   static std::unique_ptr<T> open(pm::Pool& pool, const CreateOptions& o) {
     return std::make_unique<T>(open_existing, pool, montage_options(o));
