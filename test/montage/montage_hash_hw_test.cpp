@@ -12,57 +12,35 @@
 #include <thread>
 #include <vector>
 
+#include "montage/montage_test_support.hpp"
 #include "pmds/montage/hash_map.hpp"
-#include "pool/pool_test_util.hpp"
 
 namespace {
 
 using namespace pmds;
-using Map = montage::HashMap<>;
+using MontageMap = montage::HashMap<>;
 
 constexpr std::size_t kPoolSize = 32u << 20;
-constexpr const char* kLayout = "hash/montage";
+constexpr const char* kLayout = MontageMap::name;
 
-montage::Options manual_clock() {
-  montage::Options o;
-  o.background_thread = false;
-  return o;
-}
+using montage_test::manual_clock;
 
-std::map<Key, Value> contents(Map& m) {
+std::map<Key, Value> contents(MontageMap& m) {
   std::map<Key, Value> out;
   m.for_each([&](Key k, Value v) { out.emplace(k, v); });
   return out;
 }
 
-class MontageHashMap : public ::testing::Test {
+class MontageHashMap : public montage_test::InPool<MontageMap> {
  protected:
-  Map& make(std::size_t buckets = 64, montage::Options o = manual_clock(),
-            std::size_t pool_size = kPoolSize) {
-    pool_.emplace(pm::Pool::create(path_, pool_size, kLayout));
-    map_ = std::make_unique<Map>(create_new, *pool_, buckets, o);
-    return *map_;
+  MontageMap& make(std::size_t buckets = 64, montage::Options o = manual_clock(),
+                   std::size_t pool_size = kPoolSize) {
+    return create(pool_size, o, buckets);
   }
-  // A clean close (the destructor syncs), then open and recover.
-  Map& reopen(montage::Options o = manual_clock()) {
-    map_.reset();
-    pool_.reset();
-    pool_.emplace(pm::Pool::open(path_, kLayout));
-    map_ = std::make_unique<Map>(open_existing, *pool_, o);
-    return *map_;
-  }
-  void TearDown() override {
-    map_.reset();
-    pool_.reset();
-  }
-
-  pool_test::TempPath path_{"montage_hash"};
-  std::optional<pm::Pool> pool_;
-  std::unique_ptr<Map> map_;
 };
 
 TEST_F(MontageHashMap, MapSemantics) {
-  Map& m = make();
+  MontageMap& m = make();
   EXPECT_FALSE(m.contains(7));
   EXPECT_TRUE(m.insert(7, 70));
   EXPECT_FALSE(m.insert(7, 71)) << "insert does not update";
@@ -80,7 +58,7 @@ TEST_F(MontageHashMap, MapSemantics) {
 }
 
 TEST_F(MontageHashMap, TheClockMovesOnlyAfterACommitAndSyncMovesItTwice) {
-  Map& m = make();
+  MontageMap& m = make();
   const std::uint64_t e0 = m.epoch();
   m.background_step();
   m.sync();
@@ -101,7 +79,7 @@ TEST_F(MontageHashMap, TheClockMovesOnlyAfterACommitAndSyncMovesItTwice) {
 }
 
 TEST_F(MontageHashMap, ACleanCloseKeepsEveryCompletedOperation) {
-  Map& m = make();
+  MontageMap& m = make();
   std::map<Key, Value> model;
   std::mt19937_64 rng(7);
   for (int i = 0; i < 5000; ++i) {
@@ -114,7 +92,7 @@ TEST_F(MontageHashMap, ACleanCloseKeepsEveryCompletedOperation) {
     }
     if (i % 97 == 0) m.background_step();
   }
-  Map& r = reopen();
+  MontageMap& r = reopen();
   EXPECT_EQ(contents(r), model);
   // The system area and one payload per key; anti-nodes and deleted payloads were freed.
   EXPECT_EQ(r.recovery_stats().live_slots, model.size() + 1);
@@ -133,7 +111,7 @@ TEST_F(MontageHashMap, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfter
   ASSERT_GE(child, 0);
   if (child == 0) {
     pm::Pool pool = pm::Pool::open(path_, kLayout);
-    Map m(create_new, pool, 64, manual_clock());
+    MontageMap m(create_new, pool, 64, manual_clock());
     for (Key k = 1; k <= 100; ++k) m.insert(k, k);
     m.sync();
     for (Key k = 101; k <= 200; ++k) {
@@ -146,8 +124,8 @@ TEST_F(MontageHashMap, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfter
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
   pool_.emplace(pm::Pool::open(path_, kLayout));
-  map_ = std::make_unique<Map>(open_existing, *pool_, manual_clock());
-  const auto got = contents(*map_);
+  s_ = std::make_unique<MontageMap>(open_existing, *pool_, manual_clock());
+  const auto got = contents(*s_);
   Key k = 1;
   for (; k <= 200 && got.count(k) == 1; ++k) EXPECT_EQ(got.at(k), k);
   EXPECT_GT(k, 100u) << "an insert before the sync is missing";
@@ -158,7 +136,7 @@ TEST_F(MontageHashMap, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfter
 TEST_F(MontageHashMap, ConcurrentThreadsWithTheBackgroundAdvancer) {
   montage::Options o;
   o.epoch_length = std::chrono::microseconds(200);
-  Map& m = make(1024, o);
+  MontageMap& m = make(1024, o);
   constexpr int kThreads = 4;
   std::vector<std::map<Key, Value>> models(kThreads);
   std::vector<std::thread> threads;
@@ -189,7 +167,7 @@ TEST_F(MontageHashMap, ConcurrentThreadsWithTheBackgroundAdvancer) {
 }
 
 TEST_F(MontageHashMap, AFullPoolThrowsAndLosesNothing) {
-  Map& m = make(64, manual_clock(), pm::Pool::min_size() + 4 * (1u << 20));
+  MontageMap& m = make(64, manual_clock(), pm::Pool::min_size() + 4 * (1u << 20));
   Key k = 1;
   try {
     for (;; ++k) ASSERT_TRUE(m.insert(k, k));
@@ -210,7 +188,7 @@ TEST_F(MontageHashMap, OpeningAPoolOfAnotherStructureFails) {
   pool_.emplace(pm::Pool::create(path_, kPoolSize, kLayout));
   pool_->root(0).store(42);
   try {
-    Map m(open_existing, *pool_, manual_clock());
+    MontageMap m(open_existing, *pool_, manual_clock());
     FAIL() << "opened a pool whose root names another structure";
   } catch (const PoolError& e) {
     EXPECT_EQ(e.code(), PoolErrc::layout_mismatch);

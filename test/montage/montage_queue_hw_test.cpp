@@ -10,55 +10,34 @@
 #include <thread>
 #include <vector>
 
+#include "montage/montage_test_support.hpp"
 #include "pmds/montage/queue.hpp"
-#include "pool/pool_test_util.hpp"
 
 namespace {
 
 using namespace pmds;
-using Queue = montage::Queue<>;
+using MontageQueueType = montage::Queue<>;
 
 constexpr std::size_t kPoolSize = 32u << 20;
-constexpr const char* kLayout = "queue/montage";
+constexpr const char* kLayout = MontageQueueType::name;
 
-montage::Options manual_clock() {
-  montage::Options o;
-  o.background_thread = false;
-  return o;
-}
+using montage_test::manual_clock;
 
-std::vector<Value> drain(Queue& q) {
+std::vector<Value> drain(MontageQueueType& q) {
   std::vector<Value> out;
   while (auto v = q.dequeue()) out.push_back(*v);
   return out;
 }
 
-class MontageQueue : public ::testing::Test {
+class MontageQueue : public montage_test::InPool<MontageQueueType> {
  protected:
-  Queue& make(montage::Options o = manual_clock(), std::size_t pool_size = kPoolSize) {
-    pool_.emplace(pm::Pool::create(path_, pool_size, kLayout));
-    queue_ = std::make_unique<Queue>(create_new, *pool_, o);
-    return *queue_;
+  MontageQueueType& make(montage::Options o = manual_clock(), std::size_t pool_size = kPoolSize) {
+    return create(pool_size, o);
   }
-  Queue& reopen(montage::Options o = manual_clock()) {
-    queue_.reset();
-    pool_.reset();
-    pool_.emplace(pm::Pool::open(path_, kLayout));
-    queue_ = std::make_unique<Queue>(open_existing, *pool_, o);
-    return *queue_;
-  }
-  void TearDown() override {
-    queue_.reset();
-    pool_.reset();
-  }
-
-  pool_test::TempPath path_{"montage_queue"};
-  std::optional<pm::Pool> pool_;
-  std::unique_ptr<Queue> queue_;
 };
 
 TEST_F(MontageQueue, FirstInFirstOut) {
-  Queue& q = make();
+  MontageQueueType& q = make();
   EXPECT_EQ(q.dequeue(), std::nullopt);
   for (Value v = 1; v <= 5; ++v) q.enqueue(v);
   EXPECT_EQ(q.dequeue(), 1u);
@@ -68,7 +47,7 @@ TEST_F(MontageQueue, FirstInFirstOut) {
 }
 
 TEST_F(MontageQueue, ACleanCloseKeepsEveryElementInOrder) {
-  Queue& q = make();
+  MontageQueueType& q = make();
   std::vector<Value> model;
   std::size_t front = 0;
   for (Value v = 1; v <= 3000; ++v) {
@@ -80,7 +59,7 @@ TEST_F(MontageQueue, ACleanCloseKeepsEveryElementInOrder) {
     }
     if (v % 101 == 0) q.background_step();
   }
-  Queue& r = reopen();
+  MontageQueueType& r = reopen();
   EXPECT_EQ(r.recovery_stats().live_slots, model.size() - front + 1);  // + the system area
   r.enqueue(9999);
   model.push_back(9999);
@@ -94,7 +73,7 @@ TEST_F(MontageQueue, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfter) 
   ASSERT_GE(child, 0);
   if (child == 0) {
     pm::Pool pool = pm::Pool::open(path_, kLayout);
-    Queue q(create_new, pool, manual_clock());
+    MontageQueueType q(create_new, pool, manual_clock());
     for (Value v = 1; v <= 100; ++v) q.enqueue(v);
     q.sync();
     for (Value v = 101; v <= 200; ++v) {
@@ -107,8 +86,8 @@ TEST_F(MontageQueue, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfter) 
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
   pool_.emplace(pm::Pool::open(path_, kLayout));
-  queue_ = std::make_unique<Queue>(open_existing, *pool_, manual_clock());
-  const std::vector<Value> got = drain(*queue_);
+  s_ = std::make_unique<MontageQueueType>(open_existing, *pool_, manual_clock());
+  const std::vector<Value> got = drain(*s_);
   ASSERT_GE(got.size(), 100u) << "an enqueue before the sync is missing";
   EXPECT_LT(got.size(), 200u) << "the last epochs' enqueues should not be durable yet";
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], i + 1) << "not a prefix";
@@ -117,7 +96,7 @@ TEST_F(MontageQueue, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfter) 
 TEST_F(MontageQueue, ConcurrentProducersAndConsumers) {
   montage::Options o;
   o.epoch_length = std::chrono::microseconds(200);
-  Queue& q = make(o);
+  MontageQueueType& q = make(o);
   constexpr int kProducers = 2, kConsumers = 2, kPerProducer = 20000;
   std::vector<std::vector<Value>> taken(kConsumers);
   std::atomic<int> producers_done{0};
@@ -161,7 +140,7 @@ TEST_F(MontageQueue, ConcurrentProducersAndConsumers) {
 }
 
 TEST_F(MontageQueue, AFullPoolThrowsAndLosesNothing) {
-  Queue& q = make(manual_clock(), pm::Pool::min_size() + 4 * (1u << 20));
+  MontageQueueType& q = make(manual_clock(), pm::Pool::min_size() + 4 * (1u << 20));
   Value v = 1;
   try {
     for (;; ++v) q.enqueue(v);
