@@ -3,7 +3,7 @@
 // Structures are concrete class templates with these member functions (no virtual calls on the
 // hot path); the concepts below state the surface, and registry.hpp type-erases them for the
 // tools. Keys and values are 8 bytes. Two keys are reserved for sentinels and rejected with
-// pmds::ReservedKey by every structure: 0 and 2^64-1.
+// pmds::ReservedKey by every structure: 0 and 2^64-1. Byte-string maps: ByteStringMap below.
 #pragma once
 
 #include <concepts>
@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "pmds/error.hpp"
 
@@ -99,6 +100,21 @@ concept Map = Set<M> && requires(M m, Key k) {
 template <class M>
 concept UpdatableMap = Map<M> && requires(M m, Key k, Value v) {
   { m.put(k, v) } -> std::same_as<bool>;  // true when the key was absent
+};
+
+// A map whose keys and values are byte strings (seeds 002 and 003 store 32-byte keys and 1 KB
+// values). Keys and values go in as std::string_view and are copied into the structure; get
+// returns an owned copy (a structure may also offer visit(key, f), which runs f on its stored
+// value without copying). Any byte string is a key, the empty one included, up to the
+// structure's max_key_size (longer ones are rejected with pmds::Error). Decided here, by the
+// first structure that needed it (incll/masstree.hpp), for every byte-string map to follow.
+template <class M>
+concept ByteStringMap = requires(M m, std::string_view k, std::string_view v) {
+  { m.insert(k, v) } -> std::same_as<bool>;  // true when the key was absent; never updates
+  { m.put(k, v) } -> std::same_as<bool>;     // insert or update; true when the key was absent
+  { m.remove(k) } -> std::same_as<bool>;
+  { m.contains(k) } -> std::same_as<bool>;
+  { m.get(k) } -> std::same_as<std::optional<std::string>>;
 };
 
 template <class Q>

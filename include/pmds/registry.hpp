@@ -106,6 +106,10 @@ using Registered = TypeList<
         "bst/mirror-pm", Kind::map,
         factories::Plain<algo::NatarajanMittalTree<mirror::MirrorBothInPoolPolicy>>,
         "Natarajan-Mittal BST, Mirror with both replicas on the pool's medium (seed 001 §6.3)">,
+    // Masstree (seed 002's substrate; incll/masstree.hpp)
+    Describe<"masstree/transient", Kind::map, factories::Plain<incll::Masstree>,
+             "Masstree in DRAM: a trie of B+trees over 8-byte key slices, optimistic readers, "
+             "put and scan (the transient baseline of seed 002's InCLL)">,
     // Michael-Scott queue, Treiber stack, lock-protected heap
     Describe<"queue/transient", Kind::queue,
              factories::Plain<algo::MichaelScottQueue<algo::transient>>,

@@ -1,0 +1,916 @@
+// pmds — Masstree (Mao, Kohler, Morris, EuroSys 2012), the ordered byte-string index that seed
+// 002 (InCLL) makes durable. This file is the tree itself, in DRAM: `masstree/transient`, the
+// twin every InCLL figure compares against. docs/ARCHITECTURE.md §1 (incll/) says what is built
+// of seed 002 so far.
+//
+// The shape. A trie of B+trees ("layers") over 8-byte key slices: layer 0 orders keys by their
+// first 8 bytes; keys that share those 8 bytes and go on live in a layer below, keyed by their
+// next 8 bytes, and so on. Within a layer a key is the pair (slice, length class): the slice is
+// the next 8 bytes big-endian and zero-padded, the class 0..8 the number of key bytes left when
+// the key ends in this slice, or 9 when it goes on — ordered as the byte strings are. A border
+// (leaf) node holds up to `width` entries in unordered slots with a permutation word giving their
+// order; an entry whose key goes on holds the rest of the key as a suffix, or, once a second key
+// shares its slice, a pointer to the next layer's root. Interior nodes hold separators and
+// children.
+//
+// Concurrency, as the paper's §4: every node has a version word (lock bit, "inserting" and
+// "splitting" dirty bits, an insert counter and a split counter). Readers take no lock: they
+// read a stable (not dirty) version, read the node, and read the version again; a change sends
+// them back (to the same node after an insert, or on along the border's `next` link / from the
+// root after a split). Writers lock the border node, mark it dirty, write, and unlock (which
+// bumps the counter of what they did). A split locks upwards (child, then parent), never down,
+// and left to right along borders, so locks cannot deadlock. Every field a reader reads without
+// the lock is an atomic: loads of node contents are acquire and the writer's stores release, so
+// a reader that sees a new value also sees the dirty version written before it (the seqlock
+// rule without stand-alone fences, which ThreadSanitizer does not model).
+//
+// Choices where this differs from the paper's code, each for simplicity:
+// - every insert and remove marks the border "inserting" (the original skips it when a fresh
+//   slot is filled), so readers of that node retry after any structural change of it;
+// - removal does not free or merge empty nodes or layers (the tree keeps its shape; memory
+//   returns when the tree is destroyed); values and suffixes are freed through an epoch domain;
+// - a layer's root pointer (in the entry above it) is not updated when the layer's root splits:
+//   readers climb from the old root by parent links (the top layer's root is updated);
+// - width 14 (the original uses 15): seed 002's InCLL keeps its per-node log in the border's
+//   first line, and the durable modes will share this layout.
+//
+// Two forms: Masstree (8-byte keys and values: pmds::Map, UpdatableMap, Scannable; a key is its
+// 8 bytes big-endian, so the order is numeric) and StringMasstree (byte-string keys and values:
+// pmds::ByteStringMap, with scan). Keys 0 and 2^64-1 of the 8-byte form are rejected with
+// pmds::ReservedKey like every structure's (interfaces.hpp); a byte-string key may be empty and
+// at most max_key_size bytes.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <tuple>
+#include <utility>
+
+#include "pmds/error.hpp"
+#include "pmds/interfaces.hpp"
+#include "pmds/reclaim/epoch.hpp"
+
+namespace pmds::incll {
+
+namespace masstree_detail {
+
+inline constexpr int width = 14;  // entries per border node, separators per interior node
+
+// The version word (Masstree §4.2).
+inline constexpr std::uint64_t locked_bit = 1;
+inline constexpr std::uint64_t inserting_bit = 2;
+inline constexpr std::uint64_t splitting_bit = 4;
+inline constexpr std::uint64_t root_bit = 8;
+inline constexpr std::uint64_t border_bit = 16;
+inline constexpr std::uint64_t dirty_bits = inserting_bit | splitting_bit;
+inline constexpr std::uint64_t insert_unit = std::uint64_t{1} << 8;  // insert counter: bits 8-31
+inline constexpr std::uint64_t insert_mask = std::uint64_t{0xffffff} << 8;
+inline constexpr std::uint64_t split_unit = std::uint64_t{1} << 32;  // split counter: bits 32-63
+
+// What a border entry holds: 0..8 the key ends in this slice with that many bytes; has_suffix
+// the key goes on and the rest is in the entry's suffix; has_layer the entry is a layer root.
+inline constexpr std::uint8_t has_suffix = 9;
+inline constexpr std::uint8_t has_layer = 10;
+
+// A key's position within one layer, ordered as the byte strings are.
+struct LayerKey {
+  std::uint64_t slice = 0;
+  std::uint8_t length_class = 0;  // 0..8, or 9 (has_suffix) when the key goes on
+  auto operator<=>(const LayerKey&) const = default;
+};
+
+inline std::uint8_t length_class_of(std::uint8_t kind) {
+  return kind < has_suffix ? kind : has_suffix;
+}
+
+// A key and how far into it the search has descended (8 bytes per layer).
+struct KeyCursor {
+  std::string_view key;
+  std::size_t offset = 0;
+
+  std::size_t remaining() const { return key.size() - offset; }
+  LayerKey layer_key() const {
+    const std::size_t n = std::min<std::size_t>(remaining(), 8);
+    std::uint64_t big_endian = 0;
+    if (n != 0) std::memcpy(&big_endian, key.data() + offset, n);  // data() may be null if empty
+    const auto length = static_cast<std::uint8_t>(remaining() > 8 ? has_suffix : n);
+    return {__builtin_bswap64(big_endian), length};
+  }
+  std::string_view suffix() const { return key.substr(offset + 8); }  // when remaining() > 8
+  void descend() { offset += 8; }
+};
+
+inline void append_slice(std::string& out, std::uint64_t slice, std::size_t bytes) {
+  const std::uint64_t big_endian = __builtin_bswap64(slice);
+  out.append(reinterpret_cast<const char*>(&big_endian), bytes);
+}
+
+// An immutable byte string on the heap: a value of StringMasstree, or a key's suffix. Replaced,
+// never changed, so a reader holding an epoch pin may read it after validating the node.
+struct Bytes {
+  std::size_t size;
+
+  std::string_view view() const { return {reinterpret_cast<const char*>(this + 1), size}; }
+  static Bytes* make(std::string_view s) {
+    auto* b = ::new (::operator new(sizeof(Bytes) + s.size())) Bytes{s.size()};
+    if (!s.empty()) std::memcpy(b + 1, s.data(), s.size());
+    return b;
+  }
+  static void destroy(Bytes* b) { ::operator delete(b); }
+};
+
+struct Interior;
+
+struct Node {
+  std::atomic<std::uint64_t> version;
+  std::atomic<Interior*> parent{nullptr};
+
+  explicit Node(std::uint64_t v) : version(v) {}
+};
+
+// A border entry as a writer or a scan copies it.
+struct Entry {
+  std::uint8_t kind = 0;
+  std::uint64_t slice = 0;
+  std::uint64_t value = 0;  // the value word, a Bytes* value, or the layer root (has_layer)
+  Bytes* suffix = nullptr;  // has_suffix only
+
+  LayerKey layer_key() const { return {slice, length_class_of(kind)}; }
+};
+
+// The permutation word (Masstree §4.6.2): the entry count in bits 0-3, then the slot of the
+// entry at each position, 4 bits each; positions count..width-1 list the free slots.
+struct Permutation {
+  std::uint64_t word;
+
+  static Permutation empty() {
+    std::uint64_t w = 0;
+    for (int p = 0; p < width; ++p) w |= std::uint64_t(p) << (4 + 4 * p);
+    return {w};
+  }
+  int size() const { return static_cast<int>(word & 15); }
+  int slot(int position) const { return static_cast<int>((word >> (4 + 4 * position)) & 15); }
+
+  // The first free slot moves to `position`; the entries from there on move one place right.
+  Permutation inserted(int position) const {
+    const int n = size();
+    std::uint64_t w = (word & ~std::uint64_t{15}) | std::uint64_t(n + 1);
+    const std::uint64_t free_slot = std::uint64_t(slot(n));
+    for (int p = n; p > position; --p) w = with(w, p, slot(p - 1));
+    return {with(w, position, free_slot)};
+  }
+  // The entry at `position` leaves; its slot becomes the first free one.
+  Permutation removed(int position) const {
+    const int n = size();
+    std::uint64_t w = (word & ~std::uint64_t{15}) | std::uint64_t(n - 1);
+    const std::uint64_t gone = std::uint64_t(slot(position));
+    for (int p = position; p < n - 1; ++p) w = with(w, p, slot(p + 1));
+    return {with(w, n - 1, gone)};
+  }
+
+ private:
+  static std::uint64_t with(std::uint64_t w, int position, std::uint64_t s) {
+    const int shift = 4 + 4 * position;
+    return (w & ~(std::uint64_t{15} << shift)) | (s << shift);
+  }
+};
+static_assert(4 + 4 * width <= 64, "the permutation must fit one word");
+
+struct alignas(64) Border : Node {
+  std::atomic<std::uint64_t> permutation{Permutation::empty().word};
+  std::atomic<Border*> next{nullptr};
+  LayerKey low;  // the least key this node may hold; immutable once the node is published
+  std::atomic<std::uint8_t> kind[width] = {};
+  std::atomic<std::uint64_t> slice[width] = {};
+  std::atomic<std::uint64_t> value[width] = {};
+  std::atomic<Bytes*> suffix[width] = {};
+
+  explicit Border(std::uint64_t v, LayerKey low_key = {}) : Node(v | border_bit), low(low_key) {}
+
+  Entry entry(int slot) const {
+    return {kind[slot].load(std::memory_order_acquire), slice[slot].load(std::memory_order_acquire),
+            value[slot].load(std::memory_order_acquire),
+            suffix[slot].load(std::memory_order_acquire)};
+  }
+  void set_entry(int slot, const Entry& e) {
+    kind[slot].store(e.kind, std::memory_order_release);
+    slice[slot].store(e.slice, std::memory_order_release);
+    value[slot].store(e.value, std::memory_order_release);
+    suffix[slot].store(e.suffix, std::memory_order_release);
+  }
+};
+
+struct alignas(64) Interior : Node {
+  std::atomic<int> keys{0};
+  std::atomic<std::uint64_t> slice[width] = {};
+  std::atomic<std::uint8_t> length_class[width] = {};
+  std::atomic<Node*> child[width + 1] = {};
+
+  explicit Interior(std::uint64_t v) : Node(v) {}
+
+  LayerKey separator(int i) const {
+    return {slice[i].load(std::memory_order_acquire),
+            length_class[i].load(std::memory_order_acquire)};
+  }
+  void set_separator(int i, LayerKey k) {
+    slice[i].store(k.slice, std::memory_order_release);
+    length_class[i].store(k.length_class, std::memory_order_release);
+  }
+  // The child whose range holds k: separators equal to k lead right (a separator is the low key
+  // of the node on its right).
+  int child_index(LayerKey k, int n) const {
+    int i = 0;
+    while (i < n && !(k < separator(i))) ++i;
+    return i;
+  }
+};
+
+inline bool is_border(std::uint64_t v) {
+  return (v & border_bit) != 0;
+}
+inline bool is_root(std::uint64_t v) {
+  return (v & root_bit) != 0;
+}
+// Whether a node changed between two reads of its version (the lock bit alone is no change).
+inline bool changed(std::uint64_t before, std::uint64_t after) {
+  return (before ^ after) > locked_bit;
+}
+inline bool split_since(std::uint64_t before, std::uint64_t after) {
+  return (before ^ after) >= split_unit || ((before ^ after) & root_bit) != 0;
+}
+
+// Spins politely: pause, then yield (the machine may run more threads than cores).
+inline void backoff(int& spins) {
+  if (++spins < 64)
+    __builtin_ia32_pause();
+  else
+    std::this_thread::yield();
+}
+
+inline std::uint64_t stable_version(const Node* n) {
+  std::uint64_t v = n->version.load(std::memory_order_acquire);
+  for (int spins = 0; v & dirty_bits; v = n->version.load(std::memory_order_acquire))
+    backoff(spins);
+  return v;
+}
+
+inline void lock(Node* n) {
+  for (int spins = 0;; backoff(spins)) {
+    std::uint64_t v = n->version.load(std::memory_order_relaxed);
+    if (!(v & locked_bit) &&
+        n->version.compare_exchange_weak(v, v | locked_bit, std::memory_order_acquire))
+      return;
+  }
+}
+
+// Marks a locked node dirty. Relaxed: the writer's later stores are release stores, so a reader
+// that sees one of them sees this mark too.
+inline void mark(Node* n, std::uint64_t dirty_bit) {
+  n->version.store(n->version.load(std::memory_order_relaxed) | dirty_bit,
+                   std::memory_order_relaxed);
+}
+
+inline void unlock(Node* n) {
+  std::uint64_t v = n->version.load(std::memory_order_relaxed);
+  if (v & inserting_bit) v = (v & ~insert_mask) | ((v + insert_unit) & insert_mask);
+  if (v & splitting_bit) v += split_unit;
+  n->version.store(v & ~(locked_bit | dirty_bits), std::memory_order_release);
+}
+
+}  // namespace masstree_detail
+
+// The tree, over the value form: 8-byte value words (StringValues = false) or byte strings
+// (StringValues = true, each value a Bytes on the heap). Use the aliases Masstree and
+// StringMasstree below.
+template <bool StringValues>
+class BasicMasstree {
+ protected:
+  using LayerKey = masstree_detail::LayerKey;
+  using KeyCursor = masstree_detail::KeyCursor;
+  using Node = masstree_detail::Node;
+  using Border = masstree_detail::Border;
+  using Interior = masstree_detail::Interior;
+  using Entry = masstree_detail::Entry;
+  using Bytes = masstree_detail::Bytes;
+  using Permutation = masstree_detail::Permutation;
+  static constexpr int width = masstree_detail::width;
+
+ public:
+  static constexpr Criterion criterion = Criterion::none;
+  static constexpr std::size_t max_key_size = std::size_t{1} << 20;
+
+  BasicMasstree() : root_(new Border(masstree_detail::root_bit)) {}
+  BasicMasstree(const BasicMasstree&) = delete;
+  BasicMasstree& operator=(const BasicMasstree&) = delete;
+  // Quiescent: frees every node, value and suffix.
+  ~BasicMasstree() {
+    domain_.drain();
+    destroy(root_of(root_.load(std::memory_order_acquire)));
+  }
+
+  reclaim::EpochDomain& domain() { return domain_; }
+
+ protected:
+  enum class PutMode { insert_only, insert_or_update };
+
+  // What a found entry says about the rest of the key.
+  enum class Match { absent, found, layer };
+
+  // The value word (or Bytes*) of the key, if present.
+  std::optional<std::uint64_t> find(KeyCursor key) const {
+    Node* layer = root_.load(std::memory_order_acquire);
+    for (;;) {
+      const LayerKey k = key.layer_key();
+      auto [b, v] = find_border(layer, k);
+      for (;;) {
+        const Permutation perm{b->permutation.load(std::memory_order_acquire)};
+        int position;
+        const bool present = search(b, perm, k, position);
+        const Entry e = present ? b->entry(perm.slot(position)) : Entry{};
+        const std::uint64_t after = b->version.load(std::memory_order_acquire);
+        if (masstree_detail::changed(v, after)) {
+          std::tie(b, v) = move_right(b, k);
+          continue;
+        }
+        if (!present) return std::nullopt;
+        switch (match(e, key)) {
+          case Match::absent:
+            return std::nullopt;
+          case Match::found:
+            return e.value;
+          case Match::layer:
+            break;
+        }
+        layer = reinterpret_cast<Node*>(e.value);
+        key.descend();
+        break;
+      }
+    }
+  }
+
+  // Inserts the key with `value` (a word, or a Bytes* the tree then owns), or in insert_or_update
+  // mode replaces the present value. Returns whether the key was absent. In insert_only mode a
+  // present key is left alone and `value` is not taken (the caller frees a Bytes*).
+  bool store(KeyCursor key, std::uint64_t value, PutMode mode) {
+    Node* layer = root_.load(std::memory_order_acquire);
+    for (;;) {
+      const LayerKey k = key.layer_key();
+      Border* b = lock_border(layer, k);
+      const Permutation perm{b->permutation.load(std::memory_order_relaxed)};
+      int position;
+      if (search(b, perm, k, position)) {
+        const int slot = perm.slot(position);
+        const Entry e = b->entry(slot);
+        switch (match(e, key)) {
+          case Match::found:
+            if (mode == PutMode::insert_or_update) {
+              // A value word is replaced in place: a reader sees the old or the new one, both
+              // of the same key (the slot's key changes only under the dirty mark).
+              b->value[slot].store(value, std::memory_order_release);
+              masstree_detail::unlock(b);
+              retire_value(e.value);
+            } else {
+              masstree_detail::unlock(b);
+            }
+            return false;
+          case Match::layer:
+            masstree_detail::unlock(b);
+            break;
+          case Match::absent:  // the slice holds another key that goes on: push it a layer down
+            layer = make_layer(b, slot, e);
+            masstree_detail::unlock(b);
+            retire_suffix(e.suffix);
+            key.descend();
+            continue;
+        }
+        layer = reinterpret_cast<Node*>(e.value);
+        key.descend();
+        continue;
+      }
+      Entry fresh{k.length_class, k.slice, value, nullptr};
+      if (k.length_class == masstree_detail::has_suffix) fresh.suffix = Bytes::make(key.suffix());
+      if (perm.size() < width)
+        insert_entry(b, perm, position, fresh);
+      else
+        split_border(b, perm, position, fresh);
+      return true;
+    }
+  }
+
+  // Removes the key; returns whether it was present.
+  bool erase(KeyCursor key) {
+    Node* layer = root_.load(std::memory_order_acquire);
+    for (;;) {
+      const LayerKey k = key.layer_key();
+      Border* b = lock_border(layer, k);
+      const Permutation perm{b->permutation.load(std::memory_order_relaxed)};
+      int position;
+      if (!search(b, perm, k, position)) {
+        masstree_detail::unlock(b);
+        return false;
+      }
+      const Entry e = b->entry(perm.slot(position));
+      switch (match(e, key)) {
+        case Match::absent:
+          masstree_detail::unlock(b);
+          return false;
+        case Match::found:
+          masstree_detail::mark(b, masstree_detail::inserting_bit);
+          b->permutation.store(perm.removed(position).word, std::memory_order_release);
+          masstree_detail::unlock(b);
+          retire_value(e.value);
+          retire_suffix(e.suffix);
+          return true;
+        case Match::layer:
+          masstree_detail::unlock(b);
+          layer = reinterpret_cast<Node*>(e.value);
+          key.descend();
+          break;
+      }
+    }
+  }
+
+  // Visits, in key order, the entries whose keys are >= `from`: visit(key bytes, value word)
+  // returns false to stop. Each node is read as one consistent snapshot (not the whole scan).
+  template <class F>
+  void scan_from(std::string_view from, F&& visit) const {
+    std::string prefix;
+    std::optional<std::string_view> lower = from;
+    scan_layer(root_.load(std::memory_order_acquire), prefix, lower, visit);
+  }
+
+  static void check_key_size(std::string_view key) {
+    if (key.size() > max_key_size)
+      throw Error("pmds: Masstree keys are at most " + std::to_string(max_key_size) +
+                  " bytes (got " + std::to_string(key.size()) + ")");
+  }
+
+  mutable reclaim::EpochDomain domain_;
+
+ private:
+  // The root of the layer `n` belongs to (n or an ancestor: layer pointers may be stale).
+  static Node* root_of(Node* n) {
+    while (!masstree_detail::is_root(n->version.load(std::memory_order_acquire)))
+      n = n->parent.load(std::memory_order_acquire);
+    return n;
+  }
+
+  // Descends the layer to the border node whose range holds k; returns it with the stable
+  // version its contents must be validated against.
+  static std::pair<Border*, std::uint64_t> find_border(Node* layer_root, LayerKey k) {
+  retry:
+    Node* n = layer_root;
+    std::uint64_t v = masstree_detail::stable_version(n);
+    while (!masstree_detail::is_root(v)) {
+      n = n->parent.load(std::memory_order_acquire);
+      v = masstree_detail::stable_version(n);
+    }
+    while (!masstree_detail::is_border(v)) {
+      const auto* in = static_cast<const Interior*>(n);
+      const int i = in->child_index(k, in->keys.load(std::memory_order_acquire));
+      Node* child = in->child[i].load(std::memory_order_acquire);
+      const std::uint64_t child_v = child ? masstree_detail::stable_version(child) : 0;
+      const std::uint64_t after = n->version.load(std::memory_order_acquire);
+      if (child && !masstree_detail::changed(v, after)) {
+        n = child;
+        v = child_v;
+        continue;
+      }
+      const std::uint64_t now = masstree_detail::stable_version(n);
+      if (masstree_detail::split_since(v, now)) goto retry;  // keys may have left this node
+      v = now;
+    }
+    return move_right(static_cast<Border*>(n), k, v);
+  }
+
+  // After a border changed under a reader: its stable version, then along `next` while k
+  // belongs further right (a split moved it).
+  static std::pair<Border*, std::uint64_t> move_right(Border* b, LayerKey k) {
+    return move_right(b, k, masstree_detail::stable_version(b));
+  }
+  static std::pair<Border*, std::uint64_t> move_right(Border* b, LayerKey k, std::uint64_t v) {
+    for (;;) {
+      Border* next = b->next.load(std::memory_order_acquire);
+      const std::uint64_t after = b->version.load(std::memory_order_acquire);
+      if (masstree_detail::changed(v, after)) {
+        v = masstree_detail::stable_version(b);
+        continue;
+      }
+      if (next == nullptr || k < next->low) return {b, v};
+      b = next;
+      v = masstree_detail::stable_version(b);
+    }
+  }
+
+  // The border holding k's range, locked.
+  static Border* lock_border(Node* layer_root, LayerKey k) {
+    Border* b = find_border(layer_root, k).first;
+    masstree_detail::lock(b);
+    for (Border* next; (next = b->next.load(std::memory_order_acquire)) && !(k < next->low);) {
+      masstree_detail::lock(next);
+      masstree_detail::unlock(b);
+      b = next;
+    }
+    return b;
+  }
+
+  // Finds k among the border's entries: true and its position, or false and the position it
+  // would take.
+  static bool search(const Border* b, Permutation perm, LayerKey k, int& position) {
+    const int n = perm.size();
+    for (int p = 0; p < n; ++p) {
+      const int s = perm.slot(p);
+      const LayerKey here{
+          b->slice[s].load(std::memory_order_acquire),
+          masstree_detail::length_class_of(b->kind[s].load(std::memory_order_acquire))};
+      if (here < k) continue;
+      position = p;
+      return here == k;
+    }
+    position = n;
+    return false;
+  }
+
+  // Whether an entry with the key's layer key is the key itself, another key, or a layer.
+  static Match match(const Entry& e, const KeyCursor& key) {
+    if (e.kind == masstree_detail::has_layer) return Match::layer;
+    if (e.kind == masstree_detail::has_suffix && e.suffix->view() != key.suffix())
+      return Match::absent;
+    return Match::found;
+  }
+
+  // The entry in `slot` (a key that goes on, with a suffix) becomes a layer whose one key is
+  // the rest of that key; returns the new layer's root. b is locked.
+  Node* make_layer(Border* b, int slot, const Entry& e) {
+    auto* layer = new Border(masstree_detail::root_bit);
+    const KeyCursor rest{e.suffix->view()};
+    const LayerKey k = rest.layer_key();
+    Entry moved{k.length_class, k.slice, e.value, nullptr};
+    if (k.length_class == masstree_detail::has_suffix) moved.suffix = Bytes::make(rest.suffix());
+    layer->set_entry(0, moved);
+    layer->permutation.store(Permutation::empty().inserted(0).word, std::memory_order_relaxed);
+    masstree_detail::mark(b, masstree_detail::inserting_bit);
+    b->kind[slot].store(masstree_detail::has_layer, std::memory_order_release);
+    b->suffix[slot].store(nullptr, std::memory_order_release);
+    b->value[slot].store(reinterpret_cast<std::uint64_t>(static_cast<Node*>(layer)),
+                         std::memory_order_release);
+    return layer;
+  }
+
+  static void insert_entry(Border* b, Permutation perm, int position, const Entry& e) {
+    masstree_detail::mark(b, masstree_detail::inserting_bit);
+    b->set_entry(perm.slot(perm.size()), e);
+    b->permutation.store(perm.inserted(position).word, std::memory_order_release);
+    masstree_detail::unlock(b);
+  }
+
+  // b is locked and full: it keeps the lower half of its entries plus `e` at `position`, a new
+  // right sibling takes the upper half, and the parent learns of the sibling. Unlocks b.
+  void split_border(Border* b, Permutation perm, int position, const Entry& e) {
+    std::array<Entry, width + 1> all;
+    for (int p = 0, out = 0; p < width; ++p, ++out) {
+      if (p == position) all[out++] = e;
+      all[out] = b->entry(perm.slot(p));
+    }
+    if (position == width) all[width] = e;
+    // An ascending run of inserts (the new key last) leaves b full and starts the sibling with
+    // the new key alone, as the original does; otherwise the halves are even.
+    const int left = position == width ? width : (width + 1) / 2;
+    auto* sibling = new Border(masstree_detail::locked_bit, all[left].layer_key());
+    Permutation right_perm = Permutation::empty();
+    for (int i = left; i <= width; ++i) {
+      sibling->set_entry(i - left, all[i]);
+      right_perm = right_perm.inserted(i - left);
+    }
+    sibling->permutation.store(right_perm.word, std::memory_order_relaxed);
+    sibling->next.store(b->next.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    sibling->parent.store(b->parent.load(std::memory_order_relaxed), std::memory_order_relaxed);
+
+    masstree_detail::mark(b, masstree_detail::splitting_bit);
+    Permutation left_perm = Permutation::empty();
+    for (int i = 0; i < left; ++i) {
+      b->set_entry(i, all[i]);
+      left_perm = left_perm.inserted(i);
+    }
+    b->permutation.store(left_perm.word, std::memory_order_release);
+    b->next.store(sibling, std::memory_order_release);
+    insert_into_parent(b, sibling->low, sibling);
+    masstree_detail::unlock(sibling);
+    masstree_detail::unlock(b);
+  }
+
+  // `left` (locked, splitting) has a new right sibling `right` (locked) whose least key is
+  // `key`: put it in left's parent, splitting upwards as needed; a split root gets a new root.
+  void insert_into_parent(Node* left, LayerKey key, Node* right) {
+    if (masstree_detail::is_root(left->version.load(std::memory_order_relaxed))) {
+      auto* root = new Interior(masstree_detail::root_bit);
+      root->keys.store(1, std::memory_order_relaxed);
+      root->set_separator(0, key);
+      root->child[0].store(left, std::memory_order_relaxed);
+      root->child[1].store(right, std::memory_order_relaxed);
+      left->parent.store(root, std::memory_order_release);
+      right->parent.store(root, std::memory_order_release);
+      left->version.store(
+          left->version.load(std::memory_order_relaxed) & ~masstree_detail::root_bit,
+          std::memory_order_release);
+      Node* expected = left;  // the top layer's root pointer follows; lower layers' climb
+      root_.compare_exchange_strong(expected, root, std::memory_order_acq_rel);
+      return;
+    }
+    Interior* p = lock_parent(left);
+    const int n = p->keys.load(std::memory_order_relaxed);
+    int at = 0;
+    while (p->child[at].load(std::memory_order_relaxed) != left) ++at;
+    if (n < width) {
+      masstree_detail::mark(p, masstree_detail::inserting_bit);
+      for (int i = n; i > at; --i) {
+        p->set_separator(i, p->separator(i - 1));
+        p->child[i + 1].store(p->child[i].load(std::memory_order_relaxed),
+                              std::memory_order_release);
+      }
+      p->set_separator(at, key);
+      p->child[at + 1].store(right, std::memory_order_release);
+      p->keys.store(n + 1, std::memory_order_release);
+      right->parent.store(p, std::memory_order_release);
+      masstree_detail::unlock(p);
+      return;
+    }
+    split_interior(p, at, key, right);
+  }
+
+  // p is locked and full; `right` goes after child `at` with separator `key`. p keeps the lower
+  // half, a new sibling the upper half, the middle separator goes up. Unlocks p.
+  void split_interior(Interior* p, int at, LayerKey key, Node* right) {
+    std::array<LayerKey, width + 1> keys;
+    std::array<Node*, width + 2> children;
+    for (int i = 0, out = 0; i < width; ++i, ++out) {
+      if (i == at) keys[out++] = key;
+      keys[out] = p->separator(i);
+    }
+    if (at == width) keys[width] = key;
+    for (int i = 0, out = 0; i <= width; ++i, ++out) {
+      children[out] = p->child[i].load(std::memory_order_relaxed);
+      if (i == at) children[++out] = right;
+    }
+    constexpr int left = width / 2;  // separators kept; keys[left] goes up
+    auto* sibling = new Interior(masstree_detail::locked_bit);
+    sibling->keys.store(width - left, std::memory_order_relaxed);
+    for (int i = left + 1; i <= width; ++i) sibling->set_separator(i - left - 1, keys[i]);
+    for (int i = left + 1; i <= width + 1; ++i)
+      sibling->child[i - left - 1].store(children[i], std::memory_order_relaxed);
+    sibling->parent.store(p->parent.load(std::memory_order_relaxed), std::memory_order_relaxed);
+
+    masstree_detail::mark(p, masstree_detail::splitting_bit);
+    for (int i = 0; i < left; ++i) p->set_separator(i, keys[i]);
+    for (int i = 0; i <= left; ++i) p->child[i].store(children[i], std::memory_order_release);
+    p->keys.store(left, std::memory_order_release);
+    // A child's parent changes under its old parent's lock; a writer waiting to lock the old
+    // parent rechecks the link once it holds it (lock_parent).
+    for (int i = 0; i <= left; ++i) children[i]->parent.store(p, std::memory_order_release);
+    for (int i = left + 1; i <= width + 1; ++i)
+      children[i]->parent.store(sibling, std::memory_order_release);
+    insert_into_parent(p, keys[left], sibling);
+    masstree_detail::unlock(sibling);
+    masstree_detail::unlock(p);
+  }
+
+  // Locks n's parent, rechecking the link once locked (the parent may have split meanwhile).
+  static Interior* lock_parent(Node* n) {
+    for (;;) {
+      Interior* p = n->parent.load(std::memory_order_acquire);
+      masstree_detail::lock(p);
+      if (n->parent.load(std::memory_order_acquire) == p) return p;
+      masstree_detail::unlock(p);
+    }
+  }
+
+  template <class F>
+  bool scan_layer(Node* layer, std::string& prefix, std::optional<std::string_view> lower,
+                  F& visit) const {
+    const LayerKey start = lower ? KeyCursor{*lower}.layer_key() : LayerKey{};
+    Border* b = find_border(layer, start).first;
+    std::array<Entry, width> entries;
+    while (b != nullptr) {
+      int n;
+      Border* next;
+      for (;;) {  // one consistent snapshot of the node
+        const std::uint64_t v = masstree_detail::stable_version(b);
+        const Permutation perm{b->permutation.load(std::memory_order_acquire)};
+        n = perm.size();
+        for (int p = 0; p < n; ++p) entries[p] = b->entry(perm.slot(p));
+        next = b->next.load(std::memory_order_acquire);
+        if (!masstree_detail::changed(v, b->version.load(std::memory_order_acquire))) break;
+      }
+      for (int p = 0; p < n; ++p) {
+        const Entry& e = entries[p];
+        std::optional<std::string_view> inner;  // the bound within this entry's layer
+        if (lower) {
+          if (e.layer_key() < start) continue;
+          if (e.layer_key() == start && start.length_class == masstree_detail::has_suffix)
+            inner = KeyCursor{*lower}.suffix();
+          lower.reset();  // every later entry is above the bound
+        }
+        const std::size_t size = prefix.size();
+        masstree_detail::append_slice(prefix, e.slice,
+                                      e.kind < masstree_detail::has_suffix ? e.kind : 8);
+        bool go_on = true;
+        if (e.kind == masstree_detail::has_layer) {
+          go_on = scan_layer(reinterpret_cast<Node*>(e.value), prefix, inner, visit);
+        } else if (!inner || e.suffix->view() >= *inner) {
+          if (e.kind == masstree_detail::has_suffix) prefix.append(e.suffix->view());
+          go_on = visit(std::string_view(prefix), e.value);
+        }
+        prefix.resize(size);
+        if (!go_on) return false;
+      }
+      b = next;
+    }
+    return true;
+  }
+
+  void retire_value(std::uint64_t value) {
+    if constexpr (StringValues)
+      domain_.retire(reinterpret_cast<Bytes*>(value), [](Bytes* p) { Bytes::destroy(p); });
+  }
+  void retire_suffix(Bytes* suffix) {
+    if (suffix != nullptr) domain_.retire(suffix, [](Bytes* p) { Bytes::destroy(p); });
+  }
+
+  // Quiescent: frees the subtree (live entries only: a split leaves stale copies in free slots).
+  static void destroy(Node* n) {
+    if (masstree_detail::is_border(n->version.load(std::memory_order_relaxed))) {
+      auto* b = static_cast<Border*>(n);
+      const Permutation perm{b->permutation.load(std::memory_order_relaxed)};
+      for (int p = 0; p < perm.size(); ++p) {
+        const Entry e = b->entry(perm.slot(p));
+        if (e.kind == masstree_detail::has_layer) {
+          destroy(root_of(reinterpret_cast<Node*>(e.value)));
+          continue;
+        }
+        if (e.suffix != nullptr) Bytes::destroy(e.suffix);
+        if constexpr (StringValues) Bytes::destroy(reinterpret_cast<Bytes*>(e.value));
+      }
+      delete b;
+      return;
+    }
+    auto* in = static_cast<Interior*>(n);
+    for (int i = 0; i <= in->keys.load(std::memory_order_relaxed); ++i)
+      destroy(in->child[i].load(std::memory_order_relaxed));
+    delete in;
+  }
+
+  std::atomic<Node*> root_;  // the top layer's root (a layer root that split has a parent)
+};
+
+// Masstree over 8-byte keys and values: the key's 8 bytes big-endian are its byte string, so
+// the order is the keys' numeric order and every key lives in the top layer.
+class Masstree : public BasicMasstree<false> {
+ public:
+  bool insert(Key k, Value v) {
+    Bytes8 key(k);
+    auto guard = domain_.pin();
+    return store(key.cursor(), v, PutMode::insert_only);
+  }
+  bool put(Key k, Value v) {
+    Bytes8 key(k);
+    auto guard = domain_.pin();
+    return store(key.cursor(), v, PutMode::insert_or_update);
+  }
+  bool remove(Key k) {
+    Bytes8 key(k);
+    auto guard = domain_.pin();
+    return erase(key.cursor());
+  }
+  std::optional<Value> get(Key k) const {
+    Bytes8 key(k);
+    auto guard = domain_.pin();
+    return find(key.cursor());
+  }
+  bool contains(Key k) const { return get(k).has_value(); }
+
+  // Up to max_count keys >= from in ascending order, visit(key, value) each; returns how many.
+  // Each node's keys are read as one snapshot; the scan as a whole is not atomic.
+  template <class F>
+  std::size_t scan(Key from, std::size_t max_count, F&& visit) const {
+    if (from == min_reserved_key) from = min_user_key;
+    std::size_t count = 0;
+    if (max_count == 0) return 0;
+    Bytes8 key(from);
+    auto guard = domain_.pin();
+    scan_from(key.view(), [&](std::string_view bytes, std::uint64_t value) {
+      visit(Bytes8::key_of(bytes), Value{value});
+      return ++count < max_count;
+    });
+    return count;
+  }
+
+  // Quiescent: f(key, value) for every key, in key order.
+  template <class F>
+  void for_each(F&& f) const {
+    scan(min_user_key, ~std::size_t{0}, f);
+  }
+  std::size_t size() const {
+    std::size_t n = 0;
+    for_each([&n](Key, Value) { ++n; });
+    return n;
+  }
+
+ private:
+  struct Bytes8 {
+    char bytes[8];
+    explicit Bytes8(Key k) {
+      check_key(k);
+      const Key big_endian = __builtin_bswap64(k);
+      std::memcpy(bytes, &big_endian, 8);
+    }
+    std::string_view view() const { return {bytes, 8}; }
+    KeyCursor cursor() const { return KeyCursor{view()}; }
+    static Key key_of(std::string_view b) {
+      Key big_endian;
+      std::memcpy(&big_endian, b.data(), 8);
+      return __builtin_bswap64(big_endian);
+    }
+  };
+};
+
+// Masstree over byte-string keys and values (pmds::ByteStringMap). Values are copied in and
+// out; visit(key, f) runs f(std::string_view) on the stored value without a copy.
+class StringMasstree : public BasicMasstree<true> {
+ public:
+  bool insert(std::string_view key, std::string_view value) {
+    return put_value(key, value, PutMode::insert_only);
+  }
+  bool put(std::string_view key, std::string_view value) {
+    return put_value(key, value, PutMode::insert_or_update);
+  }
+  bool remove(std::string_view key) {
+    check_key_size(key);
+    auto guard = domain_.pin();
+    return erase(KeyCursor{key});
+  }
+  std::optional<std::string> get(std::string_view key) const {
+    std::optional<std::string> out;
+    visit(key, [&out](std::string_view v) { out.emplace(v); });
+    return out;
+  }
+  bool contains(std::string_view key) const {
+    return visit(key, [](std::string_view) {});
+  }
+  // f(value) if the key is present; returns whether it was.
+  template <class F>
+  bool visit(std::string_view key, F&& f) const {
+    check_key_size(key);
+    auto guard = domain_.pin();
+    const auto word = find(KeyCursor{key});
+    if (!word) return false;
+    f(reinterpret_cast<const Bytes*>(*word)->view());
+    return true;
+  }
+
+  // Up to max_count keys >= from in byte-string order, visit(key, value) each (views valid
+  // during the call); returns how many.
+  template <class F>
+  std::size_t scan(std::string_view from, std::size_t max_count, F&& visit) const {
+    check_key_size(from);
+    std::size_t count = 0;
+    if (max_count == 0) return 0;
+    auto guard = domain_.pin();
+    scan_from(from, [&](std::string_view key, std::uint64_t value) {
+      visit(key, reinterpret_cast<const Bytes*>(value)->view());
+      return ++count < max_count;
+    });
+    return count;
+  }
+  template <class F>
+  void for_each(F&& f) const {
+    scan(std::string_view{}, ~std::size_t{0}, f);
+  }
+  std::size_t size() const {
+    std::size_t n = 0;
+    for_each([&n](std::string_view, std::string_view) { ++n; });
+    return n;
+  }
+
+ private:
+  bool put_value(std::string_view key, std::string_view value, PutMode mode) {
+    check_key_size(key);
+    Bytes* copy = Bytes::make(value);
+    auto guard = domain_.pin();
+    const bool absent = store(KeyCursor{key}, reinterpret_cast<std::uint64_t>(copy), mode);
+    if (!absent && mode == PutMode::insert_only) Bytes::destroy(copy);
+    return absent;
+  }
+};
+
+}  // namespace pmds::incll
