@@ -1,7 +1,8 @@
 // nbMontage's hash table (seed 003, montage/hash_map.hpp) on the hardware backend: map semantics,
 // the epoch clock (it moves only after a commit; sync moves it twice), a clean close that keeps
 // every completed operation, a killed process whose recovery keeps everything before its last
-// sync and a prefix of the rest, concurrent stress with the background advancer, a full pool.
+// sync and a prefix of the rest, a stale anti-node that must not cancel its payload at a later
+// crash, concurrent stress with the background advancer, a full pool.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,6 +30,24 @@ std::map<Key, Value> contents(MontageMap& m) {
   std::map<Key, Value> out;
   m.for_each([&](Key k, Value v) { out.emplace(k, v); });
   return out;
+}
+
+// Runs `body` in a child process, which must end it by calling ::_exit(0) with the structure
+// and pool still open (as kill -9 would: no destructor runs, so no clean close syncs; the pool
+// file keeps every store, and recovery must not trust what came after the last sync). A body
+// that returns instead fails the test.
+template <class F>
+void in_killed_child(F&& body) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    body();
+    ::_exit(4);  // too late: the body's destructors have closed the structure cleanly
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
 }
 
 class MontageHashMap : public montage_test::InPool<MontageMap> {
@@ -107,9 +126,7 @@ TEST_F(MontageHashMap, ACleanCloseKeepsEveryCompletedOperation) {
 TEST_F(MontageHashMap, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfter) {
   pool_.emplace(pm::Pool::create(path_, kPoolSize, kLayout));
   pool_.reset();
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  in_killed_child([&] {
     pm::Pool pool = pm::Pool::open(path_, kLayout);
     MontageMap m(create_new, pool, 64, manual_clock());
     for (Key k = 1; k <= 100; ++k) m.insert(k, k);
@@ -118,11 +135,8 @@ TEST_F(MontageHashMap, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfter
       m.insert(k, k);
       if (k % 10 == 0) m.background_step();
     }
-    ::_exit(0);  // no destructor: nothing after the last advance is written back on purpose
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
+    ::_exit(0);
+  });
   pool_.emplace(pm::Pool::open(path_, kLayout));
   s_ = std::make_unique<MontageMap>(open_existing, *pool_, manual_clock());
   const auto got = contents(*s_);
@@ -131,6 +145,38 @@ TEST_F(MontageHashMap, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfter
   EXPECT_GT(k, 100u) << "an insert before the sync is missing";
   EXPECT_EQ(got.size(), k - 1) << "the recovered keys are not a prefix";
   EXPECT_LT(k, 201u) << "the last epochs' inserts should not be durable yet";
+}
+
+// seed 003 §3.4: a stale anti-node (its epoch too recent at a crash) is discarded, and recovery
+// must zero its epoch before freeing it: otherwise, left in a free slot, it passes the epoch rule
+// at a later crash (the clock has moved on) and cancels the payload it was made for, which the
+// first recovery kept — a key present after one crash would vanish after the next.
+TEST_F(MontageHashMap, AStaleAntiNodeCannotCancelItsPayloadAfterALaterCrash) {
+  pool_.emplace(pm::Pool::create(path_, kPoolSize, kLayout));
+  pool_.reset();
+  in_killed_child([&] {
+    pm::Pool pool = pm::Pool::open(path_, kLayout);
+    MontageMap m(create_new, pool, 64, manual_clock());
+    m.insert(7, 70);
+    m.sync();  // the payload of 7 is durable
+    // Blocks of the current epoch, lost at a crash now: recovery frees them with the anti-node
+    // below, which comes after them in the pool, so the next allocations take their slots
+    // first (lowest address first) and the anti-node's slot stays as recovery left it.
+    for (Key k = 100; k < 164; ++k) m.insert(k, k);
+    m.remove(7);  // its anti-node is tagged with the current epoch: lost too
+    ::_exit(0);
+  });
+  in_killed_child([&] {
+    pm::Pool pool = pm::Pool::open(path_, kLayout);
+    MontageMap m(open_existing, pool, manual_clock());
+    if (!m.contains(7) || m.contains(100)) ::_exit(3);  // the first recovery, as specified
+    m.insert(8, 80);
+    m.sync();  // the clock moves two epochs past the anti-node's
+    ::_exit(0);
+  });
+  pool_.emplace(pm::Pool::open(path_, kLayout));
+  s_ = std::make_unique<MontageMap>(open_existing, *pool_, manual_clock());
+  EXPECT_EQ(contents(*s_), (std::map<Key, Value>{{7, 70}, {8, 80}}));
 }
 
 TEST_F(MontageHashMap, ConcurrentThreadsWithTheBackgroundAdvancer) {
