@@ -90,6 +90,9 @@ using Registered = TypeList<
              factories::PsyncBoundOf<factories::Plain<algo::SkipList<algo::transient>>>,
              "reference, not durable: skiplist/transient + one psync per successful update (the "
              "ceiling of any durable skip list here)">,
+    Describe<"skiplist/montage", Kind::map, factories::Montage<montage::SkipList<>>,
+             "lock-free skip list on nbMontage (seed 003): DRAM index, persistent payloads, "
+             "buffered, sync, scan">,
     // Natarajan-Mittal external binary search tree (algo/natarajan_mittal_bst.hpp)
     Describe<"bst/transient", Kind::map,
              factories::Plain<algo::NatarajanMittalTree<algo::transient>>,

@@ -31,6 +31,7 @@
 #include "pmds/mirror/policy.hpp"
 #include "pmds/montage/hash_map.hpp"
 #include "pmds/montage/queue.hpp"
+#include "pmds/montage/skip_list.hpp"
 #include "pmds/reference/psync_bound.hpp"
 #include "pmds/registry/descriptor.hpp"
 

@@ -1,4 +1,5 @@
-// nbMontage's hash table (seed 003, montage/hash_map.hpp) on the hardware backend: map semantics,
+// nbMontage's maps (seed 003: the hash table, montage/hash_map.hpp, and the skip list,
+// montage/skip_list.hpp), each test run on both, on the hardware backend: map semantics,
 // the epoch clock (it moves only after a commit; sync moves it twice), a clean close that keeps
 // every completed operation, a killed process whose recovery keeps everything before its last
 // sync and a prefix of the rest, a stale anti-node that must not cancel its payload at a later
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <thread>
@@ -15,18 +17,18 @@
 
 #include "montage/montage_test_support.hpp"
 #include "pmds/montage/hash_map.hpp"
+#include "pmds/montage/skip_list.hpp"
 
 namespace {
 
 using namespace pmds;
-using MontageMap = montage::HashMap<>;
 
 constexpr std::size_t kPoolSize = 32u << 20;
-constexpr const char* kLayout = MontageMap::name;
 
 using montage_test::manual_clock;
 
-std::map<Key, Value> contents(MontageMap& m) {
+template <class M>
+std::map<Key, Value> contents(M& m) {
   std::map<Key, Value> out;
   m.for_each([&](Key k, Value v) { out.emplace(k, v); });
   return out;
@@ -50,16 +52,31 @@ void in_killed_child(F&& body) {
   ASSERT_EQ(WEXITSTATUS(status), 0);
 }
 
-class MontageHashMap : public montage_test::InPool<MontageMap> {
+// A new map in `pool` (a hash table with 64 buckets), outside the fixture: for child processes.
+template <class M>
+std::unique_ptr<M> create_map(pm::Pool& pool) {
+  if constexpr (requires { M::default_bucket_count; })
+    return std::make_unique<M>(create_new, pool, std::size_t{64}, manual_clock());
+  else
+    return std::make_unique<M>(create_new, pool, manual_clock());
+}
+
+template <class M>
+class MontageMaps : public montage_test::InPool<M> {
  protected:
-  MontageMap& make(std::size_t buckets = 64, montage::Options o = manual_clock(),
-                   std::size_t pool_size = kPoolSize) {
-    return create(pool_size, o, buckets);
+  // A new map; a hash table gets 64 buckets, so that its lists are long enough to be exercised.
+  M& make(montage::Options o = manual_clock(), std::size_t pool_size = kPoolSize) {
+    if constexpr (requires { M::default_bucket_count; })
+      return this->create(pool_size, o, std::size_t{64});
+    else
+      return this->create(pool_size, o);
   }
 };
+using MontageMapTypes = ::testing::Types<montage::HashMap<>, montage::SkipList<>>;
+TYPED_TEST_SUITE(MontageMaps, MontageMapTypes);
 
-TEST_F(MontageHashMap, MapSemantics) {
-  MontageMap& m = make();
+TYPED_TEST(MontageMaps, MapSemantics) {
+  TypeParam& m = this->make();
   EXPECT_FALSE(m.contains(7));
   EXPECT_TRUE(m.insert(7, 70));
   EXPECT_FALSE(m.insert(7, 71)) << "insert does not update";
@@ -76,8 +93,8 @@ TEST_F(MontageHashMap, MapSemantics) {
   EXPECT_THROW(m.get(0), ReservedKey);
 }
 
-TEST_F(MontageHashMap, TheClockMovesOnlyAfterACommitAndSyncMovesItTwice) {
-  MontageMap& m = make();
+TYPED_TEST(MontageMaps, TheClockMovesOnlyAfterACommitAndSyncMovesItTwice) {
+  TypeParam& m = this->make();
   const std::uint64_t e0 = m.epoch();
   m.background_step();
   m.sync();
@@ -97,8 +114,8 @@ TEST_F(MontageHashMap, TheClockMovesOnlyAfterACommitAndSyncMovesItTwice) {
   EXPECT_EQ(m.epoch(), e0 + 4);
 }
 
-TEST_F(MontageHashMap, ACleanCloseKeepsEveryCompletedOperation) {
-  MontageMap& m = make();
+TYPED_TEST(MontageMaps, ACleanCloseKeepsEveryCompletedOperation) {
+  TypeParam& m = this->make();
   std::map<Key, Value> model;
   std::mt19937_64 rng(7);
   for (int i = 0; i < 5000; ++i) {
@@ -111,24 +128,25 @@ TEST_F(MontageHashMap, ACleanCloseKeepsEveryCompletedOperation) {
     }
     if (i % 97 == 0) m.background_step();
   }
-  MontageMap& r = reopen();
+  TypeParam& r = this->reopen();
   EXPECT_EQ(contents(r), model);
   // The system area and one payload per key; anti-nodes and deleted payloads were freed.
   EXPECT_EQ(r.recovery_stats().live_slots, model.size() + 1);
   // And it goes on working, and survives another close.
   EXPECT_TRUE(r.insert(1000, 1));
   model.emplace(1000, 1);
-  EXPECT_EQ(contents(reopen()), model);
+  EXPECT_EQ(contents(this->reopen()), model);
 }
 
 // A process killed without closing: recovery keeps every insert before its last sync, and of the
 // later ones a prefix in program order (buffered durable linearizability, one thread).
-TEST_F(MontageHashMap, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfter) {
-  pool_.emplace(pm::Pool::create(path_, kPoolSize, kLayout));
-  pool_.reset();
+TYPED_TEST(MontageMaps, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfter) {
+  this->pool_.emplace(pm::Pool::create(this->path_, kPoolSize, TypeParam::name));
+  this->pool_.reset();
   in_killed_child([&] {
-    pm::Pool pool = pm::Pool::open(path_, kLayout);
-    MontageMap m(create_new, pool, 64, manual_clock());
+    pm::Pool pool = pm::Pool::open(this->path_, TypeParam::name);
+    auto owned = create_map<TypeParam>(pool);  // never destroyed: the child ends by _exit
+    TypeParam& m = *owned;
     for (Key k = 1; k <= 100; ++k) m.insert(k, k);
     m.sync();
     for (Key k = 101; k <= 200; ++k) {
@@ -137,9 +155,9 @@ TEST_F(MontageHashMap, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfter
     }
     ::_exit(0);
   });
-  pool_.emplace(pm::Pool::open(path_, kLayout));
-  s_ = std::make_unique<MontageMap>(open_existing, *pool_, manual_clock());
-  const auto got = contents(*s_);
+  this->pool_.emplace(pm::Pool::open(this->path_, TypeParam::name));
+  this->s_ = std::make_unique<TypeParam>(open_existing, *this->pool_, manual_clock());
+  const auto got = contents(*this->s_);
   Key k = 1;
   for (; k <= 200 && got.count(k) == 1; ++k) EXPECT_EQ(got.at(k), k);
   EXPECT_GT(k, 100u) << "an insert before the sync is missing";
@@ -151,12 +169,13 @@ TEST_F(MontageHashMap, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfter
 // must zero its epoch before freeing it: otherwise, left in a free slot, it passes the epoch rule
 // at a later crash (the clock has moved on) and cancels the payload it was made for, which the
 // first recovery kept — a key present after one crash would vanish after the next.
-TEST_F(MontageHashMap, AStaleAntiNodeCannotCancelItsPayloadAfterALaterCrash) {
-  pool_.emplace(pm::Pool::create(path_, kPoolSize, kLayout));
-  pool_.reset();
+TYPED_TEST(MontageMaps, AStaleAntiNodeCannotCancelItsPayloadAfterALaterCrash) {
+  this->pool_.emplace(pm::Pool::create(this->path_, kPoolSize, TypeParam::name));
+  this->pool_.reset();
   in_killed_child([&] {
-    pm::Pool pool = pm::Pool::open(path_, kLayout);
-    MontageMap m(create_new, pool, 64, manual_clock());
+    pm::Pool pool = pm::Pool::open(this->path_, TypeParam::name);
+    auto owned = create_map<TypeParam>(pool);  // never destroyed: the child ends by _exit
+    TypeParam& m = *owned;
     m.insert(7, 70);
     m.sync();  // the payload of 7 is durable
     // Blocks of the current epoch, lost at a crash now: recovery frees them with the anti-node
@@ -167,22 +186,22 @@ TEST_F(MontageHashMap, AStaleAntiNodeCannotCancelItsPayloadAfterALaterCrash) {
     ::_exit(0);
   });
   in_killed_child([&] {
-    pm::Pool pool = pm::Pool::open(path_, kLayout);
-    MontageMap m(open_existing, pool, manual_clock());
+    pm::Pool pool = pm::Pool::open(this->path_, TypeParam::name);
+    TypeParam m(open_existing, pool, manual_clock());
     if (!m.contains(7) || m.contains(100)) ::_exit(3);  // the first recovery, as specified
     m.insert(8, 80);
     m.sync();  // the clock moves two epochs past the anti-node's
     ::_exit(0);
   });
-  pool_.emplace(pm::Pool::open(path_, kLayout));
-  s_ = std::make_unique<MontageMap>(open_existing, *pool_, manual_clock());
-  EXPECT_EQ(contents(*s_), (std::map<Key, Value>{{7, 70}, {8, 80}}));
+  this->pool_.emplace(pm::Pool::open(this->path_, TypeParam::name));
+  this->s_ = std::make_unique<TypeParam>(open_existing, *this->pool_, manual_clock());
+  EXPECT_EQ(contents(*this->s_), (std::map<Key, Value>{{7, 70}, {8, 80}}));
 }
 
-TEST_F(MontageHashMap, ConcurrentThreadsWithTheBackgroundAdvancer) {
+TYPED_TEST(MontageMaps, ConcurrentThreadsWithTheBackgroundAdvancer) {
   montage::Options o;
   o.epoch_length = std::chrono::microseconds(200);
-  MontageMap& m = make(1024, o);
+  TypeParam& m = this->make(o);
   constexpr int kThreads = 4;
   std::vector<std::map<Key, Value>> models(kThreads);
   std::vector<std::thread> threads;
@@ -209,11 +228,11 @@ TEST_F(MontageHashMap, ConcurrentThreadsWithTheBackgroundAdvancer) {
   std::map<Key, Value> all;
   for (auto& mm : models) all.insert(mm.begin(), mm.end());
   EXPECT_EQ(contents(m), all);
-  EXPECT_EQ(contents(reopen(o)), all);
+  EXPECT_EQ(contents(this->reopen(o)), all);
 }
 
-TEST_F(MontageHashMap, AFullPoolThrowsAndLosesNothing) {
-  MontageMap& m = make(64, manual_clock(), pm::Pool::min_size() + 4 * (1u << 20));
+TYPED_TEST(MontageMaps, AFullPoolThrowsAndLosesNothing) {
+  TypeParam& m = this->make(manual_clock(), pm::Pool::min_size() + 4 * (1u << 20));
   Key k = 1;
   try {
     for (;; ++k) ASSERT_TRUE(m.insert(k, k));
@@ -227,18 +246,50 @@ TEST_F(MontageHashMap, AFullPoolThrowsAndLosesNothing) {
   EXPECT_TRUE(m.contains(1));
   const std::size_t size = contents(m).size();
   EXPECT_EQ(size, k - 1);
-  EXPECT_EQ(contents(reopen()).size(), size);
+  EXPECT_EQ(contents(this->reopen()).size(), size);
 }
 
-TEST_F(MontageHashMap, OpeningAPoolOfAnotherStructureFails) {
-  pool_.emplace(pm::Pool::create(path_, kPoolSize, kLayout));
-  pool_->root(0).store(42);
+TYPED_TEST(MontageMaps, OpeningAPoolOfAnotherStructureFails) {
+  this->pool_.emplace(pm::Pool::create(this->path_, kPoolSize, TypeParam::name));
+  this->pool_->root(0).store(42);
   try {
-    MontageMap m(open_existing, *pool_, manual_clock());
+    TypeParam m(open_existing, *this->pool_, manual_clock());
     FAIL() << "opened a pool whose root names another structure";
   } catch (const PoolError& e) {
     EXPECT_EQ(e.code(), PoolErrc::layout_mismatch);
   }
+}
+
+// The skip list's ordered scan, against std::map, before and after a crash-free reopen.
+class MontageSkipListScan : public montage_test::InPool<montage::SkipList<>> {};
+
+TEST_F(MontageSkipListScan, ScansInKeyOrderFromAnyBound) {
+  auto& m = create(kPoolSize, manual_clock());
+  std::map<Key, Value> model;
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 4000; ++i) {
+    const Key k = 1 + rng() % 2000;
+    if (rng() % 4 != 0) {
+      if (m.insert(k, i)) model.emplace(k, i);
+    } else {
+      m.remove(k);
+      model.erase(k);
+    }
+  }
+  auto check = [&](montage::SkipList<>& s) {
+    for (int i = 0; i < 300; ++i) {
+      const Key from = rng() % 2100;  // 0 starts at the first user key
+      const std::size_t n = rng() % 50;
+      std::vector<std::pair<Key, Value>> got, want;
+      const std::size_t visited = s.scan(from, n, [&](Key k, Value v) { got.emplace_back(k, v); });
+      EXPECT_EQ(visited, got.size());
+      for (auto it = model.lower_bound(from); it != model.end() && want.size() < n; ++it)
+        want.push_back(*it);
+      ASSERT_EQ(got, want) << "scan from " << from << " count " << n;
+    }
+  };
+  check(m);
+  check(reopen());
 }
 
 }  // namespace
