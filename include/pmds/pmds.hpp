@@ -37,6 +37,12 @@ using LinkFreeSkipList = linkfree_soft::LinkFreeSkipList<>;  // skiplist/linkfre
 using SoftList = linkfree_soft::SoftList<>;                  // list/soft
 using SoftHashSet = linkfree_soft::SoftHashSet<>;            // hash/soft
 using SoftSkipList = linkfree_soft::SoftSkipList<>;          // skiplist/soft
+// nbMontage (seed 003): buffered durable linearizability. No flush or fence on an operation's
+// critical path; a crash loses at most the operations of the last two epochs (10 ms each by
+// default), and sync() returns once everything before it is durable.
+using MontageHashMap = montage::HashMap<>;    // hash/montage
+using MontageSkipList = montage::SkipList<>;  // skiplist/montage (ordered, scan)
+using MontageQueue = montage::Queue<>;        // queue/montage
 // The general Izraelevitz transformation of the lock-free algorithms (every shared access
 // flushed and fenced): durable, but one to two orders of magnitude slower than the above.
 using IzraelevitzList = algo::HarrisMichaelList<algo::izraelevitz>;    // list/izraelevitz
