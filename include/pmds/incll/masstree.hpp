@@ -13,16 +13,16 @@
 // shares its slice, a pointer to the next layer's root. Interior nodes hold separators and
 // children.
 //
-// Concurrency, as the paper's §4: every node has a version word (lock bit, "inserting" and
-// "splitting" dirty bits, an insert counter and a split counter). Readers take no lock: they
-// read a stable (not dirty) version, read the node, and read the version again; a change sends
-// them back (to the same node after an insert, or on along the border's `next` link / from the
-// root after a split). Writers lock the border node, mark it dirty, write, and unlock (which
-// bumps the counter of what they did). A split locks upwards (child, then parent), never down,
-// and left to right along borders, so locks cannot deadlock. Every field a reader reads without
-// the lock is an atomic: loads of node contents are acquire and the writer's stores release, so
-// a reader that sees a new value also sees the dirty version written before it (the seqlock
-// rule without stand-alone fences, which ThreadSanitizer does not model).
+// Concurrency, as in the Masstree paper (§4): every node has a version word (lock bit,
+// "inserting" and "splitting" dirty bits, an insert counter and a split counter). Readers take
+// no lock: they read a stable (not dirty) version, read the node, and read the version again; a
+// change sends them back (to the same node after an insert, or on along the border's `next` link
+// / from the root after a split). Writers lock the border node, mark it dirty, write, and unlock
+// (which bumps the counter of what they did). A split locks upwards (child, then parent), never
+// down, and left to right along borders, so locks cannot deadlock. Every field a reader reads
+// without the lock is an atomic: loads of node contents are acquire and the writer's stores
+// release, so a reader that sees a new value also sees the dirty version written before it (the
+// seqlock rule without stand-alone fences, which ThreadSanitizer does not model).
 //
 // Choices where this differs from the paper's code, each for simplicity:
 // - every insert and remove marks the border "inserting" (the original skips it when a fresh
@@ -44,7 +44,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <bit>
 #include <compare>
 #include <cstddef>
 #include <cstdint>

@@ -141,8 +141,10 @@ class SkipList {
     }
     for (;;) {
       const std::uint64_t link = system_->load(node->link(0));
-      if (marked(link)) return false;   // another remover won: the key left before us
-      system_->pdetach(node->payload);  // PoolFull: nothing changed (upper marks only hide it)
+      if (marked(link)) return false;  // another remover won: the key left before us
+      // PoolFull here leaves the key in: its upper-level marks only take it off the express
+      // lanes (searches still reach it at level 0), and a later remove finishes the job.
+      system_->pdetach(node->payload);
       if (system_->lin_cas(node->link(0), link, link | mark_bit)) break;
     }
     find(key, w);  // unlinks it at every level
