@@ -6,7 +6,9 @@
 //     notes the time, sleeps --duration, closes it and notes the time again;
 //   - each worker counts the operations it completes in the measured phase per type (calls and
 //     successes), and reads its own pm::thread_counters() when it enters and leaves that phase;
-//     the coordinator sums them. Throughput = measured operations / measured wall time.
+//     the coordinator sums them, and adds what the structure's background thread counted in
+//     the meantime (pm::background_counters). Throughput = measured operations / measured wall
+//     time.
 // The workload bodies are compiled against the structure's concrete type (nothing virtual per
 // operation); bench/target.hpp hands them out per registry entry.
 #pragma once
@@ -281,10 +283,12 @@ RepResult run_timed(T& s, const RunParams& p) {
   phase.store(static_cast<int>(Phase::warmup));
   wait(p.warmup_s, "warm-up");
   const auto t0 = clock::now();
+  const pm::Counters background_before = pm::background_counters.read();
   phase.store(static_cast<int>(Phase::measure));
   wait(p.duration_s, "measuring");
   phase.store(static_cast<int>(Phase::stop));
   const auto t1 = clock::now();
+  const pm::Counters background = pm::background_counters.read() - background_before;
   for (auto& w : workers) w.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
@@ -296,6 +300,7 @@ RepResult run_timed(T& s, const RunParams& p) {
     r.warmup_ops += slot.warmup_ops;
     r.counters += slot.counters;
   }
+  r.counters += background;  // the structure's epoch advancer, during the measured phase
   return r;
 }
 

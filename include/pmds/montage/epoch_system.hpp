@@ -72,21 +72,20 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
+#include "pmds/periodic_thread.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/allocator.hpp"
 #include "pmds/pm/pool.hpp"
+#include "pmds/pm/structure_root.hpp"
 #include "pmds/thread_registry.hpp"
 
 namespace pmds::montage {
@@ -160,42 +159,9 @@ struct Options {
   bool background_thread = true;
 };
 
-// The pool roots of every montage/ structure: root(0) its tag (written last at create, so a crash
-// during create leaves a pool that open rejects), root(1) a parameter (a hash table's bucket
-// count), root(2) the offset of its epoch system's area.
-struct StructureRoot {
-  static constexpr std::size_t tag_root = 0, parameter_root = 1, area_root = 2;
-
-  // Throws PoolError bad_argument if the pool already holds a structure.
-  static void check_unused(pm::Pool& pool, const char* name) {
-    if (pool.root(tag_root).load() != 0)
-      throw PoolError(PoolErrc::bad_argument, std::string("pmds: cannot create a ") + name +
-                                                  " in pool '" + pool.path() +
-                                                  "': its root table already holds a structure");
-  }
-  static void write(pm::Pool& pool, std::uint64_t tag, std::uint64_t parameter, const void* area) {
-    pool.root(area_root).store(static_cast<std::uint64_t>(static_cast<const char*>(area) -
-                                                          static_cast<const char*>(pool.base())));
-    pool.root(parameter_root).store(parameter);
-    pm::persist(&pool.root(parameter_root), 2 * sizeof(std::uint64_t));
-    pool.root(tag_root).store(tag);
-    pm::persist(&pool.root(tag_root), sizeof(std::uint64_t));
-  }
-  // Checks the tag; returns the parameter and the area (checked again by EpochSystem's open).
-  static std::pair<std::uint64_t, void*> read(pm::Pool& pool, std::uint64_t tag, const char* name) {
-    const std::uint64_t found = pool.root(tag_root).load();
-    if (found != tag)
-      throw PoolError(PoolErrc::layout_mismatch,
-                      std::string("pmds: pool '") + pool.path() + "' does not hold a " + name +
-                          (found == 0 ? " (its root table is empty: created by a crashed create?)"
-                                      : " (its root names another structure)"));
-    const std::uint64_t area = pool.root(area_root).load();
-    if (area >= pool.size())
-      throw PoolCorrupt(std::string("pmds: pool '") + pool.path() + "': " + name +
-                        ": the epoch system's offset is outside the pool");
-    return {pool.root(parameter_root).load(), static_cast<char*>(pool.base()) + area};
-  }
-};
+// The pool roots of every montage/ structure (pm/structure_root.hpp): the parameter is a hash
+// table's bucket count, the area its epoch system's.
+using pm::StructureRoot;
 
 template <PlantedBug Bug = PlantedBug::none>
 class EpochSystem {
@@ -386,6 +352,20 @@ class EpochSystem {
     std::vector<Block*> payloads;  // the surviving payloads, in address order
     RecoveryStats stats;
   };
+
+  // Quiescent, after recover(): the payloads the structure's rebuild found repeating a key that
+  // another kept payload holds are zeroed (no later recovery keeps them) and freed, and the
+  // recovery counts say so.
+  void free_duplicates(const std::vector<Block*>& duplicates, RecoveryStats& stats) {
+    for (Block* d : duplicates) {
+      d->epoch.store(0);
+      pm::persist(d, sizeof(Block));
+      allocator_.free(d);
+    }
+    stats.duplicate_keys = duplicates.size();
+    stats.live_slots -= duplicates.size();
+    stats.freed_slots += duplicates.size();
+  }
 
   // Quiescent, once, right after open: keeps a payload iff (1) 0 < its epoch <= e-2 for the
   // epoch e at the crash, (2) its operation committed (serial number below its thread's
@@ -666,28 +646,9 @@ class EpochSystem {
   }
 
   void start_background() {
-    if (!options_.background_thread || background_.joinable()) return;
-    background_ = std::thread([this] {
-      std::unique_lock lock(background_mutex_);
-      while (!stopping_) {
-        background_wakeup_.wait_for(lock, options_.epoch_length);
-        if (stopping_) break;
-        lock.unlock();
-        advance();
-        lock.lock();
-      }
-    });
+    if (options_.background_thread) background_.start(options_.epoch_length, [this] { advance(); });
   }
-
-  void stop_background() {
-    if (!background_.joinable()) return;
-    {
-      std::lock_guard lock(background_mutex_);
-      stopping_ = true;
-    }
-    background_wakeup_.notify_all();
-    background_.join();
-  }
+  void stop_background() { background_.stop(); }
 
   pm::ChunkAllocator& allocator_;
   Options options_;
@@ -695,10 +656,7 @@ class EpochSystem {
   std::vector<std::unique_ptr<ThreadState>> states_ = make_states();
   std::atomic<std::size_t> threads_seen_{0};
   std::atomic<std::uint64_t> last_commit_epoch_{0};
-  std::thread background_;
-  std::mutex background_mutex_;
-  std::condition_variable background_wakeup_;
-  bool stopping_ = false;
+  PeriodicThread background_;
 
   static std::vector<std::unique_ptr<ThreadState>> make_states() {
     std::vector<std::unique_ptr<ThreadState>> v;

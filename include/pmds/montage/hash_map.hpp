@@ -283,14 +283,7 @@ class HashMap {
           p->key.load(), {buckets_[b].load(std::memory_order_relaxed)}, p->value.load(), p};
       buckets_[b].store(word_of(n), std::memory_order_relaxed);
     }
-    for (Block* d : duplicates) {
-      d->epoch.store(0);
-      pm::persist(d, sizeof(Block));
-      system_->allocator().free(d);
-    }
-    recovery_.duplicate_keys = duplicates.size();
-    recovery_.live_slots -= duplicates.size();
-    recovery_.freed_slots += duplicates.size();
+    system_->free_duplicates(duplicates, recovery_);
   }
 
   pm::Pool& pool_;

@@ -261,7 +261,7 @@ class SkipList {
   // nodes on the way. True when succs[0] holds key. Caller is pinned.
   bool find(Key key, Window& w) {
   retry:
-    Node* pred = head_;
+    Node* pred = head_.get();
     Key succ_key = 0;
     for (int level = levels_.load(std::memory_order_acquire) - 1; level >= 0; --level) {
       Node* curr = node_of(load_link(pred, level));
@@ -287,7 +287,7 @@ class SkipList {
   // Wait-free search, writes nothing: the node holding key, unmarked at some level when read
   // (marks go top-down, level 0 last, so it was present then), or nullptr.
   Node* search(Key key) {
-    Node* pred = head_;
+    Node* pred = head_.get();
     for (int level = levels_.load(std::memory_order_acquire) - 1; level >= 0; --level) {
       Node* curr = node_of(load_link(pred, level));
       while (curr != nullptr) {
@@ -307,7 +307,7 @@ class SkipList {
 
   // The first level-0 node with key >= key (marked or not), writing nothing.
   Node* lower_bound(Key key) {
-    Node* pred = head_;
+    Node* pred = head_.get();
     Node* curr = nullptr;
     for (int level = levels_.load(std::memory_order_acquire) - 1; level >= 0; --level) {
       curr = node_of(load_link(pred, level));
@@ -360,7 +360,7 @@ class SkipList {
     std::sort(payloads.begin(), payloads.end(),
               [](const Payload* a, const Payload* b) { return a->key.load() < b->key.load(); });
     std::array<Node*, max_height> last;
-    last.fill(head_);
+    last.fill(head_.get());
     int levels = 1;
     std::vector<Block*> duplicates;
     for (std::size_t i = 0; i < payloads.size(); ++i) {
@@ -378,14 +378,7 @@ class SkipList {
       levels = std::max(levels, height);
     }
     levels_.store(levels);
-    for (Block* d : duplicates) {
-      d->epoch.store(0);
-      pm::persist(d, sizeof(Block));
-      system_->allocator().free(d);
-    }
-    recovery_.duplicate_keys = duplicates.size();
-    recovery_.live_slots -= duplicates.size();
-    recovery_.freed_slots += duplicates.size();
+    system_->free_duplicates(duplicates, recovery_);
   }
 
   pm::Pool& pool_;
@@ -395,9 +388,7 @@ class SkipList {
     void operator()(Node* n) const { Node::destroy(n); }
   };
   // Owned, so that a constructor that throws (a pool of another structure) frees it.
-  std::unique_ptr<Node, NodeDeleter> head_owner_{
-      Node::make(min_reserved_key, 0, nullptr, max_height, 0)};
-  Node* const head_ = head_owner_.get();
+  std::unique_ptr<Node, NodeDeleter> head_{Node::make(min_reserved_key, 0, nullptr, max_height, 0)};
   std::atomic<int> levels_{1};
   RecoveryStats recovery_;
 };

@@ -63,6 +63,24 @@ inline Counters thread_counters() {
   return detail::thread_counters;
 }
 
+// What the structures' background threads (pmds::PeriodicThread: the epoch advancers) counted,
+// added after each of their steps, so that a benchmark charges an advancer's flushes (InCLL's
+// boundary flush) to the operations that caused them.
+struct SharedCounters {
+  std::atomic<std::uint64_t> flushes{0}, fences{0}, rmws{0};
+
+  void add(const Counters& c) {
+    flushes.fetch_add(c.flushes, std::memory_order_relaxed);
+    fences.fetch_add(c.fences, std::memory_order_relaxed);
+    rmws.fetch_add(c.rmws, std::memory_order_relaxed);
+  }
+  Counters read() const {
+    return {flushes.load(std::memory_order_relaxed), fences.load(std::memory_order_relaxed),
+            rmws.load(std::memory_order_relaxed)};
+  }
+};
+inline SharedCounters background_counters;
+
 // ---------------------------------------------------------------------------------------------
 // Flush, fence, persist, bulk writes.
 
