@@ -1,7 +1,8 @@
 // pmds — Masstree (Mao, Kohler, Morris, EuroSys 2012), the ordered byte-string index that seed
-// 002 (InCLL) makes durable. This file is the tree itself, in DRAM: `masstree/transient`, the
-// twin every InCLL figure compares against. docs/ARCHITECTURE.md §1 (incll/) says what is built
-// of seed 002 so far.
+// 002 (InCLL) makes durable. This file is the tree itself, written once over a memory mode: in
+// DRAM (TransientMemory below: `masstree/transient`, the twin every InCLL figure compares
+// against) or in a pool with epoch checkpoints (incll/checkpoints.hpp). docs/ARCHITECTURE.md §1
+// (incll/) says what is built of seed 002 so far.
 //
 // The shape. A trie of B+trees ("layers") over 8-byte key slices: layer 0 orders keys by their
 // first 8 bytes; keys that share those 8 bytes and go on live in a layer below, keyed by their
@@ -54,10 +55,13 @@
 #include <string_view>
 #include <thread>
 #include <tuple>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
+#include "pmds/pm/access.hpp"
 #include "pmds/reclaim/epoch.hpp"
 
 namespace pmds::incll {
@@ -131,11 +135,21 @@ struct Bytes {
 
 struct Interior;
 
+// Every field is a pm::atomic (docs/ARCHITECTURE.md §2): in DRAM it is exactly std::atomic, and
+// in a pool the simulator sees every store. Nodes are made by make() on raw storage (DRAM or a
+// pool slot) and every field is stored explicitly, so a recycled pool slot keeps nothing old.
 struct Node {
-  std::atomic<std::uint64_t> version;
-  std::atomic<Interior*> parent{nullptr};
+  pm::atomic<std::uint64_t> version;
+  // The durable modes' logging word (incll/checkpoints.hpp: the epoch the node was logged in);
+  // the transient tree leaves it 0.
+  pm::atomic<std::uint64_t> logged;
+  pm::atomic<Interior*> parent;
 
-  explicit Node(std::uint64_t v) : version(v) {}
+  void init_node(std::uint64_t v, std::uint64_t stamp) {
+    version.store(v, std::memory_order_relaxed);
+    logged.store(stamp, std::memory_order_relaxed);
+    parent.store(nullptr, std::memory_order_relaxed);
+  }
 };
 
 // A border entry as a writer or a scan copies it.
@@ -187,36 +201,62 @@ struct Permutation {
 static_assert(4 + 4 * width <= 64, "the permutation must fit one word");
 
 struct alignas(64) Border : Node {
-  std::atomic<std::uint64_t> permutation{Permutation::empty().word};
-  std::atomic<Border*> next{nullptr};
-  LayerKey low;  // the least key this node may hold; immutable once the node is published
-  std::atomic<std::uint8_t> kind[width] = {};
-  std::atomic<std::uint64_t> slice[width] = {};
-  std::atomic<std::uint64_t> value[width] = {};
-  std::atomic<Bytes*> suffix[width] = {};
+  pm::atomic<std::uint64_t> permutation;
+  pm::atomic<Border*> next;
+  // The least key this node may hold; immutable once the node is published.
+  pm::atomic<std::uint64_t> low_slice;
+  pm::atomic<std::uint8_t> low_class;
+  pm::atomic<std::uint8_t> kind[width];
+  pm::atomic<std::uint64_t> slice[width];
+  pm::atomic<std::uint64_t> value[width];
+  pm::atomic<Bytes*> suffix[width];
 
-  explicit Border(std::uint64_t v, LayerKey low_key = {}) : Node(v | border_bit), low(low_key) {}
+  // An empty border on `storage` (sizeof(Border) bytes, 64-aligned).
+  static Border* make(void* storage, std::uint64_t v, std::uint64_t stamp, LayerKey low = {}) {
+    auto* b = ::new (storage) Border;  // default-initialised; every field is stored below
+    b->init_node(v | border_bit, stamp);
+    b->permutation.store(Permutation::empty().word, std::memory_order_relaxed);
+    b->next.store(nullptr, std::memory_order_relaxed);
+    b->low_slice.store(low.slice, std::memory_order_relaxed);
+    b->low_class.store(low.length_class, std::memory_order_relaxed);
+    for (int i = 0; i < width; ++i) b->set_entry(i, Entry{}, std::memory_order_relaxed);
+    return b;
+  }
 
+  LayerKey low() const {
+    return {low_slice.load(std::memory_order_relaxed), low_class.load(std::memory_order_relaxed)};
+  }
   Entry entry(int slot) const {
     return {kind[slot].load(std::memory_order_acquire), slice[slot].load(std::memory_order_acquire),
             value[slot].load(std::memory_order_acquire),
             suffix[slot].load(std::memory_order_acquire)};
   }
-  void set_entry(int slot, const Entry& e) {
-    kind[slot].store(e.kind, std::memory_order_release);
-    slice[slot].store(e.slice, std::memory_order_release);
-    value[slot].store(e.value, std::memory_order_release);
-    suffix[slot].store(e.suffix, std::memory_order_release);
+  void set_entry(int slot, const Entry& e, std::memory_order o = std::memory_order_release) {
+    kind[slot].store(e.kind, o);
+    slice[slot].store(e.slice, o);
+    value[slot].store(e.value, o);
+    suffix[slot].store(e.suffix, o);
   }
 };
 
 struct alignas(64) Interior : Node {
-  std::atomic<int> keys{0};
-  std::atomic<std::uint64_t> slice[width] = {};
-  std::atomic<std::uint8_t> length_class[width] = {};
-  std::atomic<Node*> child[width + 1] = {};
+  pm::atomic<int> keys;
+  pm::atomic<std::uint64_t> slice[width];
+  pm::atomic<std::uint8_t> length_class[width];
+  pm::atomic<Node*> child[width + 1];
 
-  explicit Interior(std::uint64_t v) : Node(v) {}
+  // An interior node without separators on `storage` (sizeof(Interior) bytes, 64-aligned).
+  static Interior* make(void* storage, std::uint64_t v, std::uint64_t stamp) {
+    auto* in = ::new (storage) Interior;  // default-initialised; every field is stored below
+    in->init_node(v, stamp);
+    in->keys.store(0, std::memory_order_relaxed);
+    for (int i = 0; i < width; ++i) {
+      in->slice[i].store(0, std::memory_order_relaxed);
+      in->length_class[i].store(0, std::memory_order_relaxed);
+    }
+    for (int i = 0; i <= width; ++i) in->child[i].store(nullptr, std::memory_order_relaxed);
+    return in;
+  }
 
   LayerKey separator(int i) const {
     return {slice[i].load(std::memory_order_acquire),
@@ -287,12 +327,41 @@ inline void unlock(Node* n) {
   n->version.store(v & ~(locked_bit | dirty_bits), std::memory_order_release);
 }
 
+inline std::size_t node_bytes(const Node* n) {
+  return is_border(n->version.load(std::memory_order_relaxed)) ? sizeof(Border) : sizeof(Interior);
+}
+
 }  // namespace masstree_detail
 
+// The transient memory mode: nodes on the heap, no logging. The durable modes
+// (incll/checkpoints.hpp) have the same members and keep nodes in a pool.
+class TransientMemory {
+ public:
+  static constexpr bool owns_nodes = true;  // the tree frees its nodes when destroyed
+
+  // No barrier: nothing to checkpoint.
+  struct WriteScope {};
+  WriteScope begin_write() { return {}; }
+
+  void* allocate(std::size_t bytes) { return ::operator new (bytes, std::align_val_t{64}); }
+  void release(void* p) { ::operator delete (p, std::align_val_t{64}); }
+  std::uint64_t new_node_stamp() const { return 0; }
+  void before_write(pm::atomic<std::uint64_t>&, const void*, std::size_t) {}
+
+  pm::atomic<std::uint64_t>& root_word() { return root_; }
+  const pm::atomic<std::uint64_t>& root_word() const { return root_; }
+  void before_root_write() {}
+
+ private:
+  pm::atomic<std::uint64_t> root_{0};
+};
+
 // The tree, over the value form: 8-byte value words (StringValues = false) or byte strings
-// (StringValues = true, each value a Bytes on the heap). Use the aliases Masstree and
-// StringMasstree below.
-template <bool StringValues>
+// (StringValues = true, each value a Bytes on the heap; transient only) and a memory mode:
+// TransientMemory above, or a durable mode of incll/checkpoints.hpp, which the tree tells before
+// it first writes a node (before_write) and around every write operation (begin_write). Use the
+// aliases Masstree and StringMasstree below, or incll/durable_masstree.hpp.
+template <bool StringValues, class Memory = TransientMemory>
 class BasicMasstree {
  protected:
   using LayerKey = masstree_detail::LayerKey;
@@ -309,16 +378,21 @@ class BasicMasstree {
   static constexpr Criterion criterion = Criterion::none;
   static constexpr std::size_t max_key_size = std::size_t{1} << 20;
 
-  BasicMasstree() : root_(new Border(masstree_detail::root_bit)) {}
+  // The memory mode is built from `args`; a memory without a root (a new one) gets an empty tree.
+  template <class... Args>
+  explicit BasicMasstree(Args&&... args) : memory_(std::forward<Args>(args)...) {
+    if (memory_.root_word().load(std::memory_order_acquire) == 0)
+      memory_.root_word().store(reinterpret_cast<std::uint64_t>(
+                                    static_cast<Node*>(new_border(masstree_detail::root_bit))),
+                                std::memory_order_release);
+  }
   BasicMasstree(const BasicMasstree&) = delete;
   BasicMasstree& operator=(const BasicMasstree&) = delete;
-  // Quiescent: frees every node, value and suffix.
+  // Quiescent: frees every node, value and suffix (a durable memory keeps its nodes).
   ~BasicMasstree() {
-    domain_.drain();
-    destroy(root_of(root_.load(std::memory_order_acquire)));
+    if constexpr (StringValues) domain_.drain();
+    if constexpr (Memory::owns_nodes) destroy(root_of(top_root()));
   }
-
-  reclaim::EpochDomain& domain() { return domain_; }
 
  protected:
   enum class PutMode { insert_only, insert_or_update };
@@ -328,7 +402,7 @@ class BasicMasstree {
 
   // The value word (or Bytes*) of the key, if present.
   std::optional<std::uint64_t> find(KeyCursor key) const {
-    Node* layer = root_.load(std::memory_order_acquire);
+    Node* layer = top_root();
     for (;;) {
       const LayerKey k = key.layer_key();
       auto [b, v] = find_border(layer, k);
@@ -362,7 +436,8 @@ class BasicMasstree {
   // mode replaces the present value. Returns whether the key was absent. In insert_only mode a
   // present key is left alone and `value` is not taken (the caller frees a Bytes*).
   bool store(KeyCursor key, std::uint64_t value, PutMode mode) {
-    Node* layer = root_.load(std::memory_order_acquire);
+    [[maybe_unused]] auto writing = memory_.begin_write();
+    Node* layer = top_root();
     for (;;) {
       const LayerKey k = key.layer_key();
       Border* b = lock_border(layer, k);
@@ -376,6 +451,7 @@ class BasicMasstree {
             if (mode == PutMode::insert_or_update) {
               // A value word is replaced in place: a reader sees the old or the new one, both
               // of the same key (the slot's key changes only under the dirty mark).
+              will_write(b);
               b->value[slot].store(value, std::memory_order_release);
               masstree_detail::unlock(b);
               retire_value(e.value);
@@ -409,7 +485,8 @@ class BasicMasstree {
 
   // Removes the key; returns whether it was present.
   bool erase(KeyCursor key) {
-    Node* layer = root_.load(std::memory_order_acquire);
+    [[maybe_unused]] auto writing = memory_.begin_write();
+    Node* layer = top_root();
     for (;;) {
       const LayerKey k = key.layer_key();
       Border* b = lock_border(layer, k);
@@ -425,6 +502,7 @@ class BasicMasstree {
           masstree_detail::unlock(b);
           return false;
         case Match::found:
+          will_write(b);
           masstree_detail::mark(b, masstree_detail::inserting_bit);
           b->permutation.store(perm.removed(position).word, std::memory_order_release);
           masstree_detail::unlock(b);
@@ -446,7 +524,7 @@ class BasicMasstree {
   void scan_from(std::string_view from, F&& visit) const {
     std::string prefix;
     std::optional<std::string_view> lower = from;
-    scan_layer(root_.load(std::memory_order_acquire), prefix, lower, visit);
+    scan_layer(top_root(), prefix, lower, visit);
   }
 
   static void check_key_size(std::string_view key) {
@@ -455,9 +533,26 @@ class BasicMasstree {
                   " bytes (got " + std::to_string(key.size()) + ")");
   }
 
-  mutable reclaim::EpochDomain domain_;
+  struct NoDomain {};
+  // Values and suffixes are retired through it (StringValues only: the 8-byte form retires
+  // nothing, so its operations take no epoch pin).
+  [[no_unique_address]] mutable std::conditional_t<StringValues, reclaim::EpochDomain, NoDomain>
+      domain_;
+  Memory memory_;
 
  private:
+  Node* top_root() const {
+    return reinterpret_cast<Node*>(memory_.root_word().load(std::memory_order_acquire));
+  }
+  Border* new_border(std::uint64_t v, LayerKey low = {}) {
+    return Border::make(memory_.allocate(sizeof(Border)), v, memory_.new_node_stamp(), low);
+  }
+  Interior* new_interior(std::uint64_t v) {
+    return Interior::make(memory_.allocate(sizeof(Interior)), v, memory_.new_node_stamp());
+  }
+  // Before the first write to a node that existed before this operation (durable modes log it).
+  void will_write(Node* n) { memory_.before_write(n->logged, n, masstree_detail::node_bytes(n)); }
+
   // The root of the layer `n` belongs to (n or an ancestor: layer pointers may be stale).
   static Node* root_of(Node* n) {
     while (!masstree_detail::is_root(n->version.load(std::memory_order_acquire)))
@@ -506,7 +601,7 @@ class BasicMasstree {
         v = masstree_detail::stable_version(b);
         continue;
       }
-      if (next == nullptr || k < next->low) return {b, v};
+      if (next == nullptr || k < next->low()) return {b, v};
       b = next;
       v = masstree_detail::stable_version(b);
     }
@@ -516,7 +611,7 @@ class BasicMasstree {
   static Border* lock_border(Node* layer_root, LayerKey k) {
     Border* b = find_border(layer_root, k).first;
     masstree_detail::lock(b);
-    for (Border* next; (next = b->next.load(std::memory_order_acquire)) && !(k < next->low);) {
+    for (Border* next; (next = b->next.load(std::memory_order_acquire)) && !(k < next->low());) {
       masstree_detail::lock(next);
       masstree_detail::unlock(b);
       b = next;
@@ -552,13 +647,14 @@ class BasicMasstree {
   // The entry in `slot` (a key that goes on, with a suffix) becomes a layer whose one key is
   // the rest of that key; returns the new layer's root. b is locked.
   Node* make_layer(Border* b, int slot, const Entry& e) {
-    auto* layer = new Border(masstree_detail::root_bit);
+    Border* layer = new_border(masstree_detail::root_bit);
     const KeyCursor rest{e.suffix->view()};
     const LayerKey k = rest.layer_key();
     Entry moved{k.length_class, k.slice, e.value, nullptr};
     if (k.length_class == masstree_detail::has_suffix) moved.suffix = Bytes::make(rest.suffix());
     layer->set_entry(0, moved);
     layer->permutation.store(Permutation::empty().inserted(0).word, std::memory_order_relaxed);
+    will_write(b);
     masstree_detail::mark(b, masstree_detail::inserting_bit);
     b->kind[slot].store(masstree_detail::has_layer, std::memory_order_release);
     b->suffix[slot].store(nullptr, std::memory_order_release);
@@ -567,7 +663,8 @@ class BasicMasstree {
     return layer;
   }
 
-  static void insert_entry(Border* b, Permutation perm, int position, const Entry& e) {
+  void insert_entry(Border* b, Permutation perm, int position, const Entry& e) {
+    will_write(b);
     masstree_detail::mark(b, masstree_detail::inserting_bit);
     b->set_entry(perm.slot(perm.size()), e);
     b->permutation.store(perm.inserted(position).word, std::memory_order_release);
@@ -586,7 +683,7 @@ class BasicMasstree {
     // An ascending run of inserts (the new key last) leaves b full and starts the sibling with
     // the new key alone, as the original does; otherwise the halves are even.
     const int left = position == width ? width : (width + 1) / 2;
-    auto* sibling = new Border(masstree_detail::locked_bit, all[left].layer_key());
+    Border* sibling = new_border(masstree_detail::locked_bit, all[left].layer_key());
     Permutation right_perm = Permutation::empty();
     for (int i = left; i <= width; ++i) {
       sibling->set_entry(i - left, all[i]);
@@ -596,6 +693,7 @@ class BasicMasstree {
     sibling->next.store(b->next.load(std::memory_order_relaxed), std::memory_order_relaxed);
     sibling->parent.store(b->parent.load(std::memory_order_relaxed), std::memory_order_relaxed);
 
+    will_write(b);
     masstree_detail::mark(b, masstree_detail::splitting_bit);
     Permutation left_perm = Permutation::empty();
     for (int i = 0; i < left; ++i) {
@@ -604,7 +702,7 @@ class BasicMasstree {
     }
     b->permutation.store(left_perm.word, std::memory_order_release);
     b->next.store(sibling, std::memory_order_release);
-    insert_into_parent(b, sibling->low, sibling);
+    insert_into_parent(b, sibling->low(), sibling);
     masstree_detail::unlock(sibling);
     masstree_detail::unlock(b);
   }
@@ -613,7 +711,7 @@ class BasicMasstree {
   // `key`: put it in left's parent, splitting upwards as needed; a split root gets a new root.
   void insert_into_parent(Node* left, LayerKey key, Node* right) {
     if (masstree_detail::is_root(left->version.load(std::memory_order_relaxed))) {
-      auto* root = new Interior(masstree_detail::root_bit);
+      Interior* root = new_interior(masstree_detail::root_bit);
       root->keys.store(1, std::memory_order_relaxed);
       root->set_separator(0, key);
       root->child[0].store(left, std::memory_order_relaxed);
@@ -623,11 +721,17 @@ class BasicMasstree {
       left->version.store(
           left->version.load(std::memory_order_relaxed) & ~masstree_detail::root_bit,
           std::memory_order_release);
-      Node* expected = left;  // the top layer's root pointer follows; lower layers' climb
-      root_.compare_exchange_strong(expected, root, std::memory_order_acq_rel);
+      // The top layer's root pointer follows (left is locked: no other thread can replace it);
+      // lower layers' roots are found by climbing.
+      if (top_root() == left) {
+        memory_.before_root_write();
+        memory_.root_word().store(reinterpret_cast<std::uint64_t>(static_cast<Node*>(root)),
+                                  std::memory_order_release);
+      }
       return;
     }
     Interior* p = lock_parent(left);
+    will_write(p);
     const int n = p->keys.load(std::memory_order_relaxed);
     int at = 0;
     while (p->child[at].load(std::memory_order_relaxed) != left) ++at;
@@ -663,7 +767,7 @@ class BasicMasstree {
       if (i == at) children[++out] = right;
     }
     constexpr int left = width / 2;  // separators kept; keys[left] goes up
-    auto* sibling = new Interior(masstree_detail::locked_bit);
+    Interior* sibling = new_interior(masstree_detail::locked_bit);
     sibling->keys.store(width - left, std::memory_order_relaxed);
     for (int i = left + 1; i <= width; ++i) sibling->set_separator(i - left - 1, keys[i]);
     for (int i = left + 1; i <= width + 1; ++i)
@@ -676,9 +780,14 @@ class BasicMasstree {
     p->keys.store(left, std::memory_order_release);
     // A child's parent changes under its old parent's lock; a writer waiting to lock the old
     // parent rechecks the link once it holds it (lock_parent).
-    for (int i = 0; i <= left; ++i) children[i]->parent.store(p, std::memory_order_release);
-    for (int i = left + 1; i <= width + 1; ++i)
-      children[i]->parent.store(sibling, std::memory_order_release);
+    // The children are not locked: a durable mode's before_write serialises their logging with
+    // any writer that holds their lock (checkpoints.hpp).
+    for (int i = 0; i <= width + 1; ++i) {
+      Interior* const now = i <= left ? p : sibling;
+      if (children[i]->parent.load(std::memory_order_relaxed) == now) continue;
+      will_write(children[i]);
+      children[i]->parent.store(now, std::memory_order_release);
+    }
     insert_into_parent(p, keys[left], sibling);
     masstree_detail::unlock(sibling);
     masstree_detail::unlock(p);
@@ -743,11 +852,12 @@ class BasicMasstree {
       domain_.retire(reinterpret_cast<Bytes*>(value), [](Bytes* p) { Bytes::destroy(p); });
   }
   void retire_suffix(Bytes* suffix) {
-    if (suffix != nullptr) domain_.retire(suffix, [](Bytes* p) { Bytes::destroy(p); });
+    if constexpr (StringValues)  // (the 8-byte form has no suffixes)
+      if (suffix != nullptr) domain_.retire(suffix, [](Bytes* p) { Bytes::destroy(p); });
   }
 
   // Quiescent: frees the subtree (live entries only: a split leaves stale copies in free slots).
-  static void destroy(Node* n) {
+  void destroy(Node* n) {
     if (masstree_detail::is_border(n->version.load(std::memory_order_relaxed))) {
       auto* b = static_cast<Border*>(n);
       const Permutation perm{b->permutation.load(std::memory_order_relaxed)};
@@ -760,39 +870,45 @@ class BasicMasstree {
         if (e.suffix != nullptr) Bytes::destroy(e.suffix);
         if constexpr (StringValues) Bytes::destroy(reinterpret_cast<Bytes*>(e.value));
       }
-      delete b;
+      memory_.release(b);
       return;
     }
     auto* in = static_cast<Interior*>(n);
     for (int i = 0; i <= in->keys.load(std::memory_order_relaxed); ++i)
       destroy(in->child[i].load(std::memory_order_relaxed));
-    delete in;
+    memory_.release(in);
   }
-
-  std::atomic<Node*> root_;  // the top layer's root (a layer root that split has a parent)
 };
 
 // Masstree over 8-byte keys and values: the key's 8 bytes big-endian are its byte string, so
 // the order is the keys' numeric order and every key lives in the top layer. Its operations take
 // no epoch pin: this form never retires anything (values are inline words, and a key of exactly
-// 8 bytes has no suffix), and nodes live as long as the tree.
-class Masstree : public BasicMasstree<false> {
+// 8 bytes has no suffix), and nodes live as long as the tree. Over any memory mode; Masstree
+// below is the transient one.
+template <class Memory>
+class MasstreeMap : public BasicMasstree<false, Memory> {
+  using Base = BasicMasstree<false, Memory>;
+  using typename Base::KeyCursor;
+  using typename Base::PutMode;
+
  public:
+  using Base::Base;
+
   bool insert(Key k, Value v) {
     Bytes8 key(k);
-    return store(key.cursor(), v, PutMode::insert_only);
+    return this->store(key.cursor(), v, PutMode::insert_only);
   }
   bool put(Key k, Value v) {
     Bytes8 key(k);
-    return store(key.cursor(), v, PutMode::insert_or_update);
+    return this->store(key.cursor(), v, PutMode::insert_or_update);
   }
   bool remove(Key k) {
     Bytes8 key(k);
-    return erase(key.cursor());
+    return this->erase(key.cursor());
   }
   std::optional<Value> get(Key k) const {
     Bytes8 key(k);
-    return find(key.cursor());
+    return this->find(key.cursor());
   }
   bool contains(Key k) const { return get(k).has_value(); }
 
@@ -804,7 +920,7 @@ class Masstree : public BasicMasstree<false> {
     std::size_t count = 0;
     if (max_count == 0) return 0;
     Bytes8 key(from);
-    scan_from(key.view(), [&](std::string_view bytes, std::uint64_t value) {
+    this->scan_from(key.view(), [&](std::string_view bytes, std::uint64_t value) {
       visit(Bytes8::key_of(bytes), Value{value});
       return ++count < max_count;
     });
@@ -839,6 +955,8 @@ class Masstree : public BasicMasstree<false> {
     }
   };
 };
+
+using Masstree = MasstreeMap<TransientMemory>;
 
 // Masstree over byte-string keys and values (pmds::ByteStringMap). Values are copied in and
 // out; visit(key, f) runs f(std::string_view) on the stored value without a copy.
