@@ -113,6 +113,9 @@ using Registered = TypeList<
     Describe<"masstree/transient", Kind::map, factories::Plain<incll::Masstree>,
              "Masstree in DRAM: a trie of B+trees over 8-byte key slices, optimistic readers, "
              "put and scan (the transient baseline of seed 002's InCLL)">,
+    Describe<"masstree/logging", Kind::map, factories::Incll<incll::LoggingMasstree<>>,
+             "Masstree, seed 002's LOGGING mode: epoch checkpoints, every node logged whole to an "
+             "external undo log before its first write in an epoch">,
     // Michael-Scott queue, Treiber stack, lock-protected heap
     Describe<"queue/transient", Kind::queue,
              factories::Plain<algo::MichaelScottQueue<algo::transient>>,

@@ -34,24 +34,6 @@ std::map<Key, Value> contents(M& m) {
   return out;
 }
 
-// Runs `body` in a child process, which must end it by calling ::_exit(0) with the structure
-// and pool still open (as kill -9 would: no destructor runs, so no clean close syncs; the pool
-// file keeps every store, and recovery must not trust what came after the last sync). A body
-// that returns instead fails the test.
-template <class F>
-void in_killed_child(F&& body) {
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    body();
-    ::_exit(4);  // too late: the body's destructors have closed the structure cleanly
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 0);
-}
-
 // A new map in `pool` (a hash table with 64 buckets), outside the fixture: for child processes.
 template <class M>
 std::unique_ptr<M> create_map(pm::Pool& pool) {
@@ -143,7 +125,7 @@ TYPED_TEST(MontageMaps, ACleanCloseKeepsEveryCompletedOperation) {
 TYPED_TEST(MontageMaps, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfter) {
   this->pool_.emplace(pm::Pool::create(this->path_, kPoolSize, TypeParam::name));
   this->pool_.reset();
-  in_killed_child([&] {
+  pool_test::in_killed_child([&] {
     pm::Pool pool = pm::Pool::open(this->path_, TypeParam::name);
     auto owned = create_map<TypeParam>(pool);  // never destroyed: the child ends by _exit
     TypeParam& m = *owned;
@@ -172,7 +154,7 @@ TYPED_TEST(MontageMaps, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfte
 TYPED_TEST(MontageMaps, AStaleAntiNodeCannotCancelItsPayloadAfterALaterCrash) {
   this->pool_.emplace(pm::Pool::create(this->path_, kPoolSize, TypeParam::name));
   this->pool_.reset();
-  in_killed_child([&] {
+  pool_test::in_killed_child([&] {
     pm::Pool pool = pm::Pool::open(this->path_, TypeParam::name);
     auto owned = create_map<TypeParam>(pool);  // never destroyed: the child ends by _exit
     TypeParam& m = *owned;
@@ -185,7 +167,7 @@ TYPED_TEST(MontageMaps, AStaleAntiNodeCannotCancelItsPayloadAfterALaterCrash) {
     m.remove(7);  // its anti-node is tagged with the current epoch: lost too
     ::_exit(0);
   });
-  in_killed_child([&] {
+  pool_test::in_killed_child([&] {
     pm::Pool pool = pm::Pool::open(this->path_, TypeParam::name);
     TypeParam m(open_existing, pool, manual_clock());
     if (!m.contains(7) || m.contains(100)) ::_exit(3);  // the first recovery, as specified

@@ -132,4 +132,22 @@ inline int run_in_child(const std::function<int()>& body) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
 }
 
+// Runs `body` in a child process, which must end it by calling ::_exit(0) with the structure
+// and pool still open (as kill -9 would: no destructor runs, so no clean close syncs; the pool
+// file keeps every store, and recovery must not trust what came after the last sync). A body
+// that returns instead fails the test.
+template <class F>
+void in_killed_child(F&& body) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    body();
+    ::_exit(4);  // too late: the body's destructors have closed the structure cleanly
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+}
+
 }  // namespace pool_test

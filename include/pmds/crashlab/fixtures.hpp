@@ -62,6 +62,12 @@
 //   recovery_ignores_anti_nodes   recovery keeps every in-use payload, canceled or not
 //   sync_advances_once            sync() returns after one epoch advance instead of two
 //
+// InCLL (seed 002, incll/) with each planted bug of incll::PlantedBug, on masstree/logging (the
+// control):
+//   log_entry_not_fenced       an external log entry is flushed but not fenced before the node
+//                              it saves is written (seed 002 §3: log, sfence, then write)
+//   boundary_flush_skips_node  each epoch boundary leaves one modified node unflushed
+//
 // The allocator (pm/allocator.hpp), through AllocatorProbe (crashlab/allocator_probe.hpp), a set
 // of one slot per element, and its planted bug:
 //   alloc/probe-control                      must pass
@@ -253,7 +259,15 @@ using Fixtures = registry::TypeList<
     registry::Describe<
         "hash/montage-bug-sync-advances-once", registry::Kind::map,
         registry::factories::Montage<montage::HashMap<montage::PlantedBug::sync_advances_once>>,
-        "fixture: nbMontage's sync() returns after one epoch advance">>;
+        "fixture: nbMontage's sync() returns after one epoch advance">,
+    registry::Describe<
+        "masstree/logging-bug-log-entry-not-fenced", registry::Kind::map,
+        registry::factories::Incll<incll::LoggingMasstree<incll::PlantedBug::log_entry_not_fenced>>,
+        "fixture: InCLL's external log entry is not fenced before the node is written">,
+    registry::Describe<"masstree/logging-bug-boundary-flush-skips-node", registry::Kind::map,
+                       registry::factories::Incll<
+                           incll::LoggingMasstree<incll::PlantedBug::boundary_flush_skips_node>>,
+                       "fixture: InCLL's epoch boundary leaves one modified node unflushed">>;
 
 // The fixtures as registry entries (their own table: registry::entries() does not list them).
 inline std::span<const registry::Entry> fixture_entries() {

@@ -22,6 +22,7 @@
 #include "pmds/combining/queue.hpp"
 #include "pmds/combining/stack.hpp"
 #include "pmds/combining/wait_free_queue.hpp"
+#include "pmds/incll/durable_masstree.hpp"
 #include "pmds/incll/masstree.hpp"
 #include "pmds/linkfree_soft/hash_set.hpp"
 #include "pmds/linkfree_soft/linkfree_list.hpp"
@@ -118,6 +119,24 @@ struct Montage {
   }
   static std::unique_ptr<T> open(pm::Pool& pool, const CreateOptions& o) {
     return std::make_unique<T>(open_existing, pool, montage_options(o));
+  }
+};
+
+// A durable Masstree of seed 002 (incll/): whether its epoch advancer runs in a thread of its own
+// (off in the crash lab, whose scheduler runs it).
+template <class T>
+struct Incll {
+  using type = T;
+  static incll::Options options(const CreateOptions& o) {
+    incll::Options i;
+    i.background_thread = o.background_thread;
+    return i;
+  }
+  static std::unique_ptr<T> create(pm::Pool* pool, const CreateOptions& o) {
+    return std::make_unique<T>(create_new, *pool, options(o));
+  }
+  static std::unique_ptr<T> open(pm::Pool& pool, const CreateOptions& o) {
+    return std::make_unique<T>(open_existing, pool, options(o));
   }
 };
 

@@ -1,0 +1,535 @@
+// pmds::incll::Checkpoints — seed 002's fine-grained checkpointing (§3, §4) with its external
+// log (§4.2): the durable memory mode of Masstree (incll/masstree.hpp, incll/durable_masstree.hpp).
+//
+// Epochs. Execution is cut into epochs (64 ms by default, Options::epoch_length). The current
+// epoch number lives in the pool; a crash during epoch f makes f a failed epoch, and recovery
+// returns every object to its state at the start of f — a consistent cut, since every write
+// operation runs inside one epoch (below). Everything completed before the last completed
+// boundary survives: sync() forces one (buffered durable linearizability, docs/ARCHITECTURE.md §4).
+//
+// The boundary (try_advance). Seed 002 flushes the whole cache with wbinvd at the start of an
+// epoch; user space has no wbinvd, so each thread records every object it wrote in the epoch
+// (the objects it logged and the nodes it allocated) and the boundary flushes exactly those
+// (counted in stats().flushed_objects). In order: raise the operation barrier and wait until no
+// write operation is in flight; flush the recorded objects; fence; store and persist epoch e+1;
+// lower the barrier. A write operation (begin_write) waits while the barrier is up, so none
+// spans a boundary — seed 002 leaves this to Masstree's epoch machinery; here it is explicit.
+// Read operations take no part: they write nothing.
+//
+// The external log (§4.2). Before an object that existed at the start of the epoch is first
+// written in it, the writer copies the whole object into its thread's log and persists the entry
+// (flush and fence) — then writes. Each object has a logging word: 2e once logged in epoch e,
+// 2e+1 while a thread logs it. Claiming it by CAS makes the logging of one object exclusive even
+// between threads that do not hold its lock (an interior split rewrites its children's parent
+// links), so an object appears at most once per epoch and the entries of an epoch have no
+// order among them (§4.2). New objects are stamped 2e when allocated: their state at the start
+// of the epoch is "unreachable", nothing to log. The log is discarded at the boundary: each
+// thread's cursor restarts from its first segment in the next epoch.
+//
+// Recovery (§4.3; eager here, lazy in InCLL's mode to come): the failed epoch f is the pool's
+// epoch; every log entry of epoch f (the header's epoch and a checksum over header and image
+// say it is whole) is copied back to its object, flushed, one fence. The structure then clears
+// the lock bits the crash left and reports its live objects to the allocator (every object
+// allocated in f is unreachable again and returns to the free lists); finish_recovery() makes
+// epoch f+1 durable. Nothing is consumed before that, so a crash during recovery recovers again.
+//
+// Room. A write operation must not fail half-way: begin_write() first makes sure the thread has
+// `reserve_per_size` free slots of each object size and room for `log_room` entries in its log
+// (a new 256 KiB segment when not), and throws pmds::PoolFull there, before anything changed.
+//
+// Planted bugs for the crash lab (crashlab/fixtures.hpp): log_entry_not_fenced (an entry is
+// flushed but not fenced before the object is written) and boundary_flush_skips_node (each
+// boundary leaves the first recorded object unflushed).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "pmds/error.hpp"
+#include "pmds/interfaces.hpp"
+#include "pmds/periodic_thread.hpp"
+#include "pmds/pm/access.hpp"
+#include "pmds/pm/allocator.hpp"
+#include "pmds/pm/pool.hpp"
+#include "pmds/pm/structure_root.hpp"
+#include "pmds/thread_registry.hpp"
+
+namespace pmds::incll {
+
+enum class PlantedBug { none, log_entry_not_fenced, boundary_flush_skips_node };
+
+struct Options {
+  // Seed 002 §4: 64 ms, Masstree's reclamation epoch.
+  std::chrono::microseconds epoch_length{64'000};
+  // false: no thread of its own; the caller runs background_step() (the crash lab does).
+  bool background_thread = true;
+};
+
+// Counts since the structure was opened.
+struct CheckpointStats {
+  std::uint64_t epochs = 0;           // boundaries passed
+  std::uint64_t logged_objects = 0;   // external log entries written
+  std::uint64_t flushed_objects = 0;  // objects the boundaries flushed
+};
+
+namespace checkpoint_detail {
+
+inline constexpr std::size_t line = 64;
+inline constexpr std::size_t max_object_bytes = 448;  // a Masstree border node
+inline constexpr std::size_t entry_bytes = line + max_object_bytes;
+inline constexpr std::size_t segment_bytes = std::size_t{256} << 10;
+inline constexpr std::size_t entries_per_segment = (segment_bytes - line) / entry_bytes;
+inline constexpr std::size_t log_room = 128;  // entries one operation may need: see begin_write
+inline constexpr std::size_t reserve_per_size = 16;
+inline constexpr std::uint64_t magic_value = 0x54494f50484b4843;  // "CHKPHOIT"
+
+// A log entry: this header, alone in its line, then the object's image.
+struct EntryHeader {
+  std::uint64_t epoch;
+  std::uint64_t address;
+  std::uint64_t size;
+  std::uint64_t checksum;  // over the three words above and the image
+};
+
+// A log segment: a slot of segment_bytes; its first line holds the link to the next one.
+struct Segment {
+  pm::atomic<Segment*> next;
+
+  char* entry(std::size_t i) { return reinterpret_cast<char*>(this) + line + i * entry_bytes; }
+};
+
+// The top layer's root pointer, logged like a node when a root split replaces it.
+struct alignas(64) RootBox {
+  pm::atomic<std::uint64_t> logged;
+  pm::atomic<std::uint64_t> root;
+};
+
+struct alignas(64) Anchor {
+  RootBox root_box;
+  pm::atomic<std::uint64_t> magic;
+  pm::atomic<std::uint64_t> epoch;  // the current epoch: a crash makes it the failed one
+  pm::atomic<Segment*> logs[pmds::max_threads];  // each thread's first log segment
+};
+
+inline std::uint64_t checksum(const EntryHeader& h, const unsigned char* image) {
+  std::uint64_t x = 0x9e3779b97f4a7c15 ^ h.epoch;
+  auto mix = [&x](std::uint64_t w) {
+    x = (x ^ w) * 0xff51afd7ed558ccd;
+    x ^= x >> 32;
+  };
+  mix(h.address);
+  mix(h.size);
+  for (std::size_t i = 0; i + 8 <= h.size; i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, image + i, 8);
+    mix(w);
+  }
+  return x;
+}
+
+inline void backoff(int& spins) {
+  if (++spins < 64)
+    __builtin_ia32_pause();
+  else
+    std::this_thread::yield();
+}
+
+}  // namespace checkpoint_detail
+
+template <PlantedBug Bug = PlantedBug::none>
+class Checkpoints {
+  using Anchor = checkpoint_detail::Anchor;
+  using Segment = checkpoint_detail::Segment;
+  using EntryHeader = checkpoint_detail::EntryHeader;
+
+ public:
+  static constexpr bool owns_nodes = false;  // nodes live in the pool
+  static constexpr std::size_t segment_bytes = checkpoint_detail::segment_bytes;
+
+  // A new anchor in `pool`, which must hold no structure; `object_sizes` are the sizes the
+  // structure allocates (each at most 448 bytes). The structure then builds its empty state and
+  // calls finish_create().
+  Checkpoints(CreateTag, pm::Pool& pool, const char* name, const Options& options,
+              std::vector<std::size_t> object_sizes)
+      : pool_(pool), options_(options), sizes_(std::move(object_sizes)) {
+    check_sizes();
+    pm::StructureRoot::check_unused(pool, name);
+    anchor_ = static_cast<Anchor*>(pool.allocator().allocate(sizeof(Anchor)));
+    anchor_->root_box.logged.store(0, std::memory_order_relaxed);
+    anchor_->root_box.root.store(0, std::memory_order_relaxed);
+    anchor_->epoch.store(1, std::memory_order_relaxed);
+    for (auto& l : anchor_->logs) l.store(nullptr, std::memory_order_relaxed);
+    anchor_->magic.store(checkpoint_detail::magic_value, std::memory_order_relaxed);
+    pm::persist(anchor_, sizeof(Anchor));
+    epoch_.store(1, std::memory_order_relaxed);
+  }
+
+  // The anchor `area` of an existing structure: applies the failed epoch's log (recovery's first
+  // step). The structure then clears its nodes' locks, calls recover_allocator() and
+  // finish_recovery().
+  Checkpoints(OpenTag, pm::Pool& pool, void* area, const char* name, const Options& options,
+              std::vector<std::size_t> object_sizes)
+      : pool_(pool), options_(options), sizes_(std::move(object_sizes)) {
+    check_sizes();
+    if (!pool.allocator().is_slot(area, sizeof(Anchor)) ||
+        static_cast<Anchor*>(area)->magic.load() != checkpoint_detail::magic_value)
+      pool.allocator().corrupt(std::string(name) + ": its root does not name a checkpoint anchor");
+    anchor_ = static_cast<Anchor*>(area);
+    epoch_.store(anchor_->epoch.load(), std::memory_order_relaxed);
+    find_segments();
+    apply_log();
+  }
+
+  Checkpoints(const Checkpoints&) = delete;
+  Checkpoints& operator=(const Checkpoints&) = delete;
+
+  // A clean close: one last boundary, so everything completed is durable.
+  ~Checkpoints() {
+    background_.stop();
+    if (running_)
+      for (int spins = 0; !try_advance();) checkpoint_detail::backoff(spins);
+  }
+
+  void* anchor() const { return anchor_; }
+
+  // ---- the memory mode's members (incll/masstree.hpp's TransientMemory has the same) -------
+
+  class WriteScope {
+   public:
+    explicit WriteScope(pm::atomic<std::uint64_t>* active) : active_(active) {}
+    WriteScope(const WriteScope&) = delete;
+    WriteScope& operator=(const WriteScope&) = delete;
+    ~WriteScope() { active_->store(0, std::memory_order_seq_cst); }
+
+   private:
+    pm::atomic<std::uint64_t>* active_;
+  };
+
+  // Enters a write operation: room first (PoolFull here changes nothing), then past the barrier.
+  WriteScope begin_write() {
+    ThreadState& t = state();
+    make_room(t);
+    for (;;) {  // Dekker with the advancer: both store, then read the other's word (seq_cst)
+      t.active.store(1, std::memory_order_seq_cst);
+      if (barrier_.load(std::memory_order_seq_cst) == 0) break;
+      t.active.store(0, std::memory_order_seq_cst);
+      for (int spins = 0; barrier_.load(std::memory_order_acquire) != 0;)
+        checkpoint_detail::backoff(spins);
+    }
+    return WriteScope(&t.active);
+  }
+
+  // A slot for a new object of one of the declared sizes, recorded for the boundary flush.
+  void* allocate(std::size_t bytes) {
+    ThreadState& t = state();
+    std::vector<void*>& spare = t.spare[size_index(bytes)];
+    void* p;
+    if (!spare.empty()) {
+      p = spare.back();
+      spare.pop_back();
+    } else {  // outside a write operation (creating the structure): may throw PoolFull
+      p = pool_.allocator().allocate(bytes);
+    }
+    t.written.push_back({p, bytes});
+    return p;
+  }
+  void release(void*) {}  // never called: owns_nodes is false
+  // A new object counts as logged in the current epoch.
+  std::uint64_t new_node_stamp() const { return epoch_.load(std::memory_order_relaxed) << 1; }
+
+  // Before the first write in this epoch to an object that existed before it: log it (above).
+  // The object's first two words are the only ones another thread may write meanwhile (a lock
+  // word, and `logged` itself); they are copied with atomic loads.
+  void before_write(pm::atomic<std::uint64_t>& logged, const void* object, std::size_t bytes) {
+    const std::uint64_t done = epoch_.load(std::memory_order_relaxed) << 1, busy = done | 1;
+    std::uint64_t w = logged.load(std::memory_order_acquire);
+    for (int spins = 0;;) {
+      if (w == done) return;
+      if (w == busy) {  // another thread logs it; its writes wait for the entry too
+        checkpoint_detail::backoff(spins);
+        w = logged.load(std::memory_order_acquire);
+        continue;
+      }
+      if (logged.compare_exchange_weak(w, busy, std::memory_order_acq_rel)) break;
+    }
+    ThreadState& t = state();
+    write_entry(t, object, bytes);
+    t.written.push_back({object, bytes});
+    logged.store(done, std::memory_order_release);
+  }
+
+  pm::atomic<std::uint64_t>& root_word() { return anchor_->root_box.root; }
+  const pm::atomic<std::uint64_t>& root_word() const { return anchor_->root_box.root; }
+  void before_root_write() {
+    before_write(anchor_->root_box.logged, &anchor_->root_box, sizeof(checkpoint_detail::RootBox));
+  }
+
+  // ---- epochs ---------------------------------------------------------------------------------
+
+  std::uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+
+  // One boundary, unless another thread is passing one (then false). See the header.
+  bool try_advance() {
+    std::uint64_t expected = 0;
+    if (!barrier_.compare_exchange_strong(expected, 1, std::memory_order_seq_cst)) return false;
+    const std::size_t threads = threads_seen_.load(std::memory_order_seq_cst);
+    for (std::size_t i = 0; i < threads; ++i)
+      for (int spins = 0; states_[i].active.load(std::memory_order_seq_cst) != 0;)
+        checkpoint_detail::backoff(spins);
+    bool skipped = Bug != PlantedBug::boundary_flush_skips_node;
+    std::uint64_t flushed = 0;
+    for (std::size_t i = 0; i < threads; ++i) {
+      for (const auto& [p, n] : states_[i].written) {
+        if (!skipped) {
+          skipped = true;
+          continue;
+        }
+        pm::flush_range(p, n);
+        ++flushed;
+      }
+      states_[i].written.clear();
+    }
+    pm::fence();  // the epoch's writes are durable before the epoch moves past them
+    const std::uint64_t e = epoch_.load(std::memory_order_relaxed);
+    anchor_->epoch.store(e + 1);
+    pm::persist(&anchor_->epoch, sizeof(std::uint64_t));
+    epoch_.store(e + 1, std::memory_order_release);
+    stats_epochs_.fetch_add(1, std::memory_order_relaxed);
+    stats_flushed_.fetch_add(flushed, std::memory_order_relaxed);
+    barrier_.store(0, std::memory_order_seq_cst);
+    return true;
+  }
+
+  // Everything completed before the call is durable when it returns: one boundary after it.
+  void sync() {
+    const std::uint64_t start = epoch();
+    for (int spins = 0; epoch() <= start;)
+      if (!try_advance()) checkpoint_detail::backoff(spins);
+  }
+
+  void background_step() { try_advance(); }
+
+  CheckpointStats stats() const {
+    CheckpointStats s;
+    s.epochs = stats_epochs_.load(std::memory_order_relaxed);
+    s.flushed_objects = stats_flushed_.load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i < pmds::max_threads; ++i)
+      s.logged_objects += states_[i].logged_count.load(std::memory_order_relaxed);
+    return s;
+  }
+
+  // ---- creation and recovery ------------------------------------------------------------------
+
+  // Quiescent, after the structure built its empty state: makes it durable, names the anchor in
+  // the pool's roots (the tag last) and starts the epochs.
+  void finish_create(std::uint64_t tag) {
+    for (auto& [p, n] : state().written) pm::flush_range(p, n);
+    state().written.clear();
+    pm::persist(&anchor_->root_box, sizeof(checkpoint_detail::RootBox));
+    pm::StructureRoot::write(pool_, tag, 0, anchor_);
+    start();
+  }
+
+  // Quiescent: rebuilds the allocator's free lists. is_object(slot) says whether a slot is one of
+  // the structure's live objects; the anchor and the log segments are live too. Returns the
+  // allocator's count and the live slots of the checkpoints themselves.
+  template <class IsObject>
+  pm::AllocatorRecoveryStats recover_allocator(IsObject&& is_object) {
+    return pool_.allocator().recover([&](void* slot, std::size_t size) {
+      if (slot == anchor_) return true;
+      if (size == segment_bytes)
+        return std::binary_search(segments_.begin(), segments_.end(), slot);
+      return is_object(slot);
+    });
+  }
+  // The anchor and the log segments: the slots recover_allocator() keeps besides the objects.
+  std::size_t own_slots() const { return 1 + segments_.size(); }
+
+  // Quiescent, last step of recovery: the failed epoch is left behind, durably.
+  void finish_recovery() {
+    const std::uint64_t e = epoch_.load(std::memory_order_relaxed) + 1;
+    anchor_->epoch.store(e);
+    pm::persist(&anchor_->epoch, sizeof(std::uint64_t));
+    epoch_.store(e, std::memory_order_release);
+    start();
+  }
+
+  std::size_t log_entries_applied() const { return applied_; }
+
+ private:
+  struct alignas(64) ThreadState {
+    pm::atomic<std::uint64_t> active{0};  // DRAM; a pm::atomic so the crash lab schedules it
+    std::atomic<std::uint64_t> logged_count{0};
+    Segment* segment = nullptr;  // the log cursor: segment and entry
+    std::size_t next_entry = 0;
+    std::uint64_t log_epoch = 0;  // the epoch the cursor's entries belong to
+    std::vector<std::pair<const void*, std::size_t>> written;  // this epoch's objects
+    std::array<std::vector<void*>, 4> spare;                   // per declared size
+  };
+
+  void check_sizes() {
+    if (sizes_.empty() || sizes_.size() > 4)
+      throw Error("pmds: incll::Checkpoints takes 1 to 4 object sizes");
+    for (std::size_t s : sizes_)
+      if (s > checkpoint_detail::max_object_bytes || s % checkpoint_detail::line != 0)
+        throw Error("pmds: incll::Checkpoints: object size " + std::to_string(s) +
+                    " is not a multiple of 64 up to 448");
+  }
+  std::size_t size_index(std::size_t bytes) const {
+    for (std::size_t i = 0; i < sizes_.size(); ++i)
+      if (sizes_[i] == bytes) return i;
+    throw Error("pmds: incll::Checkpoints: allocation of an undeclared size " +
+                std::to_string(bytes));
+  }
+
+  ThreadState& state() {
+    const std::size_t id = pmds::thread_id();
+    std::size_t seen = threads_seen_.load(std::memory_order_relaxed);
+    while (seen <= id &&
+           !threads_seen_.compare_exchange_weak(seen, id + 1, std::memory_order_seq_cst)) {
+    }
+    return states_[id];
+  }
+
+  void start() {
+    running_ = true;
+    if (options_.background_thread)
+      background_.start(options_.epoch_length, [this] { try_advance(); });
+  }
+
+  // Spare slots of every size, and log_room free entries ahead of the cursor. log_room bounds
+  // the objects one operation logs: per tree level a node and the children an interior split
+  // moves (8), over at most 14 levels.
+  void make_room(ThreadState& t) {
+    for (std::size_t i = 0; i < sizes_.size(); ++i)
+      while (t.spare[i].size() < checkpoint_detail::reserve_per_size)
+        t.spare[i].push_back(pool_.allocator().allocate(sizes_[i]));
+    if (t.segment == nullptr || t.log_epoch != epoch_.load(std::memory_order_relaxed)) {
+      rewind(t);
+      if (t.segment == nullptr) t.segment = new_segment(anchor_->logs[pmds::thread_id()]);
+    }
+    if (checkpoint_detail::entries_per_segment - t.next_entry < checkpoint_detail::log_room) {
+      Segment* next = t.segment->next.load();
+      t.segment = next != nullptr ? next : new_segment(t.segment->next);
+      t.next_entry = 0;
+    }
+  }
+  // The cursor back to the thread's first segment (the previous epoch's entries are discarded).
+  void rewind(ThreadState& t) {
+    t.segment = anchor_->logs[pmds::thread_id()].load();
+    t.next_entry = 0;
+    t.log_epoch = epoch_.load(std::memory_order_relaxed);
+  }
+  // A fresh segment linked from `link` (persisted: recovery walks the links).
+  Segment* new_segment(pm::atomic<Segment*>& link) {
+    auto* s = static_cast<Segment*>(pool_.allocator().allocate(segment_bytes));
+    s->next.store(nullptr);
+    pm::persist(s, sizeof(Segment));
+    link.store(s);
+    pm::persist(&link, sizeof(Segment*));
+    return s;
+  }
+
+  void write_entry(ThreadState& t, const void* object, std::size_t bytes) {
+    if (t.log_epoch != epoch_.load(std::memory_order_relaxed)) rewind(t);
+    alignas(64) unsigned char buffer[checkpoint_detail::entry_bytes];
+    unsigned char* image = buffer + checkpoint_detail::line;
+    const auto* words = static_cast<const pm::atomic<std::uint64_t>*>(object);
+    const std::uint64_t first[2] = {words[0].load(std::memory_order_acquire),
+                                    words[1].load(std::memory_order_acquire)};
+    std::memcpy(image, first, sizeof first);
+    std::memcpy(image + sizeof first, static_cast<const char*>(object) + sizeof first,
+                bytes - sizeof first);
+    EntryHeader h{epoch_.load(std::memory_order_relaxed), reinterpret_cast<std::uint64_t>(object),
+                  bytes, 0};
+    h.checksum = checkpoint_detail::checksum(h, image);
+    std::memset(buffer, 0, checkpoint_detail::line);
+    std::memcpy(buffer, &h, sizeof h);
+    char* entry = t.segment->entry(t.next_entry++);
+    pm::write(entry, buffer, checkpoint_detail::line + bytes);
+    if constexpr (Bug == PlantedBug::log_entry_not_fenced)
+      pm::flush_range(entry, checkpoint_detail::line + bytes);
+    else
+      pm::persist(entry, checkpoint_detail::line + bytes);  // seed 002 §3: log, sfence, write
+    t.logged_count.store(t.logged_count.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_relaxed);
+  }
+
+  // Recovery: every thread's chain of log segments, checked (a slot of the segment size, no
+  // cycle, no segment in two chains), sorted in segments_.
+  void find_segments() {
+    const pm::ChunkAllocator& a = pool_.allocator();
+    const std::size_t limit = a.slot_capacity();
+    for (auto& first : anchor_->logs) {
+      for (Segment* s = first.load(); s != nullptr; s = s->next.load()) {
+        a.checked_slot(s, segment_bytes, "log segment link");
+        if (a.slot_size_of(s) != segment_bytes || segments_.size() >= limit)
+          a.corrupt("a log segment link names no segment, or the segments form a cycle");
+        segments_.push_back(s);
+      }
+    }
+    std::sort(segments_.begin(), segments_.end());
+    if (std::adjacent_find(segments_.begin(), segments_.end()) != segments_.end())
+      a.corrupt("a log segment belongs to two threads' logs");
+  }
+
+  // Recovery's first step: every whole entry of the failed epoch back to its object. The
+  // entries are all checked before the first is applied.
+  void apply_log() {
+    const std::uint64_t failed = epoch_.load(std::memory_order_relaxed);
+    const auto* root_box = reinterpret_cast<const char*>(&anchor_->root_box);
+    std::vector<const char*> entries;
+    for (const void* segment : segments_) {
+      auto* s = static_cast<Segment*>(const_cast<void*>(segment));
+      for (std::size_t i = 0; i < checkpoint_detail::entries_per_segment; ++i) {
+        const char* entry = s->entry(i);
+        EntryHeader h;
+        std::memcpy(&h, entry, sizeof h);
+        if (h.epoch != failed || h.size > checkpoint_detail::max_object_bytes) break;
+        const auto* image = reinterpret_cast<const unsigned char*>(entry) + checkpoint_detail::line;
+        if (checkpoint_detail::checksum(h, image) != h.checksum) break;  // torn: never applied
+        const auto* target = reinterpret_cast<const void*>(h.address);
+        if (target == root_box ? h.size != sizeof(checkpoint_detail::RootBox)
+                               : !pool_.allocator().is_slot(target, h.size))
+          pool_.allocator().corrupt("a log entry names no object of the pool");
+        entries.push_back(entry);
+      }
+    }
+    for (const char* entry : entries) {
+      EntryHeader h;
+      std::memcpy(&h, entry, sizeof h);
+      auto* target = reinterpret_cast<void*>(h.address);
+      pm::write(target, entry + checkpoint_detail::line, h.size);
+      pm::flush_range(target, h.size);
+    }
+    pm::fence();
+    applied_ = entries.size();
+  }
+
+  pm::Pool& pool_;
+  Options options_;
+  std::vector<std::size_t> sizes_;
+  Anchor* anchor_ = nullptr;
+  std::atomic<std::uint64_t> epoch_{0};   // the volatile copy; the pool's is never behind it
+  pm::atomic<std::uint64_t> barrier_{0};  // DRAM; 1 while a boundary is passed
+  std::atomic<std::size_t> threads_seen_{0};
+  std::unique_ptr<ThreadState[]> states_{new ThreadState[pmds::max_threads]};
+  std::atomic<std::uint64_t> stats_epochs_{0};
+  std::atomic<std::uint64_t> stats_flushed_{0};
+  std::size_t applied_ = 0;
+  std::vector<const void*> segments_;  // recovery's list of the log segments, sorted
+  bool running_ = false;
+  PeriodicThread background_;
+};
+
+}  // namespace pmds::incll
