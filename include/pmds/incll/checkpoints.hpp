@@ -200,8 +200,6 @@ class Checkpoints {
       for (int spins = 0; !try_advance();) checkpoint_detail::backoff(spins);
   }
 
-  void* anchor() const { return anchor_; }
-
   // ---- the memory mode's members (incll/masstree.hpp's TransientMemory has the same) -------
 
   class WriteScope {
@@ -342,7 +340,7 @@ class Checkpoints {
 
   // Quiescent: rebuilds the allocator's free lists. is_object(slot) says whether a slot is one of
   // the structure's live objects; the anchor and the log segments are live too. Returns the
-  // allocator's count and the live slots of the checkpoints themselves.
+  // allocator's counts.
   template <class IsObject>
   pm::AllocatorRecoveryStats recover_allocator(IsObject&& is_object) {
     return pool_.allocator().recover([&](void* slot, std::size_t size) {
