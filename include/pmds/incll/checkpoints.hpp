@@ -51,10 +51,10 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
+#include "pmds/backoff.hpp"
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/periodic_thread.hpp"
@@ -137,13 +137,6 @@ inline std::uint64_t checksum(const EntryHeader& h, const unsigned char* image) 
   return x;
 }
 
-inline void backoff(int& spins) {
-  if (++spins < 64)
-    __builtin_ia32_pause();
-  else
-    std::this_thread::yield();
-}
-
 }  // namespace checkpoint_detail
 
 template <PlantedBug Bug = PlantedBug::none>
@@ -197,7 +190,7 @@ class Checkpoints {
   ~Checkpoints() {
     background_.stop();
     if (running_)
-      for (int spins = 0; !try_advance();) checkpoint_detail::backoff(spins);
+      for (int spins = 0; !try_advance();) pmds::backoff(spins);
   }
 
   // ---- the memory mode's members (incll/masstree.hpp's TransientMemory has the same) -------
@@ -221,8 +214,7 @@ class Checkpoints {
       t.active.store(1, std::memory_order_seq_cst);
       if (barrier_.load(std::memory_order_seq_cst) == 0) break;
       t.active.store(0, std::memory_order_seq_cst);
-      for (int spins = 0; barrier_.load(std::memory_order_acquire) != 0;)
-        checkpoint_detail::backoff(spins);
+      for (int spins = 0; barrier_.load(std::memory_order_acquire) != 0;) pmds::backoff(spins);
     }
     return WriteScope(&t.active);
   }
@@ -254,7 +246,7 @@ class Checkpoints {
     for (int spins = 0;;) {
       if (w == done) return;
       if (w == busy) {  // another thread logs it; its writes wait for the entry too
-        checkpoint_detail::backoff(spins);
+        pmds::backoff(spins);
         w = logged.load(std::memory_order_acquire);
         continue;
       }
@@ -283,7 +275,7 @@ class Checkpoints {
     const std::size_t threads = threads_seen_.load(std::memory_order_seq_cst);
     for (std::size_t i = 0; i < threads; ++i)
       for (int spins = 0; states_[i].active.load(std::memory_order_seq_cst) != 0;)
-        checkpoint_detail::backoff(spins);
+        pmds::backoff(spins);
     bool skipped = Bug != PlantedBug::boundary_flush_skips_node;
     std::uint64_t flushed = 0;
     for (std::size_t i = 0; i < threads; ++i) {
@@ -312,7 +304,7 @@ class Checkpoints {
   void sync() {
     const std::uint64_t start = epoch();
     for (int spins = 0; epoch() <= start;)
-      if (!try_advance()) checkpoint_detail::backoff(spins);
+      if (!try_advance()) pmds::backoff(spins);
   }
 
   void background_step() { try_advance(); }

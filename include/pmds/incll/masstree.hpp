@@ -53,12 +53,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "pmds/backoff.hpp"
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/pm/access.hpp"
@@ -289,13 +289,7 @@ inline bool split_since(std::uint64_t before, std::uint64_t after) {
   return (before ^ after) >= split_unit || ((before ^ after) & root_bit) != 0;
 }
 
-// Spins politely: pause, then yield (the machine may run more threads than cores).
-inline void backoff(int& spins) {
-  if (++spins < 64)
-    __builtin_ia32_pause();
-  else
-    std::this_thread::yield();
-}
+using pmds::backoff;
 
 inline std::uint64_t stable_version(const Node* n) {
   std::uint64_t v = n->version.load(std::memory_order_acquire);

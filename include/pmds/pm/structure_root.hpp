@@ -32,14 +32,18 @@ struct StructureRoot {
     pool.root(tag_root).store(tag);
     persist(&pool.root(tag_root), sizeof(std::uint64_t));
   }
-  // Checks the tag; returns the parameter and the area (the structure checks the area further).
-  static std::pair<std::uint64_t, void*> read(Pool& pool, std::uint64_t tag, const char* name) {
+  // Throws PoolError layout_mismatch unless root(0) is `tag`.
+  static void check_tag(Pool& pool, std::uint64_t tag, const char* name) {
     const std::uint64_t found = pool.root(tag_root).load();
     if (found != tag)
       throw PoolError(PoolErrc::layout_mismatch,
                       std::string("pmds: pool '") + pool.path() + "' does not hold a " + name +
                           (found == 0 ? " (its root table is empty: created by a crashed create?)"
                                       : " (its root names another structure)"));
+  }
+  // Checks the tag; returns the parameter and the area (the structure checks the area further).
+  static std::pair<std::uint64_t, void*> read(Pool& pool, std::uint64_t tag, const char* name) {
+    check_tag(pool, tag, name);
     const std::uint64_t area = pool.root(area_root).load();
     if (area >= pool.size())
       throw PoolCorrupt(std::string("pmds: pool '") + pool.path() + "': " + name +

@@ -19,6 +19,7 @@
 #include "pmds/interfaces.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/pool.hpp"
+#include "pmds/pm/structure_root.hpp"
 
 namespace pmds::linkfree_soft {
 
@@ -50,12 +51,7 @@ inline void write_set_root(pm::Pool& pool, std::uint64_t tag, std::uint64_t para
 
 // Checks that the pool holds the set `what` (tag) and returns its parameter.
 inline std::uint64_t read_set_root(pm::Pool& pool, std::uint64_t tag, const char* what) {
-  const std::uint64_t found = pool.root(tag_root).load();
-  if (found != tag)
-    throw PoolError(PoolErrc::layout_mismatch,
-                    std::string("pmds: pool '") + pool.path() + "' does not hold a " + what +
-                        (found == 0 ? " (its root table is empty: created by a crashed create?)"
-                                    : " (its root names another structure)"));
+  pm::StructureRoot::check_tag(pool, tag, what);
   return pool.root(parameter_root).load();
 }
 
