@@ -45,6 +45,7 @@ using MontageSkipList = montage::SkipList<>;  // skiplist/montage (ordered, scan
 using MontageQueue = montage::Queue<>;        // queue/montage
 // InCLL (seed 002): Masstree, an ordered map with put and scan, checkpointed in epochs (64 ms by
 // default); a crash loses the operations of the epoch it hit, sync() ends the epoch at once.
+using InCLLMasstree = incll::InCLLMasstree<>;      // masstree/incll
 using LoggingMasstree = incll::LoggingMasstree<>;  // masstree/logging (external log only)
 // The general Izraelevitz transformation of the lock-free algorithms (every shared access
 // flushed and fenced): durable, but one to two orders of magnitude slower than the above.

@@ -113,6 +113,10 @@ using Registered = TypeList<
     Describe<"masstree/transient", Kind::map, factories::Plain<incll::Masstree>,
              "Masstree in DRAM: a trie of B+trees over 8-byte key slices, optimistic readers, "
              "put and scan (the transient baseline of seed 002's InCLL)">,
+    Describe<"masstree/incll", Kind::map, factories::Incll<incll::InCLLMasstree<>>,
+             "Masstree, seed 002's InCLL: epoch checkpoints; an insert or a remove logs the "
+             "border's permutation in its own cache line (InCLL_p), other writes log the node "
+             "whole to an external undo log">,
     Describe<"masstree/logging", Kind::map, factories::Incll<incll::LoggingMasstree<>>,
              "Masstree, seed 002's LOGGING mode: epoch checkpoints, every node logged whole to an "
              "external undo log before its first write in an epoch">,

@@ -62,11 +62,13 @@
 //   recovery_ignores_anti_nodes   recovery keeps every in-use payload, canceled or not
 //   sync_advances_once            sync() returns after one epoch advance instead of two
 //
-// InCLL (seed 002, incll/) with each planted bug of incll::PlantedBug, on masstree/logging (the
-// control):
+// InCLL (seed 002, incll/) with each planted bug of incll::PlantedBug, on masstree/logging or
+// masstree/incll (the controls):
 //   log_entry_not_fenced       an external log entry is flushed but not fenced before the node
 //                              it saves is written (seed 002 §3: log, sfence, then write)
 //   boundary_flush_skips_node  each epoch boundary leaves one modified node unflushed
+//   node_epoch_before_permutation_log  (masstree/incll) InCLL_p's epoch is stored before the
+//                              permutation it logs (seed 002 §4.1.2's persistence ordering)
 //
 // The allocator (pm/allocator.hpp), through AllocatorProbe (crashlab/allocator_probe.hpp), a set
 // of one slot per element, and its planted bug:
@@ -267,7 +269,11 @@ using Fixtures = registry::TypeList<
     registry::Describe<"masstree/logging-bug-boundary-flush-skips-node", registry::Kind::map,
                        registry::factories::Incll<
                            incll::LoggingMasstree<incll::PlantedBug::boundary_flush_skips_node>>,
-                       "fixture: InCLL's epoch boundary leaves one modified node unflushed">>;
+                       "fixture: InCLL's epoch boundary leaves one modified node unflushed">,
+    registry::Describe<"masstree/incll-bug-node-epoch-before-permutation-log", registry::Kind::map,
+                       registry::factories::Incll<incll::InCLLMasstree<
+                           incll::PlantedBug::node_epoch_before_permutation_log>>,
+                       "fixture: InCLL_p's nodeEpoch is stored before permutationInCLL">>;
 
 // The fixtures as registry entries (their own table: registry::entries() does not list them).
 inline std::span<const registry::Entry> fixture_entries() {

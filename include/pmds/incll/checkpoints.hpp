@@ -18,13 +18,16 @@
 //
 // The external log (§4.2). Before an object that existed at the start of the epoch is first
 // written in it, the writer copies the whole object into its thread's log and persists the entry
-// (flush and fence) — then writes. Each object has a logging word: 2e once logged in epoch e,
-// 2e+1 while a thread logs it. Claiming it by CAS makes the logging of one object exclusive even
-// between threads that do not hold its lock (an interior split rewrites its children's parent
-// links), so an object appears at most once per epoch and the entries of an epoch have no
-// order among them (§4.2). New objects are stamped 2e when allocated: their state at the start
-// of the epoch is "unreachable", nothing to log. The log is discarded at the boundary: each
-// thread's cursor restarts from its first segment in the next epoch.
+// (flush and fence) — then writes. Each object has a logging word, 2e once logged in epoch e;
+// only the holder of the object's lock logs it, so an object appears at most once per epoch and
+// the entries of an epoch have no order among them (§4.2). New objects are stamped 2e when
+// allocated: their state at the start of the epoch is "unreachable", nothing to log. The log is
+// discarded at the boundary: each thread's cursor restarts from its first segment in the next
+// epoch.
+//
+// InCLL (§4.1; the InCLLCheckpoints mode below): an insert or a remove changes only a border's
+// permutation (the new entry goes to a free slot), so the border logs its permutation in its own
+// line (InCLL_p) instead of the external log, and recovery puts it back.
 //
 // Recovery (§4.3; eager here, lazy in InCLL's mode to come): the failed epoch f is the pool's
 // epoch; every log entry of epoch f (the header's epoch and a checksum over header and image
@@ -38,8 +41,9 @@
 // (a new 256 KiB segment when not), and throws pmds::PoolFull there, before anything changed.
 //
 // Planted bugs for the crash lab (crashlab/fixtures.hpp): log_entry_not_fenced (an entry is
-// flushed but not fenced before the object is written) and boundary_flush_skips_node (each
-// boundary leaves the first recorded object unflushed).
+// flushed but not fenced before the object is written), boundary_flush_skips_node (each
+// boundary leaves the first recorded object unflushed) and, in the InCLL mode,
+// node_epoch_before_permutation_log (InCLL_p's epoch is stored before the permutation it logs).
 #pragma once
 
 #include <algorithm>
@@ -66,7 +70,12 @@
 
 namespace pmds::incll {
 
-enum class PlantedBug { none, log_entry_not_fenced, boundary_flush_skips_node };
+enum class PlantedBug {
+  none,
+  log_entry_not_fenced,
+  boundary_flush_skips_node,
+  node_epoch_before_permutation_log,  // InCLL mode only
+};
 
 struct Options {
   // Seed 002 §4: 64 ms, Masstree's reclamation epoch.
@@ -238,24 +247,19 @@ class Checkpoints {
   std::uint64_t new_node_stamp() const { return epoch_.load(std::memory_order_relaxed) << 1; }
 
   // Before the first write in this epoch to an object that existed before it: log it (above).
-  // The object's first two words are the only ones another thread may write meanwhile (a lock
-  // word, and `logged` itself); they are copied with atomic loads.
+  // The caller holds the object's lock.
   void before_write(pm::atomic<std::uint64_t>& logged, const void* object, std::size_t bytes) {
-    const std::uint64_t done = epoch_.load(std::memory_order_relaxed) << 1, busy = done | 1;
-    std::uint64_t w = logged.load(std::memory_order_acquire);
-    for (int spins = 0;;) {
-      if (w == done) return;
-      if (w == busy) {  // another thread logs it; its writes wait for the entry too
-        pmds::backoff(spins);
-        w = logged.load(std::memory_order_acquire);
-        continue;
-      }
-      if (logged.compare_exchange_weak(w, busy, std::memory_order_acq_rel)) break;
-    }
+    const std::uint64_t done = epoch_.load(std::memory_order_relaxed) << 1;
+    if (logged.load(std::memory_order_relaxed) == done) return;
     ThreadState& t = state();
     write_entry(t, object, bytes);
     t.written.push_back({object, bytes});
-    logged.store(done, std::memory_order_release);
+    logged.store(done, std::memory_order_relaxed);
+  }
+  // Before an insert or a remove changes a border's permutation: the logging mode logs it whole.
+  template <class Border>
+  void before_permutation_write(Border& b, bool /*inserting*/) {
+    before_write(b.logged, &b, sizeof(Border));
   }
 
   pm::atomic<std::uint64_t>& root_word() { return anchor_->root_box.root; }
@@ -356,6 +360,12 @@ class Checkpoints {
 
   std::size_t log_entries_applied() const { return applied_; }
 
+ protected:
+  // The calling thread wrote `object` in this epoch: the boundary flushes it.
+  void record_written(const void* object, std::size_t bytes) {
+    state().written.push_back({object, bytes});
+  }
+
  private:
   struct alignas(64) ThreadState {
     pm::atomic<std::uint64_t> active{0};  // DRAM; a pm::atomic so the crash lab schedules it
@@ -434,9 +444,12 @@ class Checkpoints {
     if (t.log_epoch != epoch_.load(std::memory_order_relaxed)) rewind(t);
     alignas(64) unsigned char buffer[checkpoint_detail::entry_bytes];
     unsigned char* image = buffer + checkpoint_detail::line;
+    // The object's first three words are the only ones another thread may write meanwhile (a
+    // lock word, `logged`, a node's parent link: incll/masstree.hpp); they are copied atomically.
     const auto* words = static_cast<const pm::atomic<std::uint64_t>*>(object);
-    const std::uint64_t first[2] = {words[0].load(std::memory_order_acquire),
-                                    words[1].load(std::memory_order_acquire)};
+    const std::uint64_t first[3] = {words[0].load(std::memory_order_acquire),
+                                    words[1].load(std::memory_order_acquire),
+                                    words[2].load(std::memory_order_acquire)};
     std::memcpy(image, first, sizeof first);
     std::memcpy(image + sizeof first, static_cast<const char*>(object) + sizeof first,
                 bytes - sizeof first);
@@ -520,6 +533,49 @@ class Checkpoints {
   std::vector<const void*> segments_;  // recovery's list of the log segments, sorted
   bool running_ = false;
   PeriodicThread background_;
+};
+
+// The InCLL mode (seed 002 §4.1): Checkpoints, except that an insert or a remove logs the
+// border's permutation in the border's own line (InCLL_p) instead of logging the node whole.
+// Updates of a value, splits, layer creation and interior nodes still use the external log (the
+// value InCLLs, InCLL_1/InCLL_2, come with pool value blocks; docs/ARCHITECTURE.md §1).
+template <PlantedBug Bug = PlantedBug::none>
+class InCLLCheckpoints : public Checkpoints<Bug> {
+ public:
+  using Checkpoints<Bug>::Checkpoints;
+
+  // Seed 002 Listing 3's InCLL(), for the permutation: the first insert or remove of a border in
+  // epoch e copies the permutation to permutation_log, then stamps node_epoch with e (the order
+  // matters: a node_epoch of the failed epoch makes recovery trust permutation_log, so the log
+  // must persist first; both share the permutation's line, where stores persist in order, so
+  // release stores suffice). A remove clears insertions_allowed: an insert could then reuse the
+  // removed entry's slot, whose key and value the permutation alone cannot bring back, so the
+  // next insert in this epoch logs the node whole (§4.1.1) — once: then it counts as logged.
+  template <class Border>
+  void before_permutation_write(Border& b, bool inserting) {
+    const std::uint64_t e = this->epoch();
+    const std::uint64_t node_epoch = b.node_epoch.load(std::memory_order_relaxed);
+    const bool logged = b.logged.load(std::memory_order_relaxed) == e << 1;
+    if (node_epoch >> 1 != e) {
+      // A node logged whole in e, or made in e, is restored without InCLL_p.
+      if (!logged) {
+        const std::uint64_t permutation = b.permutation.load(std::memory_order_relaxed);
+        if constexpr (Bug == PlantedBug::node_epoch_before_permutation_log) {
+          b.node_epoch.store(e << 1 | 1, std::memory_order_release);
+          b.permutation_log.store(permutation, std::memory_order_release);
+        } else {
+          b.permutation_log.store(permutation, std::memory_order_release);
+          b.node_epoch.store(e << 1 | 1, std::memory_order_release);
+        }
+        this->record_written(&b, sizeof(Border));
+      } else {
+        b.node_epoch.store(e << 1 | 1, std::memory_order_release);
+      }
+    } else if (inserting && (node_epoch & 1) == 0) {
+      this->before_write(b.logged, &b, sizeof(Border));  // nothing when already logged
+    }
+    if (!inserting) b.node_epoch.store(e << 1, std::memory_order_release);
+  }
 };
 
 }  // namespace pmds::incll

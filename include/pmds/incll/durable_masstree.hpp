@@ -1,24 +1,31 @@
-// pmds::incll::LoggingMasstree — seed 002's durable Masstree in its LOGGING mode (§6: the
-// external log only, InCLL disabled): `masstree/logging`, buffered durable linearizability, with
-// sync(). The tree is incll/masstree.hpp's, unchanged, over the Checkpoints memory mode
-// (incll/checkpoints.hpp: epochs, the boundary flush, the external log, recovery of the failed
-// epoch); 8-byte keys and values (pmds::Map, UpdatableMap, Scannable).
+// pmds::incll::DurableMasstree — seed 002's durable Masstree, buffered durable linearizability,
+// with sync(); 8-byte keys and values (pmds::Map, UpdatableMap, Scannable). Two modes over the
+// same tree (incll/masstree.hpp, unchanged) and the same epochs (incll/checkpoints.hpp: the
+// boundary flush, the external log, recovery of the failed epoch):
+//   InCLLMasstree    `masstree/incll`: inserts and removes log a border's permutation in its own
+//                    cache line (InCLL_p, §4.1) — the external log only where §4.1.1 needs it;
+//   LoggingMasstree  `masstree/logging`: the paper's LOGGING mode (§6: the external log only).
 //
-// Pool layout: pm::StructureRoot with tag "MTLOGGIN", its area the checkpoint anchor (the top
-// layer's root pointer, the epoch, each thread's log); border nodes (448 bytes), interior nodes
-// (320 bytes) and log segments (256 KiB) from the allocator.
+// Pool layout: pm::StructureRoot with tag "MTINCLL_" or "MTLOGGIN", its area the checkpoint
+// anchor (the top layer's root pointer, the epoch, each thread's log); border nodes (448 bytes),
+// interior nodes (320 bytes) and log segments (256 KiB) from the allocator.
 //
 // Recovery (at open, eager): the failed epoch's log entries are copied back (Checkpoints), then
 // one walk of the tree checks every node and collects the live ones (a damaged pool ends in
-// PoolCorrupt, never in a wild read or an endless walk), their version words lose the lock and
-// dirty bits the crash left (no flush: a later recovery clears them again), every other slot
-// returns to the allocator, and the next epoch starts. Seed 002 §4.3's lazy recovery comes with the
-// InCLL mode.
+// PoolCorrupt, never in a wild read or an endless walk). Only then does it write: each border
+// whose InCLL_p names the failed epoch gets its logged permutation back (flushed, one fence;
+// applying it twice is harmless, so a crash during recovery recovers again), parent links are
+// rebuilt from the walk (they are derived state, not logged: masstree.hpp's split_interior),
+// version words lose the lock and dirty bits the crash left (neither is flushed: a later recovery
+// rebuilds them again), every other slot returns to the allocator, and the next epoch starts.
+// Seed 002 §4.3's lazy recovery is to come (docs/ARCHITECTURE.md §1).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "pmds/error.hpp"
@@ -31,33 +38,51 @@
 
 namespace pmds::incll {
 
-template <PlantedBug Bug = PlantedBug::none>
-class LoggingMasstree : public MasstreeMap<Checkpoints<Bug>> {
-  using Base = MasstreeMap<Checkpoints<Bug>>;
+enum class Mode { incll, logging };
+
+template <Mode M, PlantedBug Bug = PlantedBug::none>
+class DurableMasstree
+    : public MasstreeMap<
+          std::conditional_t<M == Mode::incll, InCLLCheckpoints<Bug>, Checkpoints<Bug>>> {
+  using Base =
+      MasstreeMap<std::conditional_t<M == Mode::incll, InCLLCheckpoints<Bug>, Checkpoints<Bug>>>;
   using Node = masstree_detail::Node;
+  using Border = masstree_detail::Border;
+  using Interior = masstree_detail::Interior;
+  using Permutation = masstree_detail::Permutation;
 
  public:
   static constexpr Criterion criterion = Criterion::buffered;
-  static constexpr std::uint64_t tag = 0x4e4947474f4c544d;  // "MTLOGGIN"
-  static constexpr const char* name = "masstree/logging";
+  static constexpr std::uint64_t tag = M == Mode::incll ? 0x5f4c4c434e49544d   // "MTINCLL_"
+                                                        : 0x4e4947474f4c544d;  // "MTLOGGIN"
+  static constexpr const char* name = M == Mode::incll ? "masstree/incll" : "masstree/logging";
 
   // A new, empty tree in `pool`, which must hold no structure.
-  LoggingMasstree(CreateTag, pm::Pool& pool, const Options& options = {})
+  DurableMasstree(CreateTag, pm::Pool& pool, const Options& options = {})
       : Base(create_new, pool, name, options, object_sizes()) {
     this->memory_.finish_create(tag);
   }
 
   // Opens the tree a pool holds, recovering it (above) after a clean or a dirty shutdown.
-  LoggingMasstree(OpenTag, pm::Pool& pool, const Options& options = {},
+  DurableMasstree(OpenTag, pm::Pool& pool, const Options& options = {},
                   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now())
       : Base(open_existing, pool, pm::StructureRoot::read(pool, tag, name).second, name, options,
              object_sizes()) {
     const pm::ChunkAllocator& a = pool.allocator();
     pm::ChunkAllocator::SlotBits reached(a);
-    const std::vector<Node*> nodes = checked_nodes(a, reached);
+    Walk walk = checked_walk(a, reached);
+    // Seed 002 Listing 4: a border changed in the failed epoch gets its logged permutation back.
+    for (Border* b : walk.rolled_back) {
+      b->permutation.store(b->permutation_log.load());
+      pm::flush_range(&b->permutation, sizeof(std::uint64_t));
+    }
+    pm::fence();
+    permutations_restored_ = walk.rolled_back.size();
+    for (auto [child, parent] : walk.parent_links)
+      if (child->parent.load(std::memory_order_relaxed) != parent) child->parent.store(parent);
     constexpr std::uint64_t transient_bits =
         masstree_detail::locked_bit | masstree_detail::dirty_bits;
-    for (Node* n : nodes) {
+    for (Node* n : walk.nodes) {
       const std::uint64_t v = n->version.load(std::memory_order_relaxed);
       if (v & transient_bits) n->version.store(v & ~transient_bits);
     }
@@ -65,7 +90,7 @@ class LoggingMasstree : public MasstreeMap<Checkpoints<Bug>> {
         this->memory_.recover_allocator([&reached](void* slot) { return reached.test(slot); });
     this->memory_.finish_recovery();
     recovery_.slots_scanned = allocator.live_slots + allocator.free_slots;
-    recovery_.live_slots = nodes.size() + this->memory_.own_slots();
+    recovery_.live_slots = walk.nodes.size() + this->memory_.own_slots();
     recovery_.freed_slots = allocator.free_slots;
     recovery_.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -79,16 +104,23 @@ class LoggingMasstree : public MasstreeMap<Checkpoints<Bug>> {
   const RecoveryStats& recovery_stats() const { return recovery_; }
   CheckpointStats checkpoint_stats() const { return this->memory_.stats(); }
   std::size_t log_entries_applied() const { return this->memory_.log_entries_applied(); }
+  // Borders whose InCLL_p the last recovery applied (always 0 in the logging mode).
+  std::size_t permutations_restored() const { return permutations_restored_; }
 
  private:
+  // What recovery's walk found; nothing is written until it is complete.
+  struct Walk {
+    std::vector<Node*> nodes;                               // every live node
+    std::vector<Border*> rolled_back;                       // InCLL_p names the failed epoch
+    std::vector<std::pair<Node*, Interior*>> parent_links;  // each child and its parent
+  };
+
   // Recovery: every node of the tree (after the log was applied), each checked before anything
-  // is written — a slot of its kind's size, reached once, a permutation that is one, entry kinds
-  // of the 8-byte form, children whose parent link names their parent, `next` links to borders
-  // of strictly greater low keys (so no walk along them can cycle) — else PoolCorrupt.
-  std::vector<Node*> checked_nodes(const pm::ChunkAllocator& a,
-                                   pm::ChunkAllocator::SlotBits& reached) const {
-    using masstree_detail::Border;
-    using masstree_detail::Interior;
+  // is written — a slot of its kind's size, reached once, a permutation that is one (a border's
+  // logged permutation when its InCLL_p names the failed epoch), entry kinds of the 8-byte form,
+  // children that are no roots, `next` links to borders of strictly greater low keys (so no walk
+  // along them can cycle) — else PoolCorrupt.
+  Walk checked_walk(const pm::ChunkAllocator& a, pm::ChunkAllocator::SlotBits& reached) const {
     const auto node_at = [&a](const void* p, const char* what) -> Node* {
       a.checked_slot(p, sizeof(Interior), what);
       auto* n = static_cast<Node*>(const_cast<void*>(p));
@@ -98,7 +130,8 @@ class LoggingMasstree : public MasstreeMap<Checkpoints<Bug>> {
         a.corrupt(std::string(what) + " names a node whose kind does not fit its slot");
       return n;
     };
-    std::vector<Node*> nodes;
+    const std::uint64_t failed = this->memory_.epoch();
+    Walk walk;
     std::vector<Node*> stack{node_at(
         reinterpret_cast<const void*>(this->memory_.root_word().load()), "the root pointer")};
     if (!masstree_detail::is_root(stack.back()->version.load()))
@@ -107,10 +140,12 @@ class LoggingMasstree : public MasstreeMap<Checkpoints<Bug>> {
       Node* n = stack.back();
       stack.pop_back();
       if (!reached.set(n)) a.corrupt("a node is reached twice");
-      nodes.push_back(n);
+      walk.nodes.push_back(n);
       if (masstree_detail::is_border(n->version.load())) {
-        const auto* b = static_cast<const Border*>(n);
-        const masstree_detail::Permutation perm{b->permutation.load()};
+        auto* b = static_cast<Border*>(n);
+        const bool roll_back = M == Mode::incll && b->node_epoch.load() >> 1 == failed;
+        if (roll_back) walk.rolled_back.push_back(b);
+        const Permutation perm{roll_back ? b->permutation_log.load() : b->permutation.load()};
         std::uint32_t slots = 0;
         for (int p = 0; p < width; ++p) slots |= 1u << perm.slot(p);
         if (perm.size() > width || slots != (1u << width) - 1)
@@ -132,12 +167,12 @@ class LoggingMasstree : public MasstreeMap<Checkpoints<Bug>> {
       if (keys < 1 || keys > width) a.corrupt("an interior node with no or too many keys");
       for (int i = 0; i <= keys; ++i) {
         Node* c = node_at(in->child[i].load(), "an interior node's child link");
-        if (c->parent.load() != in || masstree_detail::is_root(c->version.load()))
-          a.corrupt("a child whose parent link or root bit disagrees with its parent");
+        if (masstree_detail::is_root(c->version.load())) a.corrupt("a child with the root bit");
+        walk.parent_links.emplace_back(c, const_cast<Interior*>(in));
         stack.push_back(c);
       }
     }
-    return nodes;
+    return walk;
   }
 
   static constexpr int width = masstree_detail::width;
@@ -147,6 +182,12 @@ class LoggingMasstree : public MasstreeMap<Checkpoints<Bug>> {
   }
 
   RecoveryStats recovery_;
+  std::size_t permutations_restored_ = 0;
 };
+
+template <PlantedBug Bug = PlantedBug::none>
+using InCLLMasstree = DurableMasstree<Mode::incll, Bug>;
+template <PlantedBug Bug = PlantedBug::none>
+using LoggingMasstree = DurableMasstree<Mode::logging, Bug>;
 
 }  // namespace pmds::incll

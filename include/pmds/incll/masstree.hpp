@@ -200,8 +200,16 @@ struct Permutation {
 };
 static_assert(4 + 4 * width <= 64, "the permutation must fit one word");
 
+// The first line holds the node header, the permutation and seed 002's InCLL_p (§4.1.1), which
+// must share the permutation's line: stores to one line persist in order, so the log needs no
+// fence. The transient and logging modes leave the InCLL_p words as make() set them.
 struct alignas(64) Border : Node {
   pm::atomic<std::uint64_t> permutation;
+  // InCLL_p: the permutation at the start of epoch node_epoch >> 1 (permutationInCLL), and that
+  // epoch with insertions_allowed in bit 0 (nodeEpoch, insAllowed). (The paper's `logged` flag is
+  // Node::logged.)
+  pm::atomic<std::uint64_t> permutation_log;
+  pm::atomic<std::uint64_t> node_epoch;
   pm::atomic<Border*> next;
   // The least key this node may hold; immutable once the node is published.
   pm::atomic<std::uint64_t> low_slice;
@@ -216,6 +224,8 @@ struct alignas(64) Border : Node {
     auto* b = ::new (storage) Border;  // default-initialised; every field is stored below
     b->init_node(v | border_bit, stamp);
     b->permutation.store(Permutation::empty().word, std::memory_order_relaxed);
+    b->permutation_log.store(Permutation::empty().word, std::memory_order_relaxed);
+    b->node_epoch.store(0, std::memory_order_relaxed);
     b->next.store(nullptr, std::memory_order_relaxed);
     b->low_slice.store(low.slice, std::memory_order_relaxed);
     b->low_class.store(low.length_class, std::memory_order_relaxed);
@@ -341,6 +351,7 @@ class TransientMemory {
   void release(void* p) { ::operator delete (p, std::align_val_t{64}); }
   std::uint64_t new_node_stamp() const { return 0; }
   void before_write(pm::atomic<std::uint64_t>&, const void*, std::size_t) {}
+  void before_permutation_write(masstree_detail::Border&, bool) {}
 
   pm::atomic<std::uint64_t>& root_word() { return root_; }
   const pm::atomic<std::uint64_t>& root_word() const { return root_; }
@@ -353,7 +364,8 @@ class TransientMemory {
 // The tree, over the value form: 8-byte value words (StringValues = false) or byte strings
 // (StringValues = true, each value a Bytes on the heap; transient only) and a memory mode:
 // TransientMemory above, or a durable mode of incll/checkpoints.hpp, which the tree tells before
-// it first writes a node (before_write) and around every write operation (begin_write). Use the
+// it first writes a node (before_write, or before_permutation_write when an insert or a remove
+// changes only a border's permutation) and around every write operation (begin_write). Use the
 // aliases Masstree and StringMasstree below, or incll/durable_masstree.hpp.
 template <bool StringValues, class Memory = TransientMemory>
 class BasicMasstree {
@@ -496,7 +508,7 @@ class BasicMasstree {
           masstree_detail::unlock(b);
           return false;
         case Match::found:
-          will_write(b);
+          memory_.before_permutation_write(*b, /*inserting=*/false);
           masstree_detail::mark(b, masstree_detail::inserting_bit);
           b->permutation.store(perm.removed(position).word, std::memory_order_release);
           masstree_detail::unlock(b);
@@ -657,8 +669,9 @@ class BasicMasstree {
     return layer;
   }
 
+  // Into a free slot, then the permutation: the only live word that changes (seed 002 §4.1.1).
   void insert_entry(Border* b, Permutation perm, int position, const Entry& e) {
-    will_write(b);
+    memory_.before_permutation_write(*b, /*inserting=*/true);
     masstree_detail::mark(b, masstree_detail::inserting_bit);
     b->set_entry(perm.slot(perm.size()), e);
     b->permutation.store(perm.inserted(position).word, std::memory_order_release);
@@ -773,13 +786,12 @@ class BasicMasstree {
     for (int i = 0; i <= left; ++i) p->child[i].store(children[i], std::memory_order_release);
     p->keys.store(left, std::memory_order_release);
     // A child's parent changes under its old parent's lock; a writer waiting to lock the old
-    // parent rechecks the link once it holds it (lock_parent).
-    // The children are not locked: a durable mode's before_write serialises their logging with
-    // any writer that holds their lock (checkpoints.hpp).
+    // parent rechecks the link once it holds it (lock_parent). The children are not locked, so
+    // the durable modes do not log this write: parent links are derived state, which their
+    // recovery rebuilds from the walk down the tree (incll/durable_masstree.hpp).
     for (int i = 0; i <= width + 1; ++i) {
       Interior* const now = i <= left ? p : sibling;
       if (children[i]->parent.load(std::memory_order_relaxed) == now) continue;
-      will_write(children[i]);
       children[i]->parent.store(now, std::memory_order_release);
     }
     insert_into_parent(p, keys[left], sibling);

@@ -1,0 +1,247 @@
+// masstree/incll and masstree/logging (incll/durable_masstree.hpp over incll/checkpoints.hpp):
+// a clean close keeps everything; a process that dies mid-epoch comes back as it was at its last
+// boundary, splits and new roots of the failed epoch undone by the external log (and inserts and
+// removes by InCLL_p); concurrent writers with a fast background advancer; a full pool and
+// reserved keys refused with nothing lost; InCLL_p keeps removes and inserts off the external log
+// exactly where seed 002 §4.1.1 says. The crash lab (simulated power failures, kill -9) is the
+// structures' main test; these pin what it reports.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "pmds/incll/durable_masstree.hpp"
+#include "pool/pool_test_util.hpp"
+
+namespace {
+
+using namespace pmds;
+
+constexpr std::size_t kPoolSize = 64u << 20;
+
+incll::Options manual_clock() {
+  incll::Options o;
+  o.background_thread = false;
+  return o;
+}
+
+template <class Tree>
+std::map<Key, Value> contents(const Tree& t) {
+  std::map<Key, Value> out;
+  t.for_each([&](Key k, Value v) { out.emplace(k, v); });
+  return out;
+}
+
+template <class T>
+class DurableMasstree : public ::testing::Test {
+ protected:
+  using Tree = T;
+  static constexpr bool incll = std::is_same_v<T, incll::InCLLMasstree<>>;
+
+  Tree& create(incll::Options o = manual_clock(), std::size_t pool_size = kPoolSize) {
+    pool_.emplace(pm::Pool::create(path_.str(), pool_size, Tree::name));
+    tree_ = std::make_unique<Tree>(create_new, *pool_, o);
+    return *tree_;
+  }
+  Tree& reopen() {
+    tree_.reset();
+    pool_.reset();
+    pool_.emplace(pm::Pool::open(path_.str(), Tree::name));
+    tree_ = std::make_unique<Tree>(open_existing, *pool_, manual_clock());
+    return *tree_;
+  }
+  void TearDown() override {
+    tree_.reset();
+    pool_.reset();
+  }
+
+  pool_test::TempPath path_{"masstree-durable"};
+  std::optional<pm::Pool> pool_;
+  std::unique_ptr<Tree> tree_;
+};
+
+using Modes = ::testing::Types<incll::InCLLMasstree<>, incll::LoggingMasstree<>>;
+TYPED_TEST_SUITE(DurableMasstree, Modes);
+
+TYPED_TEST(DurableMasstree, CleanCloseKeepsEveryOperation) {
+  auto& t = this->create();
+  std::map<Key, Value> model;
+  std::mt19937_64 rng(1);
+  for (int i = 0; i < 30'000; ++i) {
+    const Key k = 1 + rng() % 5'000;
+    const Value v = rng();
+    switch (rng() % 4) {
+      case 0:
+        ASSERT_EQ(t.remove(k), model.erase(k) == 1);
+        break;
+      case 1:
+        ASSERT_EQ(t.put(k, v), !model.contains(k));
+        model[k] = v;
+        break;
+      default:
+        ASSERT_EQ(t.insert(k, v), model.emplace(k, v).second);
+    }
+    if (i % 1'000 == 0) t.background_step();
+  }
+  EXPECT_GT(t.checkpoint_stats().logged_objects, 0u);
+  auto& r = this->reopen();
+  EXPECT_EQ(contents(r), model);
+  EXPECT_EQ(r.log_entries_applied(), 0u);  // the close passed a boundary: nothing to undo
+  EXPECT_GT(r.recovery_stats().live_slots, 1u);
+}
+
+// The child makes 2,000 keys durable with sync(), then in the same epoch removes some, updates
+// others and inserts 5,000 more (splits, new interior levels, a new root), and dies. The pool file
+// keeps every store (as after kill -9), so only the log can undo the failed epoch.
+TYPED_TEST(DurableMasstree, ADeadProcessComesBackAsAtItsLastBoundary) {
+  this->create();
+  this->tree_.reset();
+  this->pool_.reset();
+  pool_test::in_killed_child([&] {
+    pm::Pool pool = pm::Pool::open(this->path_.str(), TypeParam::name);
+    auto owned =
+        std::make_unique<TypeParam>(open_existing, pool, manual_clock());  // never destroyed
+    TypeParam& t = *owned;
+    for (Key k = 1; k <= 2'000; ++k) t.insert(k * 3, k);
+    t.sync();
+    for (Key k = 1; k <= 2'000; k += 7) t.remove(k * 3);
+    for (Key k = 2; k <= 2'000; k += 5) t.put(k * 3, 0);
+    for (Key k = 1; k <= 5'000; ++k) t.insert(6'000 + k, k);
+    ::_exit(0);
+  });
+  auto& t = this->reopen();
+  EXPECT_GT(t.log_entries_applied(), 0u);
+  if constexpr (TestFixture::incll) {
+    EXPECT_GT(t.permutations_restored(), 0u);  // the removes, at least
+  } else {
+    EXPECT_EQ(t.permutations_restored(), 0u);
+  }
+  std::map<Key, Value> expected;
+  for (Key k = 1; k <= 2'000; ++k) expected.emplace(k * 3, k);
+  EXPECT_EQ(contents(t), expected);
+  // The nodes the failed epoch allocated went back to the allocator: the tree works on.
+  for (Key k = 1; k <= 5'000; ++k) ASSERT_TRUE(t.insert(6'000 + k, k));
+  EXPECT_EQ(t.size(), 7'000u);
+}
+
+TYPED_TEST(DurableMasstree, ConcurrentWritersWithABackgroundAdvancer) {
+  incll::Options o;
+  o.epoch_length = std::chrono::microseconds(500);
+  auto& t = this->create(o);
+  constexpr int kThreads = 4;
+  std::vector<std::map<Key, Value>> models(kThreads);
+  std::vector<std::thread> threads;
+  for (int id = 0; id < kThreads; ++id) {
+    threads.emplace_back([&, id] {
+      std::mt19937_64 rng(id);
+      for (int i = 0; i < 20'000; ++i) {
+        const Key k = 1 + id + kThreads * (rng() % 3'000);  // each thread owns its keys
+        const Value v = rng();
+        if (rng() % 3 == 0) {
+          ASSERT_EQ(t.remove(k), models[id].erase(k) == 1);
+        } else {
+          ASSERT_EQ(t.put(k, v), !models[id].contains(k));
+          models[id][k] = v;
+        }
+        if (i % 5'000 == 0) t.sync();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_GT(t.checkpoint_stats().epochs, 0u);
+  std::map<Key, Value> all;
+  for (auto& m : models) all.insert(m.begin(), m.end());
+  EXPECT_EQ(contents(t), all);
+  EXPECT_EQ(contents(this->reopen()), all);
+}
+
+TYPED_TEST(DurableMasstree, AFullPoolIsRefusedAndLosesNothing) {
+  auto& t = this->create(manual_clock(), 8u << 20);
+  Key k = 1;
+  try {
+    for (; k < 10'000'000; ++k) {
+      t.insert(k, k);
+      if (k % 10'000 == 0) t.sync();
+    }
+    FAIL() << "an 8 MiB pool took 10M keys";
+  } catch (const PoolFull&) {
+  }
+  ASSERT_GT(k, 1'000u);
+  EXPECT_EQ(t.size(), k - 1);  // the refused insert changed nothing
+  for (Key j = 1; j < k; j += 97) ASSERT_EQ(t.get(j), Value{j});
+  EXPECT_EQ(this->reopen().size(), k - 1);
+}
+
+TYPED_TEST(DurableMasstree, ReservedKeysAndForeignPoolsAreRefused) {
+  auto& t = this->create();
+  EXPECT_THROW(t.insert(min_reserved_key, 1), ReservedKey);
+  EXPECT_THROW(t.put(max_reserved_key, 1), ReservedKey);
+  this->tree_.reset();
+  this->pool_.reset();
+  pool_test::TempPath other("masstree-logging-other");
+  pm::Pool::create(other.str(), kPoolSize, "something-else");
+  pm::Pool pool = pm::Pool::open(other.str(), "something-else");
+  try {
+    TypeParam opened(open_existing, pool);
+    FAIL() << "an empty pool opened as a Masstree";
+  } catch (const PoolError& e) {
+    EXPECT_EQ(e.code(), PoolErrc::layout_mismatch);
+  }
+}
+
+// Seed 002 §4.1.1, in one epoch after a boundary: removes change only permutations (InCLL_p:
+// nothing in the external log); an insert into a border that lost an entry in this epoch logs
+// the border whole, once; further inserts there and inserts into untouched borders do not. The
+// process then dies, and both kinds of undo bring back the state at the boundary.
+TYPED_TEST(DurableMasstree, InCLLKeepsInsertsAndRemovesOffTheExternalLog) {
+  this->create();
+  this->tree_.reset();
+  this->pool_.reset();
+  constexpr Key kKeys = 3'000;  // keys 10, 20, ...: nothing below splits a border
+  pool_test::in_killed_child([&] {
+    pm::Pool pool = pm::Pool::open(this->path_.str(), TypeParam::name);
+    auto owned = std::make_unique<TypeParam>(open_existing, pool, manual_clock());
+    TypeParam& t = *owned;
+    for (Key k = 1; k <= kKeys; ++k) t.insert(k * 10, k);
+    t.sync();
+    auto logged = [&t] { return t.checkpoint_stats().logged_objects; };
+    constexpr bool incll = TestFixture::incll;
+    auto before = logged();
+    for (Key k = 1; k <= kKeys; k += 100) {  // two keys of every 7th border or so
+      t.remove(k * 10);
+      t.remove((k + 1) * 10);
+    }
+    if (incll != (logged() == before)) ::_exit(1);
+    before = logged();
+    t.insert(1 * 10 + 1, 0);  // beside the first removed key: the border logs whole (InCLL)
+    t.insert(1 * 10 + 2, 0);  // the same border, now logged: nothing more
+    if (logged() != before + (incll ? 1 : 0)) ::_exit(2);
+    before = logged();
+    t.insert(kKeys * 10 + 1, 0);  // the last border (ascending inserts left it room): no remove
+    if (logged() != before + (incll ? 0 : 1)) ::_exit(3);
+    ::_exit(0);
+  });
+  auto& t = this->reopen();
+  std::map<Key, Value> expected;
+  for (Key k = 1; k <= kKeys; ++k) expected.emplace(k * 10, k);
+  EXPECT_EQ(contents(t), expected);
+  if constexpr (TestFixture::incll) {
+    EXPECT_GT(t.permutations_restored(), 20u);
+  }
+}
+
+// InCLL_p shares the permutation's cache line (seed 002 §4.1.2: its persistence order is the
+// line's store order).
+TEST(BorderLayout, InCLLpSharesThePermutationsLine) {
+  using incll::masstree_detail::Border;
+  alignas(64) static unsigned char storage[sizeof(Border)];
+  Border* b = Border::make(storage, 0, 0);
+  const auto line = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) / 64; };
+  EXPECT_EQ(line(&b->permutation_log), line(&b->permutation));
+  EXPECT_EQ(line(&b->node_epoch), line(&b->permutation));
+}
+
+}  // namespace
