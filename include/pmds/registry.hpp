@@ -115,8 +115,8 @@ using Registered = TypeList<
              "put and scan (the transient baseline of seed 002's InCLL)">,
     Describe<"masstree/incll", Kind::map, factories::Incll<incll::InCLLMasstree<>>,
              "Masstree, seed 002's InCLL: epoch checkpoints; an insert or a remove logs the "
-             "border's permutation in its own cache line (InCLL_p), other writes log the node "
-             "whole to an external undo log">,
+             "border's permutation in its own cache line (InCLL_p), an update the old value in "
+             "its value's line; splits and interior nodes are logged whole to an external log">,
     Describe<"masstree/logging", Kind::map, factories::Incll<incll::LoggingMasstree<>>,
              "Masstree, seed 002's LOGGING mode: epoch checkpoints, every node logged whole to an "
              "external undo log before its first write in an epoch">,

@@ -233,15 +233,58 @@ TYPED_TEST(DurableMasstree, InCLLKeepsInsertsAndRemovesOffTheExternalLog) {
   }
 }
 
-// InCLL_p shares the permutation's cache line (seed 002 §4.1.2: its persistence order is the
-// line's store order).
-TEST(BorderLayout, InCLLpSharesThePermutationsLine) {
+// Seed 002 §4.1.3, in one epoch after a boundary: the first update of a value saves the old one
+// in its line's InCLL (nothing in the external log), so do repeated updates of that value; an
+// update of a second value of the same line logs the border whole. The process then dies, and
+// recovery brings back the values at the boundary.
+TYPED_TEST(DurableMasstree, InCLLKeepsUpdatesOffTheExternalLog) {
+  this->create();
+  this->tree_.reset();
+  this->pool_.reset();
+  constexpr Key kKeys = 1'400;  // ascending: full borders of 14, slots 0-13 in key order
+  pool_test::in_killed_child([&] {
+    pm::Pool pool = pm::Pool::open(this->path_.str(), TypeParam::name);
+    auto owned = std::make_unique<TypeParam>(open_existing, pool, manual_clock());
+    TypeParam& t = *owned;
+    for (Key k = 1; k <= kKeys; ++k) t.insert(k, k);
+    t.sync();
+    auto logged = [&t] { return t.checkpoint_stats().logged_objects; };
+    constexpr bool incll = TestFixture::incll;
+    auto before = logged();
+    for (int round = 0; round < 3; ++round)
+      for (Key k = 1; k <= kKeys; k += 14) t.put(k, 0);  // one value of each border, thrice
+    if (incll != (logged() == before)) ::_exit(1);
+    before = logged();
+    t.put(2, 0);  // the same border and value line as key 1: logged whole in the InCLL mode
+    t.put(3, 0);  // logged already: nothing more
+    if (logged() != before + (incll ? 1 : 0)) ::_exit(2);
+    ::_exit(0);
+  });
+  auto& t = this->reopen();
+  std::map<Key, Value> expected;
+  for (Key k = 1; k <= kKeys; ++k) expected.emplace(k, k);
+  EXPECT_EQ(contents(t), expected);
+  if constexpr (TestFixture::incll) {
+    EXPECT_GT(t.values_restored(), 50u);
+  } else {
+    EXPECT_EQ(t.values_restored(), 0u);
+  }
+}
+
+// InCLL_p shares the permutation's cache line, and each value InCLL its values' line (seed 002
+// §4.1.2: their persistence order is the line's store order).
+TEST(BorderLayout, EachInCLLSharesTheLineItLogs) {
   using incll::masstree_detail::Border;
   alignas(64) static unsigned char storage[sizeof(Border)];
   Border* b = Border::make(storage, 0, 0);
   const auto line = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) / 64; };
   EXPECT_EQ(line(&b->permutation_log), line(&b->permutation));
   EXPECT_EQ(line(&b->node_epoch), line(&b->permutation));
+  for (int slot = 0; slot < incll::masstree_detail::width; ++slot) {
+    const auto& l = b->value_lines[slot / incll::masstree_detail::ValueLine::values];
+    EXPECT_EQ(line(&b->value(slot)), line(&l.log_tag));
+    EXPECT_EQ(line(&b->value(slot)), line(&l.log_value));
+  }
 }
 
 }  // namespace

@@ -69,6 +69,8 @@
 //   boundary_flush_skips_node  each epoch boundary leaves one modified node unflushed
 //   node_epoch_before_permutation_log  (masstree/incll) InCLL_p's epoch is stored before the
 //                              permutation it logs (seed 002 §4.1.2's persistence ordering)
+//   value_tag_before_saved_value  (masstree/incll) a value InCLL's epoch and index are stored
+//                              before the value it saves (the same ordering, §4.1.3)
 //
 // The allocator (pm/allocator.hpp), through AllocatorProbe (crashlab/allocator_probe.hpp), a set
 // of one slot per element, and its planted bug:
@@ -273,7 +275,11 @@ using Fixtures = registry::TypeList<
     registry::Describe<"masstree/incll-bug-node-epoch-before-permutation-log", registry::Kind::map,
                        registry::factories::Incll<incll::InCLLMasstree<
                            incll::PlantedBug::node_epoch_before_permutation_log>>,
-                       "fixture: InCLL_p's nodeEpoch is stored before permutationInCLL">>;
+                       "fixture: InCLL_p's nodeEpoch is stored before permutationInCLL">,
+    registry::Describe<"masstree/incll-bug-value-tag-before-saved-value", registry::Kind::map,
+                       registry::factories::Incll<
+                           incll::InCLLMasstree<incll::PlantedBug::value_tag_before_saved_value>>,
+                       "fixture: a value InCLL's tag is stored before the value it saves">>;
 
 // The fixtures as registry entries (their own table: registry::entries() does not list them).
 inline std::span<const registry::Entry> fixture_entries() {

@@ -43,7 +43,8 @@
 // Planted bugs for the crash lab (crashlab/fixtures.hpp): log_entry_not_fenced (an entry is
 // flushed but not fenced before the object is written), boundary_flush_skips_node (each
 // boundary leaves the first recorded object unflushed) and, in the InCLL mode,
-// node_epoch_before_permutation_log (InCLL_p's epoch is stored before the permutation it logs).
+// node_epoch_before_permutation_log (InCLL_p's epoch is stored before the permutation it logs)
+// and value_tag_before_saved_value (a value InCLL's tag is stored before the value it saves).
 #pragma once
 
 #include <algorithm>
@@ -55,6 +56,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -75,6 +77,7 @@ enum class PlantedBug {
   log_entry_not_fenced,
   boundary_flush_skips_node,
   node_epoch_before_permutation_log,  // InCLL mode only
+  value_tag_before_saved_value,       // InCLL mode only
 };
 
 struct Options {
@@ -94,7 +97,7 @@ struct CheckpointStats {
 namespace checkpoint_detail {
 
 inline constexpr std::size_t line = 64;
-inline constexpr std::size_t max_object_bytes = 448;  // a Masstree border node
+inline constexpr std::size_t max_object_bytes = 512;  // a Masstree border node
 inline constexpr std::size_t entry_bytes = line + max_object_bytes;
 inline constexpr std::size_t segment_bytes = std::size_t{256} << 10;
 inline constexpr std::size_t entries_per_segment = (segment_bytes - line) / entry_bytes;
@@ -159,7 +162,7 @@ class Checkpoints {
   static constexpr std::size_t segment_bytes = checkpoint_detail::segment_bytes;
 
   // A new anchor in `pool`, which must hold no structure; `object_sizes` are the sizes the
-  // structure allocates (each at most 448 bytes). The structure then builds its empty state and
+  // structure allocates (each at most 512 bytes). The structure then builds its empty state and
   // calls finish_create().
   Checkpoints(CreateTag, pm::Pool& pool, const char* name, const Options& options,
               std::vector<std::size_t> object_sizes)
@@ -256,9 +259,14 @@ class Checkpoints {
     t.written.push_back({object, bytes});
     logged.store(done, std::memory_order_relaxed);
   }
-  // Before an insert or a remove changes a border's permutation: the logging mode logs it whole.
+  // Before an insert or a remove changes a border's permutation, or an update one of its values:
+  // the logging mode logs the border whole.
   template <class Border>
   void before_permutation_write(Border& b, bool /*inserting*/) {
+    before_write(b.logged, &b, sizeof(Border));
+  }
+  template <class Border>
+  void before_value_write(Border& b, int /*slot*/) {
     before_write(b.logged, &b, sizeof(Border));
   }
 
@@ -383,7 +391,7 @@ class Checkpoints {
     for (std::size_t s : sizes_)
       if (s > checkpoint_detail::max_object_bytes || s % checkpoint_detail::line != 0)
         throw Error("pmds: incll::Checkpoints: object size " + std::to_string(s) +
-                    " is not a multiple of 64 up to 448");
+                    " is not a multiple of 64 up to 512");
   }
   std::size_t size_index(std::size_t bytes) const {
     for (std::size_t i = 0; i < sizes_.size(); ++i)
@@ -535,46 +543,83 @@ class Checkpoints {
   PeriodicThread background_;
 };
 
-// The InCLL mode (seed 002 §4.1): Checkpoints, except that an insert or a remove logs the
-// border's permutation in the border's own line (InCLL_p) instead of logging the node whole.
-// Updates of a value, splits, layer creation and interior nodes still use the external log (the
-// value InCLLs, InCLL_1/InCLL_2, come with pool value blocks; docs/ARCHITECTURE.md §1).
+// The InCLL mode (seed 002 §4.1): Checkpoints, except that a border logs its own changes in its
+// cache lines where it can (the InCLLs of incll/masstree.hpp's Border and ValueLine) instead of
+// in the external log: an insert or a remove its permutation (InCLL_p), an update the value it
+// replaces (the InCLL of that value's line). Splits, layer creation and interior nodes use the
+// external log, as in the paper.
 template <PlantedBug Bug = PlantedBug::none>
 class InCLLCheckpoints : public Checkpoints<Bug> {
  public:
   using Checkpoints<Bug>::Checkpoints;
 
-  // Seed 002 Listing 3's InCLL(), for the permutation: the first insert or remove of a border in
-  // epoch e copies the permutation to permutation_log, then stamps node_epoch with e (the order
-  // matters: a node_epoch of the failed epoch makes recovery trust permutation_log, so the log
-  // must persist first; both share the permutation's line, where stores persist in order, so
-  // release stores suffice). A remove clears insertions_allowed: an insert could then reuse the
-  // removed entry's slot, whose key and value the permutation alone cannot bring back, so the
-  // next insert in this epoch logs the node whole (§4.1.1) — once: then it counts as logged.
+  // Seed 002 Listing 3's InCLL() before an insert or a remove. A remove clears
+  // insertions_allowed: an insert could then reuse the removed entry's slot, whose key and value
+  // the permutation alone cannot bring back, so the next insert in this epoch logs the border
+  // whole (§4.1.1) — once: then it counts as logged.
   template <class Border>
   void before_permutation_write(Border& b, bool inserting) {
     const std::uint64_t e = this->epoch();
     const std::uint64_t node_epoch = b.node_epoch.load(std::memory_order_relaxed);
-    const bool logged = b.logged.load(std::memory_order_relaxed) == e << 1;
-    if (node_epoch >> 1 != e) {
-      // A node logged whole in e, or made in e, is restored without InCLL_p.
-      if (!logged) {
-        const std::uint64_t permutation = b.permutation.load(std::memory_order_relaxed);
-        if constexpr (Bug == PlantedBug::node_epoch_before_permutation_log) {
-          b.node_epoch.store(e << 1 | 1, std::memory_order_release);
-          b.permutation_log.store(permutation, std::memory_order_release);
-        } else {
-          b.permutation_log.store(permutation, std::memory_order_release);
-          b.node_epoch.store(e << 1 | 1, std::memory_order_release);
-        }
-        this->record_written(&b, sizeof(Border));
-      } else {
-        b.node_epoch.store(e << 1 | 1, std::memory_order_release);
-      }
-    } else if (inserting && (node_epoch & 1) == 0) {
+    if (node_epoch >> 1 != e)
+      log_permutation(b, e);
+    else if (inserting && (node_epoch & 1) == 0)
       this->before_write(b.logged, &b, sizeof(Border));  // nothing when already logged
-    }
     if (!inserting) b.node_epoch.store(e << 1, std::memory_order_release);
+  }
+
+  // Listing 3's update(), with the InCLL of the value's line (§4.1.3): the first update of a
+  // value in epoch e saves the value, then tags the line's InCLL with e and the value's index
+  // (one line, so the saved value persists before the tag, and the tag before the new value).
+  // A second value of the same line updated in e finds the InCLL taken: the border is logged
+  // whole. Like the paper's update, it also starts the border's epoch (InCLL_p), which records
+  // the border for the boundary flush.
+  template <class Border>
+  void before_value_write(Border& b, int slot) {
+    const std::uint64_t e = this->epoch();
+    if (b.logged.load(std::memory_order_relaxed) == e << 1) return;  // logged whole, or made, in e
+    if (b.node_epoch.load(std::memory_order_relaxed) >> 1 != e) log_permutation(b, e);
+    using Line = std::remove_cvref_t<decltype(b.value_lines[0])>;
+    auto& line = b.value_lines[slot / Line::values];
+    const int index = slot % Line::values;
+    const std::uint64_t tag = e << 3 | static_cast<std::uint64_t>(index);
+    const std::uint64_t taken = line.log_tag.load(std::memory_order_relaxed);
+    if (taken == tag) return;  // this value was saved in e already
+    if (taken >> 3 == e) {
+      this->before_write(b.logged, &b, sizeof(Border));
+      return;
+    }
+    const std::uint64_t old = line.value[index].load(std::memory_order_relaxed);
+    if constexpr (Bug == PlantedBug::value_tag_before_saved_value) {
+      line.log_tag.store(tag, std::memory_order_release);
+      line.log_value.store(old, std::memory_order_release);
+    } else {
+      line.log_value.store(old, std::memory_order_release);
+      line.log_tag.store(tag, std::memory_order_release);
+    }
+  }
+
+ private:
+  // The first change of a border in epoch e: InCLL_p saves the permutation, then stamps
+  // node_epoch with e (the order matters: a node_epoch of the failed epoch makes recovery trust
+  // permutation_log, so the log must persist first; both share the permutation's line, where
+  // stores persist in order, so release stores suffice). A border logged whole in e, or made in
+  // e, is restored without it.
+  template <class Border>
+  void log_permutation(Border& b, std::uint64_t e) {
+    if (b.logged.load(std::memory_order_relaxed) == e << 1) {
+      b.node_epoch.store(e << 1 | 1, std::memory_order_release);
+      return;
+    }
+    const std::uint64_t permutation = b.permutation.load(std::memory_order_relaxed);
+    if constexpr (Bug == PlantedBug::node_epoch_before_permutation_log) {
+      b.node_epoch.store(e << 1 | 1, std::memory_order_release);
+      b.permutation_log.store(permutation, std::memory_order_release);
+    } else {
+      b.permutation_log.store(permutation, std::memory_order_release);
+      b.node_epoch.store(e << 1 | 1, std::memory_order_release);
+    }
+    this->record_written(&b, sizeof(Border));
   }
 };
 

@@ -3,18 +3,20 @@
 // same tree (incll/masstree.hpp, unchanged) and the same epochs (incll/checkpoints.hpp: the
 // boundary flush, the external log, recovery of the failed epoch):
 //   InCLLMasstree    `masstree/incll`: inserts and removes log a border's permutation in its own
-//                    cache line (InCLL_p, §4.1) — the external log only where §4.1.1 needs it;
+//                    cache line (InCLL_p, §4.1), updates the old value in the value's line (the
+//                    value InCLLs) — the external log only where §4.1.1 and §4.1.3 need it;
 //   LoggingMasstree  `masstree/logging`: the paper's LOGGING mode (§6: the external log only).
 //
 // Pool layout: pm::StructureRoot with tag "MTINCLL_" or "MTLOGGIN", its area the checkpoint
-// anchor (the top layer's root pointer, the epoch, each thread's log); border nodes (448 bytes),
+// anchor (the top layer's root pointer, the epoch, each thread's log); border nodes (512 bytes),
 // interior nodes (320 bytes) and log segments (256 KiB) from the allocator.
 //
 // Recovery (at open, eager): the failed epoch's log entries are copied back (Checkpoints), then
 // one walk of the tree checks every node and collects the live ones (a damaged pool ends in
 // PoolCorrupt, never in a wild read or an endless walk). Only then does it write: each border
-// whose InCLL_p names the failed epoch gets its logged permutation back (flushed, one fence;
-// applying it twice is harmless, so a crash during recovery recovers again), parent links are
+// whose InCLL_p names the failed epoch gets its logged permutation back, and each value whose
+// line's InCLL names it its logged value (flushed, one fence; applying them twice is harmless,
+// so a crash during recovery recovers again), parent links are
 // rebuilt from the walk (they are derived state, not logged: masstree.hpp's split_interior),
 // version words lose the lock and dirty bits the crash left (neither is flushed: a later recovery
 // rebuilds them again), every other slot returns to the allocator, and the next epoch starts.
@@ -71,13 +73,19 @@ class DurableMasstree
     const pm::ChunkAllocator& a = pool.allocator();
     pm::ChunkAllocator::SlotBits reached(a);
     Walk walk = checked_walk(a, reached);
-    // Seed 002 Listing 4: a border changed in the failed epoch gets its logged permutation back.
+    // Seed 002 Listing 4: a border changed in the failed epoch gets its logged permutation and
+    // values back.
     for (Border* b : walk.rolled_back) {
       b->permutation.store(b->permutation_log.load());
       pm::flush_range(&b->permutation, sizeof(std::uint64_t));
     }
+    for (masstree_detail::ValueLine* line : walk.values_back) {
+      line->value[line->log_tag.load() & 7].store(line->log_value.load());
+      pm::flush_range(line, sizeof *line);
+    }
     pm::fence();
     permutations_restored_ = walk.rolled_back.size();
+    values_restored_ = walk.values_back.size();
     for (auto [child, parent] : walk.parent_links)
       if (child->parent.load(std::memory_order_relaxed) != parent) child->parent.store(parent);
     constexpr std::uint64_t transient_bits =
@@ -104,14 +112,17 @@ class DurableMasstree
   const RecoveryStats& recovery_stats() const { return recovery_; }
   CheckpointStats checkpoint_stats() const { return this->memory_.stats(); }
   std::size_t log_entries_applied() const { return this->memory_.log_entries_applied(); }
-  // Borders whose InCLL_p the last recovery applied (always 0 in the logging mode).
+  // Borders whose InCLL_p, and values whose InCLL, the last recovery applied (always 0 in the
+  // logging mode).
   std::size_t permutations_restored() const { return permutations_restored_; }
+  std::size_t values_restored() const { return values_restored_; }
 
  private:
   // What recovery's walk found; nothing is written until it is complete.
   struct Walk {
     std::vector<Node*> nodes;                               // every live node
     std::vector<Border*> rolled_back;                       // InCLL_p names the failed epoch
+    std::vector<masstree_detail::ValueLine*> values_back;   // a value InCLL names it
     std::vector<std::pair<Node*, Interior*>> parent_links;  // each child and its parent
   };
 
@@ -145,6 +156,15 @@ class DurableMasstree
         auto* b = static_cast<Border*>(n);
         const bool roll_back = M == Mode::incll && b->node_epoch.load() >> 1 == failed;
         if (roll_back) walk.rolled_back.push_back(b);
+        for (int l = 0; M == Mode::incll && l < lines; ++l) {
+          masstree_detail::ValueLine& line = b->value_lines[l];
+          const std::uint64_t tag = line.log_tag.load();
+          if (tag >> 3 != failed) continue;
+          if ((tag & 7) >= values_per_line ||
+              l * values_per_line + static_cast<int>(tag & 7) >= width)
+            a.corrupt("a value InCLL names no value of its line");
+          walk.values_back.push_back(&line);
+        }
         const Permutation perm{roll_back ? b->permutation_log.load() : b->permutation.load()};
         std::uint32_t slots = 0;
         for (int p = 0; p < width; ++p) slots |= 1u << perm.slot(p);
@@ -176,6 +196,8 @@ class DurableMasstree
   }
 
   static constexpr int width = masstree_detail::width;
+  static constexpr int values_per_line = masstree_detail::ValueLine::values;
+  static constexpr int lines = (width + values_per_line - 1) / values_per_line;
 
   static std::vector<std::size_t> object_sizes() {
     return {sizeof(masstree_detail::Border), sizeof(masstree_detail::Interior)};
@@ -183,6 +205,7 @@ class DurableMasstree
 
   RecoveryStats recovery_;
   std::size_t permutations_restored_ = 0;
+  std::size_t values_restored_ = 0;
 };
 
 template <PlantedBug Bug = PlantedBug::none>

@@ -32,8 +32,9 @@
 //   returns when the tree is destroyed); values and suffixes are freed through an epoch domain;
 // - a layer's root pointer (in the entry above it) is not updated when the layer's root splits:
 //   readers climb from the old root by parent links (the top layer's root is updated);
-// - width 14 (the original uses 15): seed 002's InCLL keeps its per-node log in the border's
-//   first line, and the durable modes will share this layout.
+// - width 14 (the original uses 15), and a border of 512 bytes: seed 002's InCLL keeps logs in
+//   the border's first line and in each line of values (Border, ValueLine); all modes share
+//   this layout.
 //
 // Two forms: Masstree (8-byte keys and values: pmds::Map, UpdatableMap, Scannable; a key is its
 // 8 bytes big-endian, so the order is numeric) and StringMasstree (byte-string keys and values:
@@ -200,9 +201,23 @@ struct Permutation {
 };
 static_assert(4 + 4 * width <= 64, "the permutation must fit one word");
 
+// One cache line of a border's values with seed 002's value InCLL (§4.1.3) for them: the epoch
+// and index of the one value of this line logged in that epoch (log_tag: epoch << 3 | index; 0
+// none), and its value at the epoch's start (log_value). The paper packs the InCLL in one word
+// beside 7 value *pointers* (a 44-bit pointer, a 4-bit index, 16 epoch bits); the 8-byte form
+// keeps its values inline, and a 64-bit value does not pack, so here the InCLL takes two words
+// and a line holds 6 values: 14 values take three lines (6, 6, 2), each with its own InCLL.
+struct alignas(64) ValueLine {
+  static constexpr int values = 6;
+  pm::atomic<std::uint64_t> value[values];
+  pm::atomic<std::uint64_t> log_tag;
+  pm::atomic<std::uint64_t> log_value;
+};
+
 // The first line holds the node header, the permutation and seed 002's InCLL_p (§4.1.1), which
 // must share the permutation's line: stores to one line persist in order, so the log needs no
-// fence. The transient and logging modes leave the InCLL_p words as make() set them.
+// fence; each value line has its own InCLL (ValueLine). The transient and logging modes leave
+// the InCLL words as make() set them.
 struct alignas(64) Border : Node {
   pm::atomic<std::uint64_t> permutation;
   // InCLL_p: the permutation at the start of epoch node_epoch >> 1 (permutationInCLL), and that
@@ -216,8 +231,15 @@ struct alignas(64) Border : Node {
   pm::atomic<std::uint8_t> low_class;
   pm::atomic<std::uint8_t> kind[width];
   pm::atomic<std::uint64_t> slice[width];
-  pm::atomic<std::uint64_t> value[width];
+  ValueLine value_lines[(width + ValueLine::values - 1) / ValueLine::values];
   pm::atomic<Bytes*> suffix[width];
+
+  pm::atomic<std::uint64_t>& value(int slot) {
+    return value_lines[slot / ValueLine::values].value[slot % ValueLine::values];
+  }
+  const pm::atomic<std::uint64_t>& value(int slot) const {
+    return value_lines[slot / ValueLine::values].value[slot % ValueLine::values];
+  }
 
   // An empty border on `storage` (sizeof(Border) bytes, 64-aligned).
   static Border* make(void* storage, std::uint64_t v, std::uint64_t stamp, LayerKey low = {}) {
@@ -230,6 +252,11 @@ struct alignas(64) Border : Node {
     b->low_slice.store(low.slice, std::memory_order_relaxed);
     b->low_class.store(low.length_class, std::memory_order_relaxed);
     for (int i = 0; i < width; ++i) b->set_entry(i, Entry{}, std::memory_order_relaxed);
+    for (ValueLine& line : b->value_lines) {  // (the last line's unused words too)
+      for (auto& v : line.value) v.store(0, std::memory_order_relaxed);
+      line.log_tag.store(0, std::memory_order_relaxed);
+      line.log_value.store(0, std::memory_order_relaxed);
+    }
     return b;
   }
 
@@ -238,13 +265,13 @@ struct alignas(64) Border : Node {
   }
   Entry entry(int slot) const {
     return {kind[slot].load(std::memory_order_acquire), slice[slot].load(std::memory_order_acquire),
-            value[slot].load(std::memory_order_acquire),
+            value(slot).load(std::memory_order_acquire),
             suffix[slot].load(std::memory_order_acquire)};
   }
   void set_entry(int slot, const Entry& e, std::memory_order o = std::memory_order_release) {
     kind[slot].store(e.kind, o);
     slice[slot].store(e.slice, o);
-    value[slot].store(e.value, o);
+    value(slot).store(e.value, o);
     suffix[slot].store(e.suffix, o);
   }
 };
@@ -352,6 +379,7 @@ class TransientMemory {
   std::uint64_t new_node_stamp() const { return 0; }
   void before_write(pm::atomic<std::uint64_t>&, const void*, std::size_t) {}
   void before_permutation_write(masstree_detail::Border&, bool) {}
+  void before_value_write(masstree_detail::Border&, int) {}
 
   pm::atomic<std::uint64_t>& root_word() { return root_; }
   const pm::atomic<std::uint64_t>& root_word() const { return root_; }
@@ -364,8 +392,9 @@ class TransientMemory {
 // The tree, over the value form: 8-byte value words (StringValues = false) or byte strings
 // (StringValues = true, each value a Bytes on the heap; transient only) and a memory mode:
 // TransientMemory above, or a durable mode of incll/checkpoints.hpp, which the tree tells before
-// it first writes a node (before_write, or before_permutation_write when an insert or a remove
-// changes only a border's permutation) and around every write operation (begin_write). Use the
+// it first writes a node (before_write; before_permutation_write when an insert or a remove
+// changes only a border's permutation, before_value_write when an update changes one value) and
+// around every write operation (begin_write). Use the
 // aliases Masstree and StringMasstree below, or incll/durable_masstree.hpp.
 template <bool StringValues, class Memory = TransientMemory>
 class BasicMasstree {
@@ -457,8 +486,8 @@ class BasicMasstree {
             if (mode == PutMode::insert_or_update) {
               // A value word is replaced in place: a reader sees the old or the new one, both
               // of the same key (the slot's key changes only under the dirty mark).
-              will_write(b);
-              b->value[slot].store(value, std::memory_order_release);
+              memory_.before_value_write(*b, slot);
+              b->value(slot).store(value, std::memory_order_release);
               masstree_detail::unlock(b);
               retire_value(e.value);
             } else {
@@ -664,7 +693,7 @@ class BasicMasstree {
     masstree_detail::mark(b, masstree_detail::inserting_bit);
     b->kind[slot].store(masstree_detail::has_layer, std::memory_order_release);
     b->suffix[slot].store(nullptr, std::memory_order_release);
-    b->value[slot].store(reinterpret_cast<std::uint64_t>(static_cast<Node*>(layer)),
+    b->value(slot).store(reinterpret_cast<std::uint64_t>(static_cast<Node*>(layer)),
                          std::memory_order_release);
     return layer;
   }
