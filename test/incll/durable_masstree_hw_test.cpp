@@ -192,6 +192,19 @@ TYPED_TEST(DurableMasstree, ReservedKeysAndForeignPoolsAreRefused) {
   }
 }
 
+// A crash in the first epoch, the one the tree was created in: the nodes made at creation must
+// be logged before that epoch changes them (a root split clears the first root's root bit), so
+// the tree comes back empty.
+TYPED_TEST(DurableMasstree, ACrashInTheEpochOfCreationComesBackEmpty) {
+  pool_test::in_killed_child([&] {
+    pm::Pool pool = pm::Pool::create(this->path_.str(), kPoolSize, TypeParam::name);
+    auto owned = std::make_unique<TypeParam>(create_new, pool, manual_clock());
+    for (Key k = 1; k <= 1'000; ++k) owned->insert(k, k);  // splits the first root
+    ::_exit(0);
+  });
+  EXPECT_EQ(this->reopen().size(), 0u);
+}
+
 // Seed 002 §4.1.1, in one epoch after a boundary: removes change only permutations (InCLL_p:
 // nothing in the external log); an insert into a border that lost an entry in this epoch logs
 // the border whole, once; further inserts there and inserts into untouched borders do not. The

@@ -67,6 +67,9 @@
 //   log_entry_not_fenced       an external log entry is flushed but not fenced before the node
 //                              it saves is written (seed 002 §3: log, sfence, then write)
 //   boundary_flush_skips_node  each epoch boundary leaves one modified node unflushed
+//   creation_epoch_not_ended   the first operations run in the epoch of the tree's creation,
+//                              so they change the nodes made at creation unlogged (found by
+//                              the runs on a structure as created: sim_lab.hpp)
 //   node_epoch_before_permutation_log  (masstree/incll) InCLL_p's epoch is stored before the
 //                              permutation it logs (seed 002 §4.1.2's persistence ordering)
 //   value_tag_before_saved_value  (masstree/incll) a value InCLL's epoch and index are stored
@@ -272,6 +275,10 @@ using Fixtures = registry::TypeList<
                        registry::factories::Incll<
                            incll::LoggingMasstree<incll::PlantedBug::boundary_flush_skips_node>>,
                        "fixture: InCLL's epoch boundary leaves one modified node unflushed">,
+    registry::Describe<"masstree/logging-bug-creation-epoch-not-ended", registry::Kind::map,
+                       registry::factories::Incll<
+                           incll::LoggingMasstree<incll::PlantedBug::creation_epoch_not_ended>>,
+                       "fixture: the first operations run in the epoch of the tree's creation">,
     registry::Describe<"masstree/incll-bug-node-epoch-before-permutation-log", registry::Kind::map,
                        registry::factories::Incll<incll::InCLLMasstree<
                            incll::PlantedBug::node_epoch_before_permutation_log>>,

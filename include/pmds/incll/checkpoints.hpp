@@ -27,7 +27,8 @@
 //
 // InCLL (§4.1; the InCLLCheckpoints mode below): an insert or a remove changes only a border's
 // permutation (the new entry goes to a free slot), so the border logs its permutation in its own
-// line (InCLL_p) instead of the external log, and recovery puts it back.
+// line (InCLL_p) instead of the external log; an update saves the value it replaces in the InCLL
+// of that value's line; recovery puts both back.
 //
 // Recovery (§4.3; eager here, lazy in InCLL's mode to come): the failed epoch f is the pool's
 // epoch; every log entry of epoch f (the header's epoch and a checksum over header and image
@@ -42,7 +43,8 @@
 //
 // Planted bugs for the crash lab (crashlab/fixtures.hpp): log_entry_not_fenced (an entry is
 // flushed but not fenced before the object is written), boundary_flush_skips_node (each
-// boundary leaves the first recorded object unflushed) and, in the InCLL mode,
+// boundary leaves the first recorded object unflushed), creation_epoch_not_ended (the first
+// operations run in the epoch the structure was created in) and, in the InCLL mode,
 // node_epoch_before_permutation_log (InCLL_p's epoch is stored before the permutation it logs)
 // and value_tag_before_saved_value (a value InCLL's tag is stored before the value it saves).
 #pragma once
@@ -76,6 +78,7 @@ enum class PlantedBug {
   none,
   log_entry_not_fenced,
   boundary_flush_skips_node,
+  creation_epoch_not_ended,
   node_epoch_before_permutation_log,  // InCLL mode only
   value_tag_before_saved_value,       // InCLL mode only
 };
@@ -332,12 +335,19 @@ class Checkpoints {
 
   // ---- creation and recovery ------------------------------------------------------------------
 
-  // Quiescent, after the structure built its empty state: makes it durable, names the anchor in
-  // the pool's roots (the tag last) and starts the epochs.
+  // Quiescent, after the structure built its empty state (in epoch 1): makes it durable, ends
+  // epoch 1 — the objects made in it count as new in it, so the first operations must find it
+  // over, or they would change them unlogged — names the anchor in the pool's roots (the tag
+  // last) and starts the epochs.
   void finish_create(std::uint64_t tag) {
     for (auto& [p, n] : state().written) pm::flush_range(p, n);
     state().written.clear();
     pm::persist(&anchor_->root_box, sizeof(checkpoint_detail::RootBox));
+    if constexpr (Bug != PlantedBug::creation_epoch_not_ended) {
+      anchor_->epoch.store(2);
+      pm::persist(&anchor_->epoch, sizeof(std::uint64_t));
+      epoch_.store(2, std::memory_order_release);
+    }
     pm::StructureRoot::write(pool_, tag, 0, anchor_);
     start();
   }
