@@ -84,6 +84,13 @@ struct RecoveryStats {
   double seconds = 0;              // wall time of the whole recovery
 };
 
+// Epoch boundaries an epoch-checkpointed structure (seed 002's) passed, and objects it logged
+// whole to its external log, since it was opened (the benchmark's logged nodes per epoch).
+struct CheckpointCounts {
+  std::uint64_t epochs = 0;
+  std::uint64_t logged_objects = 0;
+};
+
 // A set with an 8-byte value per key. insert does not update an existing key (seed 000).
 template <class S>
 concept Set = requires(S s, Key k, Value v) {

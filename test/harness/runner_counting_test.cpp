@@ -480,6 +480,33 @@ TEST(RunTarget, DurableRegisterCountsFlushesFencesAndMeasuresRecovery) {
                 ::testing::Not(::testing::StartsWith("pmds-bench-" + std::to_string(::getpid()))));
 }
 
+// Seed 002's epoch-checkpointed trees report the nodes they logged whole per epoch boundary;
+// other structures report nothing.
+TEST(RunTarget, CheckpointedStructuresReportLoggedNodesPerEpoch) {
+  using LoggingD = Describe<"test/masstree-logging", Kind::map,
+                            registry::factories::Incll<incll::LoggingMasstree<>>, "seed 002">;
+  const registry::Entry entry = registry::entry_of<LoggingD>();
+  auto cfg = quick_config(bench::Workload::ycsb_a);
+  cfg.threads = {1};
+  cfg.duration_s = 0.3;  // several 64 ms epochs
+  cfg.key_range = 20'000;
+  const auto records = bench::run_target(bench::target_of<LoggingD>(entry), cfg, nullptr);
+  ASSERT_EQ(records.size(), 1u);
+  const bench::Record& r = records[0];
+  ASSERT_EQ(r.status, "ok") << r.note;
+  EXPECT_GE(r.checkpoints.epochs, 4u);  // 2 repetitions of 0.31 s
+  EXPECT_GT(r.checkpoints.logged_objects, 0u);
+  ASSERT_TRUE(r.logged_per_epoch.has_value());
+  EXPECT_DOUBLE_EQ(*r.logged_per_epoch, static_cast<double>(r.checkpoints.logged_objects) /
+                                            static_cast<double>(r.checkpoints.epochs));
+
+  const registry::Entry map = registry::entry_of<MapD>();
+  const auto plain =
+      bench::run_target(bench::target_of<MapD>(map), quick_config(bench::Workload::set), nullptr);
+  EXPECT_FALSE(plain[0].logged_per_epoch.has_value());
+  EXPECT_EQ(plain[0].checkpoints.epochs, 0u);
+}
+
 TEST(RunTarget, KeepsThePoolAtTheGivenPath) {
   const registry::Entry entry = registry::entry_of<RegisterD>();
   auto cfg = quick_config(bench::Workload::atomicfloat);

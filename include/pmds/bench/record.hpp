@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "pmds/bench/workload.hpp"
+#include "pmds/interfaces.hpp"
 #include "pmds/pm/access.hpp"
 
 namespace pmds::bench {
@@ -64,6 +65,10 @@ struct Record {
   // repetitions (counting backend; 0 under hardware), and per operation (finish_counts()).
   pm::Counters counters;
   double flushes_per_op = 0, fences_per_op = 0, rmws_per_op = 0;
+  // Epoch-checkpointed structures (seed 002's): epoch boundaries and objects logged whole to the
+  // external log during warm-up and measurement, summed over repetitions, and their quotient.
+  CheckpointCounts checkpoints;
+  std::optional<double> logged_per_epoch;
   // Space at the end of the first repetition's run.
   std::uint64_t elements_after_prefill = 0;  // counted successful prefill operations
   std::uint64_t elements = 0;                // then, after the run (prefill + net inserts)
@@ -94,6 +99,8 @@ struct Record {
     mops_reps.insert(mops_reps.end(), later.mops_reps.begin(), later.mops_reps.end());
     ops += later.ops;
     counters += later.counters;
+    checkpoints.epochs += later.checkpoints.epochs;
+    checkpoints.logged_objects += later.checkpoints.logged_objects;
     seconds_total += later.seconds_total;
     reps += later.reps;
     finish_throughput();
@@ -106,6 +113,9 @@ struct Record {
     flushes_per_op = n > 0 ? static_cast<double>(counters.flushes) / n : 0;
     fences_per_op = n > 0 ? static_cast<double>(counters.fences) / n : 0;
     rmws_per_op = n > 0 ? static_cast<double>(counters.rmws) / n : 0;
+    if (checkpoints.epochs > 0)
+      logged_per_epoch =
+          static_cast<double>(checkpoints.logged_objects) / static_cast<double>(checkpoints.epochs);
   }
 
   // Median of the repetitions (the mean of the middle two for an even count), min and max.
@@ -197,6 +207,7 @@ inline Json scalar_fields(const Record& r) {
           {"flushes_per_op", r.flushes_per_op},
           {"fences_per_op", r.fences_per_op},
           {"rmws_per_op", r.rmws_per_op},
+          {"logged_per_epoch", optional(r.logged_per_epoch)},
           {"bytes_per_element", optional(r.bytes_per_element)},
           {"pool_bytes_per_element", optional(r.pool_bytes_per_element)},
           {"dram_bytes_per_element", optional(r.dram_bytes_per_element)},

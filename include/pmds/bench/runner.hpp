@@ -38,6 +38,7 @@ struct RepOutcome {
   RepResult result;
   std::uint64_t filled = 0;  // successful prefill operations
   Space empty, end;
+  CheckpointCounts checkpoints;  // during warm-up and measurement (epoch-checkpointed entries)
 };
 
 // One repetition: a fresh structure (in a fresh pool at `path` when durable), its prefill, the
@@ -60,7 +61,12 @@ inline RepOutcome run_one_repetition(const Target& t, const registry::CreateOpti
   if (out.filled != p.prefill)
     throw Error("pmds: prefill of " + std::string(e.name) + " inserted " +
                 std::to_string(out.filled) + " of " + std::to_string(p.prefill) + " elements");
+  const auto checkpoints_before = inst.checkpoint_counts();
   out.result = t.run(inst.object(), p);
+  if (const auto after = inst.checkpoint_counts()) {
+    out.checkpoints.epochs = after->epochs - checkpoints_before->epochs;
+    out.checkpoints.logged_objects = after->logged_objects - checkpoints_before->logged_objects;
+  }
   if (measure_space) out.end = space_of(inst);
   inst.close();
   return out;
@@ -177,6 +183,8 @@ inline void run_repetitions(const Target& t, const Config& cfg, unsigned threads
     r.ops += res.ops;
     r.seconds_total += res.seconds;
     r.counters += res.counters;
+    r.checkpoints.epochs += out.checkpoints.epochs;
+    r.checkpoints.logged_objects += out.checkpoints.logged_objects;
     if (rep == 0) {
       r.elements_after_prefill = out.filled;
       r.elements = elements_after(out.filled, res);

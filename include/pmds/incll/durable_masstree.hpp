@@ -16,10 +16,10 @@
 // PoolCorrupt, never in a wild read or an endless walk). Only then does it write: each border
 // whose InCLL_p names the failed epoch gets its logged permutation back, and each value whose
 // line's InCLL names it its logged value (flushed, one fence; applying them twice is harmless,
-// so a crash during recovery recovers again), parent links are
-// rebuilt from the walk (they are derived state, not logged: masstree.hpp's split_interior),
-// version words lose the lock and dirty bits the crash left (neither is flushed: a later recovery
-// rebuilds them again), every other slot returns to the allocator, and the next epoch starts.
+// so a crash during recovery recovers again), parent links are rebuilt from the walk (they are
+// derived state, not logged: masstree.hpp's split_interior), version words lose the lock and
+// dirty bits the crash left (neither is flushed: a later recovery rebuilds them again), every
+// other slot returns to the allocator, and the next epoch starts.
 // Seed 002 §4.3's lazy recovery is to come (docs/ARCHITECTURE.md §1).
 #pragma once
 

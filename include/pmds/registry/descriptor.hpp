@@ -281,6 +281,9 @@ struct Entry {
   RecoveryStats (*recovery_stats)(const void* object) = nullptr;
   // One round of the structure's background work (null when it has none): HasBackgroundWork.
   void (*background_step)(void* object) = nullptr;
+  // Epoch-checkpointed structures (seed 002's, s.checkpoint_stats(); null otherwise): epoch
+  // boundaries passed and objects logged whole to the external log since it was opened.
+  CheckpointCounts (*checkpoint_counts)(const void* object) = nullptr;
   // Detectable entries (criterion detectable; null otherwise), interfaces.hpp's Ticket: the
   // ticket the next operation `code` of `slot` takes; an operation applied under a ticket; and,
   // after open, what became of the operation `code` a ticket named (nullopt: it did not take
@@ -507,6 +510,11 @@ Entry make_entry(std::size_t index) {
   if constexpr (requires { T::Policy::pool_options(); }) e.pool_options = T::Policy::pool_options();
   if constexpr (HasBackgroundWork<T>)
     e.background_step = [](void* p) { static_cast<T*>(p)->background_step(); };
+  if constexpr (requires(const T& t) { t.checkpoint_stats(); })
+    e.checkpoint_counts = [](const void* p) {
+      const auto s = static_cast<const T*>(p)->checkpoint_stats();
+      return CheckpointCounts{s.epochs, s.logged_objects};
+    };
   if constexpr (is_detectable<T>) {
     e.next_ticket = [](const void* p, std::size_t slot, OpCode code) {
       return next_ticket_of(*static_cast<const T*>(p), slot, code);
@@ -659,6 +667,11 @@ class Instance {
   bool has_background_work() const { return entry_->background_step != nullptr; }
   void background_step() const {
     if (entry_->background_step != nullptr) entry_->background_step(object_);
+  }
+  // Entry::checkpoint_counts; nullopt for a structure without epoch checkpoints.
+  std::optional<CheckpointCounts> checkpoint_counts() const {
+    if (entry_->checkpoint_counts == nullptr) return std::nullopt;
+    return entry_->checkpoint_counts(object_);
   }
   // What the recovery that opened this instance found; nullopt for a created instance or a
   // structure that does not say.

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# results/regenerate-seed002.sh — regenerates results/seed002/: seed 002's figures (Cohen, Aksun,
+# Avni, Larus, "Fine-Grain Checkpointing with In-Cache-Line Logging") at this machine's scale, so
+# far for the 8-byte Masstree: masstree/incll (InCLL) and masstree/logging (the paper's LOGGING
+# mode) beside masstree/transient (the twin every ratio is taken against), in one `pmds bench`
+# invocation per run, so every ratio compares records of one run, round by round. See
+# results/README.md. About 20 minutes on the idle 2-core machine.
+#
+# usage: results/regenerate-seed002.sh       (from anywhere; builds nothing)
+# environment: PMDS_BIN (default build/release/bin/pmds), DURATION (s per repetition, default
+#              0.5), WARMUP (default 0.2), REPS (default 5)
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+timing=(--duration "${DURATION:-0.5}" --warmup "${WARMUP:-0.2}" --reps "${REPS:-5}")
+results_begin seed002 "${timing[*]}"
+
+trees=$(family masstree transient incll logging)
+
+# Figures 2-5: YCSB A (50% put), B (5%), C (0%) and E (scans), uniform and zipfian 0.99
+# (scrambled), a tree of 1M entries, 8-byte keys and values.
+for dist in uniform zipfian; do
+  for w in a b c e; do
+    run "ycsb-$w-$dist-1m" --structure "$trees" --workload "ycsb-$w" --distribution "$dist" \
+      --key-range 1000000 --threads 1,2 --no-recovery "${timing[@]}"
+  done
+done
+# The same at 10M entries (YCSB A and C), with recovery after a crash of the loaded tree.
+for w in a c; do
+  run "ycsb-$w-uniform-10m" --structure "$trees" --workload "ycsb-$w" --key-range 10000000 \
+    --threads 1,2 "${timing[@]}"
+done
+# Figure 6: tree size 10K to 1M on YCSB A (10M above).
+for n in 10000 100000; do
+  run "ycsb-a-uniform-$n" --structure "$trees" --workload ycsb-a --key-range "$n" --threads 1,2 \
+    --no-recovery "${timing[@]}"
+done
+# Figure 8: emulated fence latency 0 to 1000 ns on YCSB A (the transient twin issues no fences).
+for ns in 250 500 1000; do
+  run "ycsb-a-uniform-1m-fence-$ns" --structure "$trees" --workload ycsb-a --key-range 1000000 \
+    --fence-latency "$ns" --threads 1 --no-recovery "${timing[@]}"
+done
+
+plot throughput "$out"/json/*.json
+/usr/bin/python3 results/summarize-seed002.py "$out" >"$out/ratios.md"
+results_end

@@ -1,0 +1,52 @@
+#!/usr/bin/python3
+"""results/summarize-seed002.py DIR — results/seed002's ratios as Markdown tables.
+
+Reads DIR/json/*.json (`pmds bench --json`). A ratio is always between two records of the SAME
+file (one `pmds bench` invocation), taken round by round: repetition i of both ran in round i of
+the interleaved schedule, so ratio_i = mops_reps_a[i] / mops_reps_b[i]; a cell gives the median of
+those per-round ratios and, in brackets, their min and max.
+"""
+import glob
+import os
+import sys
+from collections import defaultdict
+
+from ratio_lib import fmt, fmt_ratio, load, per_round
+
+
+def main(out):
+    files = sorted(glob.glob(os.path.join(out, "json", "*.json")))
+    runs = {os.path.basename(p)[:-5]: load(p) for p in files}
+
+    print("# Seed 002 (InCLL) at this machine's scale: ratios within one run\n")
+    print("Each ratio: the median of the per-round throughput ratios [min-max over the rounds]. "
+          "/ transient: against masstree/transient (the same tree in DRAM, no logging), same "
+          "run; / logging: against masstree/logging (seed 002's LOGGING mode: the external log "
+          "only), same run. flushes/op and fences/op come from the counting backend and include "
+          "the epoch boundaries (the background advancer's flushes of the epoch's nodes); "
+          "logged/epoch: nodes logged whole to the external log per epoch boundary (64 ms). "
+          "Recovery: after a crash of the loaded tree (eager recovery).\n")
+    print("| run | structure | thr | Mops/s | / transient | / logging | flushes/op | fences/op "
+          "| logged/epoch | recovery |")
+    print("|" + "---|" * 10)
+    for name, recs in runs.items():
+        by = defaultdict(dict)
+        for r in recs:
+            by[r["threads"]][r["technique"]] = r
+        for thr, techniques in sorted(by.items()):
+            for tech in ("transient", "incll", "logging"):
+                r = techniques.get(tech)
+                if r is None:
+                    continue
+                tra = techniques.get("transient") if tech != "transient" else None
+                log = techniques.get("logging") if tech == "incll" else None
+                rec = r.get("recovery_ms")
+                print(f"| {name} | masstree/{tech} | {thr} | {fmt(r.get('mops'))} | "
+                      f"{fmt_ratio(per_round(r, tra))} | {fmt_ratio(per_round(r, log))} | "
+                      f"{fmt(r.get('flushes_per_op'), 3)} | {fmt(r.get('fences_per_op'), 3)} | "
+                      f"{fmt(r.get('logged_per_epoch'), 0)} | "
+                      f"{'-' if rec is None else f'{rec:.0f} ms'} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
