@@ -24,10 +24,11 @@ for dist in uniform zipfian; do
       --key-range 1000000 --threads 1,2 --no-recovery "${timing[@]}"
   done
 done
-# The same at 10M entries (YCSB A and C), with recovery after a crash of the loaded tree.
+# The same at 10M entries (YCSB A and C; one thread: each repetition loads 10M keys), with
+# recovery after a crash of the loaded tree.
 for w in a c; do
   run "ycsb-$w-uniform-10m" --structure "$trees" --workload "ycsb-$w" --key-range 10000000 \
-    --threads 1,2 "${timing[@]}"
+    --threads 1 "${timing[@]}"
 done
 # Figure 6: tree size 10K to 1M on YCSB A (10M above).
 for n in 10000 100000; do
