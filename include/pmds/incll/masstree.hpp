@@ -408,8 +408,8 @@ class TransientMemory {
 // TransientMemory above, or a durable mode of incll/checkpoints.hpp, which the tree tells before
 // it first writes a node (before_write; before_permutation_write when an insert or a remove
 // changes only a border's permutation, before_value_write when an update changes one value) and
-// around every write operation (begin_write). Use the
-// aliases Masstree and StringMasstree below, or incll/durable_masstree.hpp.
+// around every write operation (begin_write). Use the aliases Masstree and StringMasstree below,
+// or incll/durable_masstree.hpp.
 template <bool StringValues, class Memory = TransientMemory>
 class BasicMasstree {
  protected:
