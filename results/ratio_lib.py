@@ -1,13 +1,21 @@
 """results/ratio_lib.py — what the results/summarize-*.py scripts share: loading `pmds bench --json`
 records and the per-round ratio between two records of one run (repetition i of both ran in round
 i of the interleaved schedule, so ratio_i = mops_reps_a[i] / mops_reps_b[i]), with formatting."""
+import glob
 import json
+import os
 import statistics
 
 
 def load(path):
     with open(path) as f:
         return [r for r in json.load(f)["results"] if r.get("status", "ok") == "ok"]
+
+
+def load_runs(out):
+    """Every run of OUT/json/*.json by name (the file name without .json), in name order."""
+    files = sorted(glob.glob(os.path.join(out, "json", "*.json")))
+    return {os.path.basename(p)[:-5]: load(p) for p in files}
 
 
 def per_round(a, b):

@@ -6,12 +6,10 @@ file (one `pmds bench` invocation), taken round by round: repetition i of both r
 the interleaved schedule, so ratio_i = mops_reps_a[i] / mops_reps_b[i]; the table gives the
 median of those per-round ratios and, in brackets, their min and max.
 """
-import glob
-import os
 import sys
 from collections import defaultdict
 
-from ratio_lib import fmt, fmt_ratio, load, per_round
+from ratio_lib import fmt, fmt_ratio, load_runs, per_round
 
 TECHNIQUES = ["mirror", "flit", "izraelevitz", "linkfree", "soft", "psync-bound", "mirror-pm"]
 SHORT = {"mirror": "M", "flit": "F", "izraelevitz": "I", "linkfree": "LF", "soft": "S",
@@ -29,8 +27,7 @@ def groups_of(recs):
 
 
 def main(out):
-    files = sorted(glob.glob(os.path.join(out, "json", "*.json")))
-    runs = {os.path.basename(p)[:-5]: load(p) for p in files}
+    runs = load_runs(out)
 
     print("# Seed 001 (Mirror) at this machine's scale: ratios within one run\n")
     print("Each cell: the median of the per-round throughput ratios [min-max over the rounds]. "

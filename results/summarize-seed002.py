@@ -6,17 +6,14 @@ file (one `pmds bench` invocation), taken round by round: repetition i of both r
 the interleaved schedule, so ratio_i = mops_reps_a[i] / mops_reps_b[i]; a cell gives the median of
 those per-round ratios and, in brackets, their min and max.
 """
-import glob
-import os
 import sys
 from collections import defaultdict
 
-from ratio_lib import fmt, fmt_ratio, load, per_round
+from ratio_lib import fmt, fmt_ratio, load_runs, per_round
 
 
 def main(out):
-    files = sorted(glob.glob(os.path.join(out, "json", "*.json")))
-    runs = {os.path.basename(p)[:-5]: load(p) for p in files}
+    runs = load_runs(out)
 
     print("# Seed 002 (InCLL) at this machine's scale: ratios within one run\n")
     print("Each ratio: the median of the per-round throughput ratios [min-max over the rounds]. "
