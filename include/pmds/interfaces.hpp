@@ -89,6 +89,15 @@ struct RecoveryStats {
 struct CheckpointCounts {
   std::uint64_t epochs = 0;
   std::uint64_t logged_objects = 0;
+
+  CheckpointCounts& operator+=(const CheckpointCounts& o) {
+    epochs += o.epochs;
+    logged_objects += o.logged_objects;
+    return *this;
+  }
+  friend CheckpointCounts operator-(CheckpointCounts a, const CheckpointCounts& b) {
+    return {a.epochs - b.epochs, a.logged_objects - b.logged_objects};
+  }
 };
 
 // A set with an 8-byte value per key. insert does not update an existing key (seed 000).

@@ -99,8 +99,7 @@ struct Record {
     mops_reps.insert(mops_reps.end(), later.mops_reps.begin(), later.mops_reps.end());
     ops += later.ops;
     counters += later.counters;
-    checkpoints.epochs += later.checkpoints.epochs;
-    checkpoints.logged_objects += later.checkpoints.logged_objects;
+    checkpoints += later.checkpoints;
     seconds_total += later.seconds_total;
     reps += later.reps;
     finish_throughput();

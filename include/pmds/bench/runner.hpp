@@ -63,10 +63,7 @@ inline RepOutcome run_one_repetition(const Target& t, const registry::CreateOpti
                 std::to_string(out.filled) + " of " + std::to_string(p.prefill) + " elements");
   const auto checkpoints_before = inst.checkpoint_counts();
   out.result = t.run(inst.object(), p);
-  if (const auto after = inst.checkpoint_counts()) {
-    out.checkpoints.epochs = after->epochs - checkpoints_before->epochs;
-    out.checkpoints.logged_objects = after->logged_objects - checkpoints_before->logged_objects;
-  }
+  if (const auto after = inst.checkpoint_counts()) out.checkpoints = *after - *checkpoints_before;
   if (measure_space) out.end = space_of(inst);
   inst.close();
   return out;
@@ -183,8 +180,7 @@ inline void run_repetitions(const Target& t, const Config& cfg, unsigned threads
     r.ops += res.ops;
     r.seconds_total += res.seconds;
     r.counters += res.counters;
-    r.checkpoints.epochs += out.checkpoints.epochs;
-    r.checkpoints.logged_objects += out.checkpoints.logged_objects;
+    r.checkpoints += out.checkpoints;
     if (rep == 0) {
       r.elements_after_prefill = out.filled;
       r.elements = elements_after(out.filled, res);
