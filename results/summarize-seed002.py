@@ -22,7 +22,8 @@ def main(out):
           "only), same run. flushes/op and fences/op come from the counting backend and include "
           "the epoch boundaries (the background advancer's flushes of the epoch's nodes); "
           "logged/epoch: nodes logged whole to the external log per epoch boundary (64 ms). "
-          "Recovery: after a crash of the loaded tree (eager recovery).\n")
+          "Recovery: opening the pool after a crash of the loaded tree, until the first "
+          "operation can be served (lazy recovery: each border is recovered on first access).\n")
     print("| run | structure | thr | Mops/s | / transient | / logging | flushes/op | fences/op "
           "| logged/epoch | recovery |")
     print("|" + "---|" * 10)

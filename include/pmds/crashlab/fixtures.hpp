@@ -74,6 +74,9 @@
 //                              permutation it logs (seed 002 §4.1.2's persistence ordering)
 //   value_tag_before_saved_value  (masstree/incll) a value InCLL's epoch and index are stored
 //                              before the value it saves (the same ordering, §4.1.3)
+//   lazy_recovery_skips_node   (masstree/incll) lazy recovery marks the first border it should
+//                              roll back as recovered without putting its permutation back
+//                              (seed 002 §4.3, Listing 4)
 //
 // The allocator (pm/allocator.hpp), through AllocatorProbe (crashlab/allocator_probe.hpp), a set
 // of one slot per element, and its planted bug:
@@ -286,7 +289,11 @@ using Fixtures = registry::TypeList<
     registry::Describe<"masstree/incll-bug-value-tag-before-saved-value", registry::Kind::map,
                        registry::factories::Incll<
                            incll::InCLLMasstree<incll::PlantedBug::value_tag_before_saved_value>>,
-                       "fixture: a value InCLL's tag is stored before the value it saves">>;
+                       "fixture: a value InCLL's tag is stored before the value it saves">,
+    registry::Describe<"masstree/incll-bug-lazy-recovery-skips-node", registry::Kind::map,
+                       registry::factories::Incll<
+                           incll::InCLLMasstree<incll::PlantedBug::lazy_recovery_skips_node>>,
+                       "fixture: lazy recovery leaves one border of the failed epoch undone">>;
 
 // The fixtures as registry entries (their own table: registry::entries() does not list them).
 inline std::span<const registry::Entry> fixture_entries() {

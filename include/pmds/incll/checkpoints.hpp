@@ -30,12 +30,15 @@
 // line (InCLL_p) instead of the external log; an update saves the value it replaces in the InCLL
 // of that value's line; recovery puts both back.
 //
-// Recovery (§4.3; eager here, lazy in InCLL's mode to come): the failed epoch f is the pool's
-// epoch; every log entry of epoch f (the header's epoch and a checksum over header and image
-// say it is whole) is copied back to its object, flushed, one fence. The structure then clears
-// the lock bits the crash left and reports its live objects to the allocator (every object
-// allocated in f is unreachable again and returns to the free lists); finish_recovery() makes
-// epoch f+1 durable. Nothing is consumed before that, so a crash during recovery recovers again.
+// Recovery (§4.3): the failed epoch f is the pool's epoch (none after a clean shutdown); every
+// log entry of epoch f (the header's epoch and a checksum over header and image say it is
+// whole) is copied back to its object, flushed, one fence. The structure then clears the lock
+// bits the crash left, has f added to the pool's record of failed epochs (record_failed_epoch)
+// and reports its live objects to the allocator (every object allocated in f is unreachable
+// again and returns to the free lists); finish_recovery() makes epoch f+2
+// durable. Borders are recovered lazily, on first access (before_border_access, below), or all
+// at open (recover_border with flush; then the record is emptied). Nothing is consumed before
+// the record and the new epoch are durable, so a crash during recovery recovers again.
 //
 // Room. A write operation must not fail half-way: begin_write() first makes sure the thread has
 // `reserve_per_size` free slots of each object size and room for `log_room` entries in its log
@@ -45,8 +48,10 @@
 // flushed but not fenced before the object is written), boundary_flush_skips_node (each
 // boundary leaves the first recorded object unflushed), creation_epoch_not_ended (the first
 // operations run in the epoch the structure was created in) and, in the InCLL mode,
-// node_epoch_before_permutation_log (InCLL_p's epoch is stored before the permutation it logs)
-// and value_tag_before_saved_value (a value InCLL's tag is stored before the value it saves).
+// node_epoch_before_permutation_log (InCLL_p's epoch is stored before the permutation it logs),
+// value_tag_before_saved_value (a value InCLL's tag is stored before the value it saves) and
+// lazy_recovery_skips_node (the first border lazy recovery should roll back is marked recovered
+// with its permutation left as the failed epoch made it).
 #pragma once
 
 #include <algorithm>
@@ -57,6 +62,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -64,6 +70,7 @@
 
 #include "pmds/backoff.hpp"
 #include "pmds/error.hpp"
+#include "pmds/incll/masstree.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/periodic_thread.hpp"
 #include "pmds/pm/access.hpp"
@@ -81,6 +88,7 @@ enum class PlantedBug {
   creation_epoch_not_ended,
   node_epoch_before_permutation_log,  // InCLL mode only
   value_tag_before_saved_value,       // InCLL mode only
+  lazy_recovery_skips_node,           // InCLL mode only
 };
 
 struct Options {
@@ -88,6 +96,10 @@ struct Options {
   std::chrono::microseconds epoch_length{64'000};
   // false: no thread of its own; the caller runs background_step() (the crash lab does).
   bool background_thread = true;
+  // Seed 002 §4.3: at open, undo the external log and check the interior nodes, and recover
+  // each border on its first access (true); or recover and check every node at open (false:
+  // slower to open a large tree, but every byte of it is checked before the first operation).
+  bool lazy_recovery = true;
 };
 
 // Counts since the structure was opened.
@@ -106,7 +118,9 @@ inline constexpr std::size_t segment_bytes = std::size_t{256} << 10;
 inline constexpr std::size_t entries_per_segment = (segment_bytes - line) / entry_bytes;
 inline constexpr std::size_t log_room = 128;  // entries one operation may need: see begin_write
 inline constexpr std::size_t reserve_per_size = 16;
-inline constexpr std::uint64_t magic_value = 0x54494f50484b4843;  // "CHKPHOIT"
+inline constexpr std::uint64_t magic_value = 0x32544f50484b4843;      // "CHKHPOT2"
+inline constexpr std::uint64_t old_magic_value = 0x54494f50484b4843;  // before the failed epochs
+inline constexpr std::size_t failed_capacity = 63;
 
 // A log entry: this header, alone in its line, then the object's image.
 struct EntryHeader {
@@ -129,11 +143,21 @@ struct alignas(64) RootBox {
   pm::atomic<std::uint64_t> root;
 };
 
+// The failed epochs whose marks borders may still carry (seed 002 §3: "we also keep track of
+// failed epochs"): lazy recovery undoes a border's InCLLs when their epoch is one of them, so
+// an epoch stays here until every node is known to be free of it (the eager recovery, which
+// clears the record when it is full).
+struct alignas(64) FailedEpochs {
+  pm::atomic<std::uint64_t> count;
+  pm::atomic<std::uint64_t> epochs[failed_capacity];  // ascending
+};
+
 struct alignas(64) Anchor {
   RootBox root_box;
   pm::atomic<std::uint64_t> magic;
   pm::atomic<std::uint64_t> epoch;  // the current epoch: a crash makes it the failed one
   pm::atomic<Segment*> logs[pmds::max_threads];  // each thread's first log segment
+  FailedEpochs failed;
 };
 
 inline std::uint64_t checksum(const EntryHeader& h, const unsigned char* image) {
@@ -177,6 +201,7 @@ class Checkpoints {
     anchor_->root_box.root.store(0, std::memory_order_relaxed);
     anchor_->epoch.store(1, std::memory_order_relaxed);
     for (auto& l : anchor_->logs) l.store(nullptr, std::memory_order_relaxed);
+    anchor_->failed.count.store(0, std::memory_order_relaxed);
     anchor_->magic.store(checkpoint_detail::magic_value, std::memory_order_relaxed);
     pm::persist(anchor_, sizeof(Anchor));
     epoch_.store(1, std::memory_order_relaxed);
@@ -189,11 +214,18 @@ class Checkpoints {
               std::vector<std::size_t> object_sizes)
       : pool_(pool), options_(options), sizes_(std::move(object_sizes)) {
     check_sizes();
-    if (!pool.allocator().is_slot(area, sizeof(Anchor)) ||
+    const pm::ChunkAllocator& a = pool.allocator();
+    if (a.is_slot(area, sizeof(checkpoint_detail::RootBox)) &&
+        static_cast<Anchor*>(area)->magic.load() == checkpoint_detail::old_magic_value)
+      a.corrupt(std::string(name) +
+                ": the pool was written by an earlier pmds, without a record of failed epochs");
+    if (!a.is_slot(area, sizeof(Anchor)) ||
         static_cast<Anchor*>(area)->magic.load() != checkpoint_detail::magic_value)
-      pool.allocator().corrupt(std::string(name) + ": its root does not name a checkpoint anchor");
+      a.corrupt(std::string(name) + ": its root does not name a checkpoint anchor");
     anchor_ = static_cast<Anchor*>(area);
     epoch_.store(anchor_->epoch.load(), std::memory_order_relaxed);
+    exec_epoch_ = epoch_.load(std::memory_order_relaxed) + 1;
+    read_failed_epochs();
     find_segments();
     apply_log();
   }
@@ -348,6 +380,7 @@ class Checkpoints {
       pm::persist(&anchor_->epoch, sizeof(std::uint64_t));
       epoch_.store(2, std::memory_order_release);
     }
+    exec_epoch_ = 1;  // (a new tree has no border to recover)
     pm::StructureRoot::write(pool_, tag, 0, anchor_);
     start();
   }
@@ -367,16 +400,133 @@ class Checkpoints {
   // The anchor and the log segments: the slots recover_allocator() keeps besides the objects.
   std::size_t own_slots() const { return 1 + segments_.size(); }
 
-  // Quiescent, last step of recovery: the failed epoch is left behind, durably.
+  // Quiescent, last step of recovery: the failed epoch f is left behind, durably. Operations
+  // start in f + 2: f + 1, this execution's first epoch, is the mark of a border recovered in it
+  // (node_epoch), and must name no epoch whose writes it could be taken for — a border marked
+  // with an operations' epoch would count as logged in it (InCLLCheckpoints) and miss the
+  // boundary flush.
   void finish_recovery() {
-    const std::uint64_t e = epoch_.load(std::memory_order_relaxed) + 1;
+    const std::uint64_t e = exec_epoch_ + 1;
     anchor_->epoch.store(e);
     pm::persist(&anchor_->epoch, sizeof(std::uint64_t));
     epoch_.store(e, std::memory_order_release);
     start();
   }
 
-  std::size_t log_entries_applied() const { return applied_; }
+  std::size_t log_entries_applied() const { return applied_.size(); }
+  // Whether the object at `p` was restored from the log (recovery only).
+  bool restored_from_log(const void* p) const {
+    return std::binary_search(applied_.begin(), applied_.end(), p);
+  }
+
+  // ---- lazy recovery (seed 002 §4.3) ----------------------------------------------------------
+  //
+  // A border is recovered on its first access in an execution (its node_epoch names an epoch
+  // before this execution's first): under one of a transient array of recovery locks (its own
+  // lock word may be in any state after a crash), its permutation comes back from InCLL_p when
+  // node_epoch names a failed epoch, each value from its line's InCLL when that names one, its
+  // lock and dirty bits are cleared, and node_epoch is set to the execution's first epoch with
+  // InCLL_p holding the permutation now — true, since nothing changed the border in this
+  // execution before (seed 002 Listing 4 sets nodeEpoch alone: a permutationInCLL left from an
+  // old epoch would then be taken for this one's). Nothing is flushed: a failed epoch stays in
+  // the record, so a crash before these stores persist recovers the border again, and each line
+  // persists its stores in order. The border is checked as the eager walk checks it (PoolCorrupt
+  // from the operation that reaches a damaged one).
+
+  // Whether this recovery leaves the borders to lazy recovery: unless the options say eager or
+  // the record of failed epochs is full (then the eager recovery empties it).
+  bool recovers_lazily() const {
+    return options_.lazy_recovery &&
+           stored_failed_ + (last_failed_stored() ? 0 : 1) <= checkpoint_detail::failed_capacity;
+  }
+  // Lazy recovery, before any border is recovered: the failed epoch joins the record, durably.
+  void record_failed_epoch() {
+    if (last_failed_stored()) return;  // none, or a crash during an earlier recovery stored it
+    const std::uint64_t f = failed_.back();
+    anchor_->failed.epochs[stored_failed_].store(f);
+    pm::persist(&anchor_->failed.epochs[stored_failed_], sizeof(std::uint64_t));
+    anchor_->failed.count.store(++stored_failed_);
+    pm::persist(&anchor_->failed.count, sizeof(std::uint64_t));
+  }
+  // Eager recovery, once every border is recovered, flushed and fenced: no border carries a
+  // failed epoch any more.
+  void forget_failed_epochs() {
+    anchor_->failed.count.store(0);
+    pm::persist(&anchor_->failed.count, sizeof(std::uint64_t));
+    stored_failed_ = 0;
+  }
+
+  void before_border_access(masstree_detail::Border& b) const {
+    if ((b.node_epoch.load(std::memory_order_acquire) >> 1) >= exec_epoch_) [[likely]]
+      return;
+    std::lock_guard<std::mutex> hold(
+        recovery_locks_[reinterpret_cast<std::uintptr_t>(&b) / 512 % recovery_lock_count]);
+    if ((b.node_epoch.load(std::memory_order_acquire) >> 1) < exec_epoch_)
+      recover_border(b, /*flush=*/false);
+  }
+
+  // Recovers one border (above); the eager recovery calls it for every border, with `flush`.
+  void recover_border(masstree_detail::Border& b, bool flush) const {
+    using masstree_detail::Permutation;
+    constexpr int width = masstree_detail::width;
+    constexpr int per_line = masstree_detail::ValueLine::values;
+    const pm::ChunkAllocator& a = pool_.allocator();
+    bool roll_back = is_failed(b.node_epoch.load(std::memory_order_relaxed) >> 1);
+    if constexpr (Bug == PlantedBug::lazy_recovery_skips_node)
+      if (roll_back && !skipped_.exchange(true)) roll_back = false;
+    const Permutation perm{roll_back ? b.permutation_log.load(std::memory_order_relaxed)
+                                     : b.permutation.load(std::memory_order_relaxed)};
+    std::uint32_t slots = 0;
+    for (int p = 0; p < width; ++p) slots |= 1u << perm.slot(p);
+    if (perm.size() > width || slots != (1u << width) - 1)
+      a.corrupt("a border's permutation is not a permutation");
+    for (int p = 0; p < perm.size(); ++p) {
+      const int s = perm.slot(p);
+      if (b.kind[s].load(std::memory_order_relaxed) != 8 ||
+          b.suffix[s].load(std::memory_order_relaxed) != nullptr)
+        a.corrupt("a border entry that is not an 8-byte key");
+    }
+    if (const masstree_detail::Border* next = b.next.load(std::memory_order_relaxed)) {
+      a.checked_slot(next, sizeof(masstree_detail::Border), "a border's next link");
+      if (a.slot_size_of(next) !=
+              pm::ChunkAllocator::slot_size_for(sizeof(masstree_detail::Border)) ||
+          !masstree_detail::is_border(next->version.load(std::memory_order_relaxed)) ||
+          !(b.low() < next->low()))
+        a.corrupt("a border's next link does not lead right to a border");
+    }
+    std::size_t values = 0;
+    for (int l = 0; l * per_line < width; ++l) {
+      masstree_detail::ValueLine& line = b.value_lines[l];
+      const std::uint64_t tag = line.log_tag.load(std::memory_order_relaxed);
+      if (tag == 0 || !is_failed(tag >> 3)) continue;
+      const int index = static_cast<int>(tag & 7);
+      if (index >= per_line || l * per_line + index >= width)
+        a.corrupt("a value InCLL names no value of its line");
+      line.value[index].store(line.log_value.load(std::memory_order_relaxed),
+                              std::memory_order_relaxed);
+      line.log_tag.store(0, std::memory_order_relaxed);
+      if (flush) pm::flush_range(&line, sizeof line);
+      ++values;
+    }
+    constexpr std::uint64_t transient_bits =
+        masstree_detail::locked_bit | masstree_detail::dirty_bits;
+    const std::uint64_t v = b.version.load(std::memory_order_relaxed);
+    if (v & transient_bits) b.version.store(v & ~transient_bits, std::memory_order_relaxed);
+    // One line: the permutation, then its log, then the epoch that vouches for the log.
+    if (roll_back) b.permutation.store(perm.word, std::memory_order_relaxed);
+    b.permutation_log.store(perm.word, std::memory_order_relaxed);
+    b.node_epoch.store(exec_epoch_ << 1 | 1, std::memory_order_release);
+    if (flush) pm::flush_range(&b.permutation, sizeof b.permutation);  // the first line
+    permutations_restored_.fetch_add(roll_back ? 1 : 0, std::memory_order_relaxed);
+    values_restored_.fetch_add(values, std::memory_order_relaxed);
+  }
+  // The failed epochs the pool's record holds.
+  std::size_t failed_epochs_recorded() const { return stored_failed_; }
+  // Borders whose InCLL_p, and values whose InCLL, recovery has applied so far.
+  std::size_t permutations_restored() const {
+    return permutations_restored_.load(std::memory_order_relaxed);
+  }
+  std::size_t values_restored() const { return values_restored_.load(std::memory_order_relaxed); }
 
  protected:
   // The calling thread wrote `object` in this epoch: the boundary flushes it.
@@ -486,6 +636,32 @@ class Checkpoints {
                          std::memory_order_relaxed);
   }
 
+  // Recovery: the record of failed epochs (checked: at most failed_capacity, ascending, each
+  // before the current epoch) and the current one, the epoch this recovery finds failed.
+  void read_failed_epochs() {
+    const std::uint64_t f = epoch_.load(std::memory_order_relaxed);
+    stored_failed_ = anchor_->failed.count.load();
+    if (stored_failed_ > checkpoint_detail::failed_capacity)
+      pool_.allocator().corrupt("the record of failed epochs is longer than it can be");
+    for (std::size_t i = 0; i < stored_failed_; ++i) {
+      const std::uint64_t e = anchor_->failed.epochs[i].load();
+      if (e == 0 || e > f || (!failed_.empty() && e <= failed_.back()))
+        pool_.allocator().corrupt("the record of failed epochs is out of order");
+      failed_.push_back(e);
+    }
+    // After a clean shutdown nothing ran in the current epoch: it did not fail.
+    if (!pool_.was_clean_shutdown() && (failed_.empty() || failed_.back() != f))
+      failed_.push_back(f);
+  }
+  // Whether the record already holds the epoch this recovery finds failed (or it found none).
+  bool last_failed_stored() const {
+    return failed_.empty() || (stored_failed_ > 0 &&
+                               anchor_->failed.epochs[stored_failed_ - 1].load() == failed_.back());
+  }
+  bool is_failed(std::uint64_t e) const {
+    return e != 0 && std::binary_search(failed_.begin(), failed_.end(), e);
+  }
+
   // Recovery: every thread's chain of log segments, checked (a slot of the segment size, no
   // cycle, no segment in two chains), sorted in segments_.
   void find_segments() {
@@ -532,9 +708,10 @@ class Checkpoints {
       auto* target = reinterpret_cast<void*>(h.address);
       pm::write(target, entry + checkpoint_detail::line, h.size);
       pm::flush_range(target, h.size);
+      applied_.push_back(target);
     }
     pm::fence();
-    applied_ = entries.size();
+    std::sort(applied_.begin(), applied_.end());
   }
 
   pm::Pool& pool_;
@@ -547,8 +724,18 @@ class Checkpoints {
   std::unique_ptr<ThreadState[]> states_{new ThreadState[pmds::max_threads]};
   std::atomic<std::uint64_t> stats_epochs_{0};
   std::atomic<std::uint64_t> stats_flushed_{0};
-  std::size_t applied_ = 0;
+  std::vector<const void*> applied_;   // recovery: the objects the log restored, sorted
   std::vector<const void*> segments_;  // recovery's list of the log segments, sorted
+  // Lazy recovery: this execution's first epoch, the failed epochs (the record's and the one
+  // this recovery found; ascending), how many the record holds, and the recovery locks.
+  std::uint64_t exec_epoch_ = 0;
+  std::vector<std::uint64_t> failed_;
+  std::size_t stored_failed_ = 0;
+  static constexpr std::size_t recovery_lock_count = 1024;
+  mutable std::unique_ptr<std::mutex[]> recovery_locks_{new std::mutex[recovery_lock_count]};
+  mutable std::atomic<std::size_t> permutations_restored_{0};
+  mutable std::atomic<std::size_t> values_restored_{0};
+  mutable std::atomic<bool> skipped_{false};  // PlantedBug::lazy_recovery_skips_node
   bool running_ = false;
   PeriodicThread background_;
 };

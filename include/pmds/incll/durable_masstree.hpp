@@ -11,16 +11,24 @@
 // anchor (the top layer's root pointer, the epoch, each thread's log); border nodes (512 bytes),
 // interior nodes (320 bytes) and log segments (256 KiB) from the allocator.
 //
-// Recovery (at open, eager): the failed epoch's log entries are copied back (Checkpoints), then
-// one walk of the tree checks every node and collects the live ones (a damaged pool ends in
-// PoolCorrupt, never in a wild read or an endless walk). Only then does it write: each border
-// whose InCLL_p names the failed epoch gets its logged permutation back, and each value whose
-// line's InCLL names it its logged value (flushed, one fence; applying them twice is harmless,
-// so a crash during recovery recovers again), parent links are rebuilt from the walk (they are
-// derived state, not logged: masstree.hpp's split_interior), version words lose the lock and
-// dirty bits the crash left (neither is flushed: a later recovery rebuilds them again), every
-// other slot returns to the allocator, and the next epoch starts.
-// Seed 002 §4.3's lazy recovery is to come (docs/ARCHITECTURE.md §1).
+// Recovery (seed 002 §4.3). At open: the failed epoch's log entries are copied back
+// (Checkpoints); one walk of the interior nodes checks each (a damaged pool ends in PoolCorrupt,
+// never in a wild read or an endless walk), clears the lock and dirty bits a crash left, and
+// rebuilds the parent links an interior split of the failed epoch moved (derived state, not
+// logged: masstree.hpp's split_interior); borders are reached as children, not read (their
+// slots have their own size). The failed epoch joins the pool's record of failed epochs; the
+// allocator gets back every slot the walk did not reach (the nodes made in the failed epoch);
+// the next epoch starts. Each border is then recovered on its first
+// access (Checkpoints::before_border_access: InCLL_p and the value InCLLs of a failed epoch put
+// back, the border checked), so opening a tree of 10M keys reads its interior nodes (a tenth of
+// its nodes, in chunks of their own), not its borders. With Options::lazy_recovery = false, or when
+// the record is full, every border is recovered and flushed at open and the record emptied. Nothing
+// is consumed before the record and the next epoch are durable, so a crash during recovery, eager
+// or lazy, recovers again.
+//
+// What lazy recovery does not check at open: a border whose version word was damaged to read as
+// an interior node's (its slot says border, and the walk does not read borders) would be read as
+// one by the first operation that reaches it; the eager option checks every node first.
 #pragma once
 
 #include <chrono>
@@ -51,7 +59,6 @@ class DurableMasstree
   using Node = masstree_detail::Node;
   using Border = masstree_detail::Border;
   using Interior = masstree_detail::Interior;
-  using Permutation = masstree_detail::Permutation;
 
  public:
   static constexpr Criterion criterion = Criterion::buffered;
@@ -70,35 +77,33 @@ class DurableMasstree
                   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now())
       : Base(open_existing, pool, pm::StructureRoot::read(pool, tag, name).second, name, options,
              object_sizes()) {
+    auto& memory = this->memory_;
     const pm::ChunkAllocator& a = pool.allocator();
     pm::ChunkAllocator::SlotBits reached(a);
-    Walk walk = checked_walk(a, reached);
-    // Seed 002 Listing 4: a border changed in the failed epoch gets its logged permutation and
-    // values back.
-    for (Border* b : walk.rolled_back) {
-      b->permutation.store(b->permutation_log.load());
-      pm::flush_range(&b->permutation, sizeof(std::uint64_t));
+    const bool lazy = memory.recovers_lazily();
+    const Walk walk = walk_interiors(a, reached, /*list_borders=*/!lazy);
+    if (lazy) {
+      memory.record_failed_epoch();
+    } else {
+      for (Border* b : walk.borders) memory.recover_border(*b, /*flush=*/true);
     }
-    for (masstree_detail::ValueLine* line : walk.values_back) {
-      line->value[line->log_tag.load() & 7].store(line->log_value.load());
-      pm::flush_range(line, sizeof *line);
-    }
-    pm::fence();
-    permutations_restored_ = walk.rolled_back.size();
-    values_restored_ = walk.values_back.size();
     for (auto [child, parent] : walk.parent_links)
       if (child->parent.load(std::memory_order_relaxed) != parent) child->parent.store(parent);
     constexpr std::uint64_t transient_bits =
         masstree_detail::locked_bit | masstree_detail::dirty_bits;
-    for (Node* n : walk.nodes) {
-      const std::uint64_t v = n->version.load(std::memory_order_relaxed);
-      if (v & transient_bits) n->version.store(v & ~transient_bits);
+    for (Interior* in : walk.interiors) {
+      const std::uint64_t v = in->version.load(std::memory_order_relaxed);
+      if (v & transient_bits) in->version.store(v & ~transient_bits);
     }
     const auto allocator =
-        this->memory_.recover_allocator([&reached](void* slot) { return reached.test(slot); });
-    this->memory_.finish_recovery();
+        memory.recover_allocator([&reached](void* slot) { return reached.test(slot); });
+    if (!lazy) {
+      pm::fence();  // every border recovered, before the record goes
+      memory.forget_failed_epochs();
+    }
+    memory.finish_recovery();
     recovery_.slots_scanned = allocator.live_slots + allocator.free_slots;
-    recovery_.live_slots = walk.nodes.size() + this->memory_.own_slots();
+    recovery_.live_slots = walk.interiors.size() + walk.border_count + memory.own_slots();
     recovery_.freed_slots = allocator.free_slots;
     recovery_.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -112,100 +117,94 @@ class DurableMasstree
   const RecoveryStats& recovery_stats() const { return recovery_; }
   CheckpointStats checkpoint_stats() const { return this->memory_.stats(); }
   std::size_t log_entries_applied() const { return this->memory_.log_entries_applied(); }
-  // Borders whose InCLL_p, and values whose InCLL, the last recovery applied (always 0 in the
-  // logging mode).
-  std::size_t permutations_restored() const { return permutations_restored_; }
-  std::size_t values_restored() const { return values_restored_; }
+  // Borders whose InCLL_p, and values whose InCLL, recovery has applied so far (lazily: a
+  // border's on its first access; always 0 in the logging mode).
+  std::size_t permutations_restored() const { return this->memory_.permutations_restored(); }
+  std::size_t values_restored() const { return this->memory_.values_restored(); }
+  // The failed epochs the pool's record holds (lazy recovery adds one per crash; an eager
+  // recovery, or a lazy one that finds the record full, empties it).
+  std::size_t failed_epochs_recorded() const { return this->memory_.failed_epochs_recorded(); }
 
  private:
-  // What recovery's walk found; nothing is written until it is complete.
+  // What recovery's walk of the interior nodes found; nothing is written until it is complete.
   struct Walk {
-    std::vector<Node*> nodes;                               // every live node
-    std::vector<Border*> rolled_back;                       // InCLL_p names the failed epoch
-    std::vector<masstree_detail::ValueLine*> values_back;   // a value InCLL names it
-    std::vector<std::pair<Node*, Interior*>> parent_links;  // each child and its parent
+    std::vector<Interior*> interiors;
+    std::size_t border_count = 0;
+    std::vector<Border*> borders;  // when asked for (eager recovery)
+    // Each interior node's interior children, and its border children when the log restored it
+    // (its split in the failed epoch may have moved them): their parent links to set. Other
+    // borders' links are right: only split_interior moves children, under a logged parent.
+    std::vector<std::pair<Node*, Interior*>> parent_links;
   };
 
-  // Recovery: every node of the tree (after the log was applied), each checked before anything
-  // is written — a slot of its kind's size, reached once, a permutation that is one (a border's
-  // logged permutation when its InCLL_p names the failed epoch), entry kinds of the 8-byte form,
-  // children that are no roots, `next` links to borders of strictly greater low keys (so no walk
-  // along them can cycle) — else PoolCorrupt.
-  Walk checked_walk(const pm::ChunkAllocator& a, pm::ChunkAllocator::SlotBits& reached) const {
-    const auto node_at = [&a](const void* p, const char* what) -> Node* {
+  // Recovery: the interior nodes of the tree (after the log was applied), each checked before
+  // anything is written — a slot of its kind's size (borders and interior nodes have slots of
+  // different sizes, so a child's kind is known without reading it), reached once, 1 to width
+  // keys, children of one kind that are no roots — else PoolCorrupt. Borders are counted, not
+  // read: each is checked when recovered (Checkpoints::recover_border).
+  Walk walk_interiors(const pm::ChunkAllocator& a, pm::ChunkAllocator::SlotBits& reached,
+                      bool list_borders) const {
+    const std::size_t border_slot = pm::ChunkAllocator::slot_size_for(sizeof(Border));
+    const std::size_t interior_slot = pm::ChunkAllocator::slot_size_for(sizeof(Interior));
+    // The node at p, checked: true for a border, false for an interior node.
+    const auto kind_at = [&](const void* p, const char* what) {
       a.checked_slot(p, sizeof(Interior), what);
-      auto* n = static_cast<Node*>(const_cast<void*>(p));
-      const bool border = masstree_detail::is_border(n->version.load());
-      if (a.slot_size_of(p) !=
-          pm::ChunkAllocator::slot_size_for(border ? sizeof(Border) : sizeof(Interior)))
-        a.corrupt(std::string(what) + " names a node whose kind does not fit its slot");
-      return n;
+      const std::size_t slot = a.slot_size_of(p);
+      if (slot != border_slot && slot != interior_slot)
+        a.corrupt(std::string(what) + " names a slot of no node's size");
+      if (!reached.set(p)) a.corrupt("a node is reached twice");
+      return slot == border_slot;
     };
-    const std::uint64_t failed = this->memory_.epoch();
     Walk walk;
-    std::vector<Node*> stack{node_at(
-        reinterpret_cast<const void*>(this->memory_.root_word().load()), "the root pointer")};
-    if (!masstree_detail::is_root(stack.back()->version.load()))
-      a.corrupt("the root pointer names a node that is not a root");
+    std::vector<Interior*> stack;
+    Node* root = reinterpret_cast<Node*>(this->memory_.root_word().load());
+    const bool root_border = kind_at(root, "the root pointer");
+    const std::uint64_t root_version = root->version.load();
+    if (!masstree_detail::is_root(root_version) ||
+        masstree_detail::is_border(root_version) != root_border)
+      a.corrupt("the root pointer names a node that is not a root of its slot's kind");
+    if (root_border) {
+      ++walk.border_count;
+      if (list_borders) walk.borders.push_back(static_cast<Border*>(root));
+    } else {
+      stack.push_back(static_cast<Interior*>(root));
+    }
     while (!stack.empty()) {
-      Node* n = stack.back();
+      Interior* in = stack.back();
       stack.pop_back();
-      if (!reached.set(n)) a.corrupt("a node is reached twice");
-      walk.nodes.push_back(n);
-      if (masstree_detail::is_border(n->version.load())) {
-        auto* b = static_cast<Border*>(n);
-        const bool roll_back = M == Mode::incll && b->node_epoch.load() >> 1 == failed;
-        if (roll_back) walk.rolled_back.push_back(b);
-        for (int l = 0; M == Mode::incll && l < lines; ++l) {
-          masstree_detail::ValueLine& line = b->value_lines[l];
-          const std::uint64_t tag = line.log_tag.load();
-          if (tag >> 3 != failed) continue;
-          if ((tag & 7) >= values_per_line ||
-              l * values_per_line + static_cast<int>(tag & 7) >= width)
-            a.corrupt("a value InCLL names no value of its line");
-          walk.values_back.push_back(&line);
-        }
-        const Permutation perm{roll_back ? b->permutation_log.load() : b->permutation.load()};
-        std::uint32_t slots = 0;
-        for (int p = 0; p < width; ++p) slots |= 1u << perm.slot(p);
-        if (perm.size() > width || slots != (1u << width) - 1)
-          a.corrupt("a border's permutation is not a permutation");
-        for (int p = 0; p < perm.size(); ++p) {
-          const int s = perm.slot(p);
-          if (b->kind[s].load() != 8 || b->suffix[s].load() != nullptr)
-            a.corrupt("a border entry that is not an 8-byte key");
-        }
-        if (const Border* next = b->next.load()) {
-          const Node* m = node_at(next, "a border's next link");
-          if (!masstree_detail::is_border(m->version.load()) || !(b->low() < next->low()))
-            a.corrupt("a border's next link does not lead right to a border");
-        }
-        continue;
-      }
-      const auto* in = static_cast<const Interior*>(n);
+      walk.interiors.push_back(in);
+      const bool restored = this->memory_.restored_from_log(in);
       const int keys = in->keys.load();
       if (keys < 1 || keys > width) a.corrupt("an interior node with no or too many keys");
+      bool first_border = false;
       for (int i = 0; i <= keys; ++i) {
-        Node* c = node_at(in->child[i].load(), "an interior node's child link");
-        if (masstree_detail::is_root(c->version.load())) a.corrupt("a child with the root bit");
-        walk.parent_links.emplace_back(c, const_cast<Interior*>(in));
-        stack.push_back(c);
+        Node* c = in->child[i].load();
+        const bool border = kind_at(c, "an interior node's child link");
+        if (i == 0) first_border = border;
+        if (border != first_border) a.corrupt("an interior node's children are of two kinds");
+        if (border) {
+          ++walk.border_count;
+          if (list_borders) walk.borders.push_back(static_cast<Border*>(c));
+          if (restored) walk.parent_links.emplace_back(c, in);
+          continue;
+        }
+        const std::uint64_t v = c->version.load();
+        if (masstree_detail::is_border(v) || masstree_detail::is_root(v))
+          a.corrupt("an interior node's child is a root or not of its slot's kind");
+        walk.parent_links.emplace_back(c, in);
+        stack.push_back(static_cast<Interior*>(c));
       }
     }
     return walk;
   }
 
   static constexpr int width = masstree_detail::width;
-  static constexpr int values_per_line = masstree_detail::ValueLine::values;
-  static constexpr int lines = (width + values_per_line - 1) / values_per_line;
 
   static std::vector<std::size_t> object_sizes() {
     return {sizeof(masstree_detail::Border), sizeof(masstree_detail::Interior)};
   }
 
   RecoveryStats recovery_;
-  std::size_t permutations_restored_ = 0;
-  std::size_t values_restored_ = 0;
 };
 
 template <PlantedBug Bug = PlantedBug::none>

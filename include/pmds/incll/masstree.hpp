@@ -249,7 +249,9 @@ struct alignas(64) Border : Node {
     b->init_node(v | border_bit, stamp);
     b->permutation.store(Permutation::empty().word, std::memory_order_relaxed);
     b->permutation_log.store(Permutation::empty().word, std::memory_order_relaxed);
-    b->node_epoch.store(0, std::memory_order_relaxed);
+    // Made in epoch stamp >> 1, its InCLL_p counts as taken in that epoch (nothing to save: a
+    // node new in the failed epoch is unreachable after recovery), and nothing to recover lazily.
+    b->node_epoch.store(stamp | 1, std::memory_order_relaxed);
     b->next.store(nullptr, std::memory_order_relaxed);
     b->low_slice.store(low.slice, std::memory_order_relaxed);
     b->low_class.store(low.length_class, std::memory_order_relaxed);
@@ -317,6 +319,7 @@ struct alignas(64) Interior : Node {
 inline bool is_border(std::uint64_t v) {
   return (v & border_bit) != 0;
 }
+
 inline bool is_root(std::uint64_t v) {
   return (v & root_bit) != 0;
 }
@@ -392,6 +395,7 @@ class TransientMemory {
   void before_write(pm::atomic<std::uint64_t>&, const void*, std::size_t) {}
   void before_permutation_write(masstree_detail::Border&, bool) {}
   void before_value_write(masstree_detail::Border&, int) {}
+  void before_border_access(masstree_detail::Border&) const {}
 
   pm::atomic<std::uint64_t>& root_word() { return root_; }
   const pm::atomic<std::uint64_t>& root_word() const { return root_; }
@@ -407,9 +411,10 @@ class TransientMemory {
 // (StringValues = true, each value a Bytes on the heap; transient only) and a memory mode:
 // TransientMemory above, or a durable mode of incll/checkpoints.hpp, which the tree tells before
 // it first writes a node (before_write; before_permutation_write when an insert or a remove
-// changes only a border's permutation, before_value_write when an update changes one value) and
-// around every write operation (begin_write). Use the aliases Masstree and StringMasstree below,
-// or incll/durable_masstree.hpp.
+// changes only a border's permutation, before_value_write when an update changes one value),
+// before it reads a border (before_border_access: lazy recovery) and around every write operation
+// (begin_write). Use the aliases Masstree and StringMasstree below, or
+// incll/durable_masstree.hpp.
 template <bool StringValues, class Memory = TransientMemory>
 class BasicMasstree {
  protected:
@@ -602,6 +607,15 @@ class BasicMasstree {
   // Before the first write to a node that existed before this operation (durable modes log it).
   void will_write(Node* n) { memory_.before_write(n->logged, n, masstree_detail::node_bytes(n)); }
 
+  // A node's stable version; a border is first shown to the memory mode, which may have to
+  // recover it (seed 002 §4.3's lazy recovery: the durable modes; before the version is read,
+  // since a crash may have left it locked or dirty).
+  std::uint64_t stable_version(Node* n) const {
+    if (masstree_detail::is_border(n->version.load(std::memory_order_relaxed)))
+      memory_.before_border_access(*static_cast<Border*>(n));
+    return masstree_detail::stable_version(n);
+  }
+
   // The root of the layer `n` belongs to (n or an ancestor: layer pointers may be stale).
   static Node* root_of(Node* n) {
     while (!masstree_detail::is_root(n->version.load(std::memory_order_acquire)))
@@ -611,19 +625,19 @@ class BasicMasstree {
 
   // Descends the layer to the border node whose range holds k; returns it with the stable
   // version its contents must be validated against.
-  static std::pair<Border*, std::uint64_t> find_border(Node* layer_root, LayerKey k) {
+  std::pair<Border*, std::uint64_t> find_border(Node* layer_root, LayerKey k) const {
   retry:
     Node* n = layer_root;
-    std::uint64_t v = masstree_detail::stable_version(n);
+    std::uint64_t v = stable_version(n);
     while (!masstree_detail::is_root(v)) {
       n = n->parent.load(std::memory_order_acquire);
-      v = masstree_detail::stable_version(n);
+      v = stable_version(n);
     }
     while (!masstree_detail::is_border(v)) {
       const auto* in = static_cast<const Interior*>(n);
       const int i = in->child_index(k, in->keys.load(std::memory_order_acquire));
       Node* child = in->child[i].load(std::memory_order_acquire);
-      const std::uint64_t child_v = child ? masstree_detail::stable_version(child) : 0;
+      const std::uint64_t child_v = child ? stable_version(child) : 0;
       const std::uint64_t after = n->version.load(std::memory_order_acquire);
       if (child && !masstree_detail::changed(v, after)) {
         n = child;
@@ -639,10 +653,10 @@ class BasicMasstree {
 
   // After a border changed under a reader: its stable version, then along `next` while k
   // belongs further right (a split moved it).
-  static std::pair<Border*, std::uint64_t> move_right(Border* b, LayerKey k) {
-    return move_right(b, k, masstree_detail::stable_version(b));
+  std::pair<Border*, std::uint64_t> move_right(Border* b, LayerKey k) const {
+    return move_right(b, k, stable_version(b));
   }
-  static std::pair<Border*, std::uint64_t> move_right(Border* b, LayerKey k, std::uint64_t v) {
+  std::pair<Border*, std::uint64_t> move_right(Border* b, LayerKey k, std::uint64_t v) const {
     for (;;) {
       Border* next = b->next.load(std::memory_order_acquire);
       const std::uint64_t after = b->version.load(std::memory_order_acquire);
@@ -652,15 +666,16 @@ class BasicMasstree {
       }
       if (next == nullptr || k < next->low()) return {b, v};
       b = next;
-      v = masstree_detail::stable_version(b);
+      v = stable_version(b);
     }
   }
 
   // The border holding k's range, locked.
-  static Border* lock_border(Node* layer_root, LayerKey k) {
+  Border* lock_border(Node* layer_root, LayerKey k) const {
     Border* b = find_border(layer_root, k).first;
     masstree_detail::lock(b);
     for (Border* next; (next = b->next.load(std::memory_order_acquire)) && !(k < next->low());) {
+      memory_.before_border_access(*next);
       masstree_detail::lock(next);
       masstree_detail::unlock(b);
       b = next;
@@ -862,7 +877,7 @@ class BasicMasstree {
       int n;
       Border* next;
       for (;;) {  // one consistent snapshot of the node
-        const std::uint64_t v = masstree_detail::stable_version(b);
+        const std::uint64_t v = stable_version(b);
         const Permutation perm{b->permutation.load(std::memory_order_acquire)};
         n = perm.size();
         for (int p = 0; p < n; ++p) entries[p] = b->entry(perm.slot(p));
