@@ -4,7 +4,7 @@
 # far for the 8-byte Masstree: masstree/incll (InCLL) and masstree/logging (the paper's LOGGING
 # mode) beside masstree/transient (the twin every ratio is taken against), in one `pmds bench`
 # invocation per run, so every ratio compares records of one run, round by round. See
-# results/README.md. About 20 minutes on the idle 2-core machine.
+# results/README.md. About 25 minutes on the idle 2-core machine.
 #
 # usage: results/regenerate-seed002.sh       (from anywhere; builds nothing)
 # environment: PMDS_BIN (default build/release/bin/pmds), DURATION (s per repetition, default
@@ -17,11 +17,12 @@ results_begin seed002 "${timing[*]}"
 trees=$(family masstree transient incll logging)
 
 # Figures 2-5: YCSB A (50% put), B (5%), C (0%) and E (scans), uniform and zipfian 0.99
-# (scrambled), a tree of 1M entries, 8-byte keys and values.
+# (scrambled), a tree of 1M entries, 8-byte keys and values, 1, 2 and 4 threads (4 threads on
+# this machine's 2 cores are oversubscribed).
 for dist in uniform zipfian; do
   for w in a b c e; do
     run "ycsb-$w-$dist-1m" --structure "$trees" --workload "ycsb-$w" --distribution "$dist" \
-      --key-range 1000000 --threads 1,2 --no-recovery "${timing[@]}"
+      --key-range 1000000 --threads 1,2,4 --no-recovery "${timing[@]}"
   done
 done
 # The same at 10M entries (YCSB A and C; one thread: each repetition loads 10M keys), with
