@@ -4,7 +4,7 @@
 # far for the 8-byte Masstree: masstree/incll (InCLL) and masstree/logging (the paper's LOGGING
 # mode) beside masstree/transient (the twin every ratio is taken against), in one `pmds bench`
 # invocation per run, so every ratio compares records of one run, round by round. See
-# results/README.md. About 25 minutes on the idle 2-core machine.
+# results/README.md. About 20 minutes on the idle 2-core machine.
 #
 # usage: results/regenerate-seed002.sh       (from anywhere; builds nothing)
 # environment: PMDS_BIN (default build/release/bin/pmds), DURATION (s per repetition, default
