@@ -18,13 +18,13 @@
 // logged: masstree.hpp's split_interior); borders are reached as children, not read (their
 // slots have their own size). The failed epoch joins the pool's record of failed epochs; the
 // allocator gets back every slot the walk did not reach (the nodes made in the failed epoch);
-// the next epoch starts. Each border is then recovered on its first
-// access (Checkpoints::before_border_access: InCLL_p and the value InCLLs of a failed epoch put
-// back, the border checked), so opening a tree of 10M keys reads its interior nodes (a tenth of
-// its nodes, in chunks of their own), not its borders. With Options::lazy_recovery = false, or when
-// the record is full, every border is recovered and flushed at open and the record emptied. Nothing
-// is consumed before the record and the next epoch are durable, so a crash during recovery, eager
-// or lazy, recovers again.
+// operations start two epochs on (Checkpoints::finish_recovery says why). Each border is then
+// recovered on its first access (Checkpoints::before_border_access: InCLL_p and the value
+// InCLLs of a failed epoch put back, the border checked), so opening a tree of 10M keys reads
+// its interior nodes (a tenth of its nodes, in chunks of their own), not its borders. With
+// Options::lazy_recovery = false, or when the record is full, every border is recovered and
+// flushed at open and the record emptied. Nothing is consumed before the record and the new
+// epoch are durable, so a crash during recovery, eager or lazy, recovers again.
 //
 // What lazy recovery does not check at open: a border whose version word was damaged to read as
 // an interior node's (its slot says border, and the walk does not read borders) would be read as
