@@ -23,9 +23,11 @@ using namespace pmds;
 
 constexpr std::size_t kPoolSize = 64u << 20;
 
+// No advancer thread; lazy recovery (the eager default is tested apart, below).
 incll::Options manual_clock() {
   incll::Options o;
   o.background_thread = false;
+  o.lazy_recovery = true;
   return o;
 }
 

@@ -97,9 +97,14 @@ struct Options {
   // false: no thread of its own; the caller runs background_step() (the crash lab does).
   bool background_thread = true;
   // Seed 002 §4.3: at open, undo the external log and check the interior nodes, and recover
-  // each border on its first access (true); or recover and check every node at open (false:
-  // slower to open a large tree, but every byte of it is checked before the first operation).
-  bool lazy_recovery = true;
+  // each border on its first access (true: a 10M-entry tree opens in about a tenth of the
+  // time); or check every node at open, then recover them all (false, the default). Lazy
+  // recovery checks a border only when it first reaches it, after recovery has written to the
+  // pool, and cannot check ahead of its use a damaged border that reads as another kind of
+  // node: a pool whose body may be damaged must be opened eagerly, which is why eager is the
+  // default (docs/ARCHITECTURE.md §5: a damaged pool ends in PoolCorrupt before anything is
+  // written).
+  bool lazy_recovery = false;
 };
 
 // Counts since the structure was opened.
@@ -465,43 +470,26 @@ class Checkpoints {
       recover_border(b, /*flush=*/false);
   }
 
+  // Checks a border as recover_border() would find it (PoolCorrupt when damaged), writing
+  // nothing: the eager recovery checks every border before it writes the first.
+  void check_border(const masstree_detail::Border& b) const {
+    check_border(b, is_failed(b.node_epoch.load(std::memory_order_relaxed) >> 1));
+  }
+
   // Recovers one border (above); the eager recovery calls it for every border, with `flush`.
   void recover_border(masstree_detail::Border& b, bool flush) const {
-    using masstree_detail::Permutation;
     constexpr int width = masstree_detail::width;
     constexpr int per_line = masstree_detail::ValueLine::values;
-    const pm::ChunkAllocator& a = pool_.allocator();
     bool roll_back = is_failed(b.node_epoch.load(std::memory_order_relaxed) >> 1);
     if constexpr (Bug == PlantedBug::lazy_recovery_skips_node)
       if (roll_back && !skipped_.exchange(true)) roll_back = false;
-    const Permutation perm{roll_back ? b.permutation_log.load(std::memory_order_relaxed)
-                                     : b.permutation.load(std::memory_order_relaxed)};
-    std::uint32_t slots = 0;
-    for (int p = 0; p < width; ++p) slots |= 1u << perm.slot(p);
-    if (perm.size() > width || slots != (1u << width) - 1)
-      a.corrupt("a border's permutation is not a permutation");
-    for (int p = 0; p < perm.size(); ++p) {
-      const int s = perm.slot(p);
-      if (b.kind[s].load(std::memory_order_relaxed) != 8 ||
-          b.suffix[s].load(std::memory_order_relaxed) != nullptr)
-        a.corrupt("a border entry that is not an 8-byte key");
-    }
-    if (const masstree_detail::Border* next = b.next.load(std::memory_order_relaxed)) {
-      a.checked_slot(next, sizeof(masstree_detail::Border), "a border's next link");
-      if (a.slot_size_of(next) !=
-              pm::ChunkAllocator::slot_size_for(sizeof(masstree_detail::Border)) ||
-          !masstree_detail::is_border(next->version.load(std::memory_order_relaxed)) ||
-          !(b.low() < next->low()))
-        a.corrupt("a border's next link does not lead right to a border");
-    }
+    const masstree_detail::Permutation perm = check_border(b, roll_back);
     std::size_t values = 0;
     for (int l = 0; l * per_line < width; ++l) {
       masstree_detail::ValueLine& line = b.value_lines[l];
       const std::uint64_t tag = line.log_tag.load(std::memory_order_relaxed);
       if (tag == 0 || !is_failed(tag >> 3)) continue;
       const int index = static_cast<int>(tag & 7);
-      if (index >= per_line || l * per_line + index >= width)
-        a.corrupt("a value InCLL names no value of its line");
       line.value[index].store(line.log_value.load(std::memory_order_relaxed),
                               std::memory_order_relaxed);
       line.log_tag.store(0, std::memory_order_relaxed);
@@ -522,6 +510,59 @@ class Checkpoints {
   }
   // The failed epochs the pool's record holds.
   std::size_t failed_epochs_recorded() const { return stored_failed_; }
+
+ private:
+  // The border's permutation (its logged one when `roll_back`), checked with the entries it
+  // lists, the next link (a border of a strictly greater low key, so no walk along next links
+  // can cycle) and the value InCLLs of a failed epoch.
+  masstree_detail::Permutation check_border(const masstree_detail::Border& b,
+                                            bool roll_back) const {
+    constexpr int width = masstree_detail::width;
+    constexpr int per_line = masstree_detail::ValueLine::values;
+    const pm::ChunkAllocator& a = pool_.allocator();
+    const masstree_detail::Permutation perm{roll_back
+                                                ? b.permutation_log.load(std::memory_order_relaxed)
+                                                : b.permutation.load(std::memory_order_relaxed)};
+    std::uint32_t slots = 0;
+    for (int p = 0; p < width; ++p) slots |= 1u << perm.slot(p);
+    if (perm.size() > width || slots != (1u << width) - 1)
+      a.corrupt("a border's permutation is not a permutation");
+    for (int p = 0; p < perm.size(); ++p) {
+      const int s = perm.slot(p);
+      if (b.kind[s].load(std::memory_order_relaxed) != 8 ||
+          b.suffix[s].load(std::memory_order_relaxed) != nullptr)
+        a.corrupt("a border entry that is not an 8-byte key");
+    }
+    const masstree_detail::Border* next = b.next.load(std::memory_order_relaxed);
+    if (next != nullptr) {
+      a.checked_slot(next, sizeof(masstree_detail::Border), "a border's next link");
+      if (a.slot_size_of(next) !=
+              pm::ChunkAllocator::slot_size_for(sizeof(masstree_detail::Border)) ||
+          !masstree_detail::is_border(next->version.load(std::memory_order_relaxed)) ||
+          !(b.low() < next->low()))
+        a.corrupt("a border's next link does not lead right to a border");
+    }
+    // The keys, in the permutation's order, ascend within [low, next's low): a split of a
+    // border whose keys do not would hand its sibling a low key out of order.
+    masstree_detail::LayerKey previous = b.low();
+    for (int p = 0; p < perm.size(); ++p) {
+      const int s = perm.slot(p);
+      const masstree_detail::LayerKey k{b.slice[s].load(std::memory_order_relaxed), 8};
+      if (k < previous || (p > 0 && !(previous < k)) || (next != nullptr && !(k < next->low())))
+        a.corrupt("a border's keys are out of order or out of its range");
+      previous = k;
+    }
+    for (int l = 0; l * per_line < width; ++l) {
+      const std::uint64_t tag = b.value_lines[l].log_tag.load(std::memory_order_relaxed);
+      if (tag == 0 || !is_failed(tag >> 3)) continue;
+      const int index = static_cast<int>(tag & 7);
+      if (index >= per_line || l * per_line + index >= width)
+        a.corrupt("a value InCLL names no value of its line");
+    }
+    return perm;
+  }
+
+ public:
   // Borders whose InCLL_p, and values whose InCLL, recovery has applied so far.
   std::size_t permutations_restored() const {
     return permutations_restored_.load(std::memory_order_relaxed);

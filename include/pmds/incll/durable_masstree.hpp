@@ -33,6 +33,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -84,7 +85,16 @@ class DurableMasstree
     const Walk walk = walk_interiors(a, reached, /*list_borders=*/!lazy);
     if (lazy) {
       memory.record_failed_epoch();
-    } else {
+    } else {  // every border checked before the first is written
+      for (const Border* b : walk.borders) {
+        if (!masstree_detail::is_border(b->version.load()) ||
+            masstree_detail::is_root(b->version.load()) !=
+                (b == walk.borders.front() && walk.interiors.empty()))
+          a.corrupt("a border slot holds no border, or a border has the wrong root bit");
+        memory.check_border(*b);  // (a next link it keeps is a border slot: reached.test works)
+        if (const Border* next = b->next.load(); next != nullptr && !reached.test(next))
+          a.corrupt("a border's next link leads out of the tree");
+      }
       for (Border* b : walk.borders) memory.recover_border(*b, /*flush=*/true);
     }
     for (auto [child, parent] : walk.parent_links)
@@ -132,8 +142,10 @@ class DurableMasstree
     std::size_t border_count = 0;
     std::vector<Border*> borders;  // when asked for (eager recovery)
     // Each interior node's interior children, and its border children when the log restored it
-    // (its split in the failed epoch may have moved them): their parent links to set. Other
-    // borders' links are right: only split_interior moves children, under a logged parent.
+    // (its split in the failed epoch may have moved them) or when the recovery is eager (which
+    // rebuilds every link, so a damaged one is mended): their parent links to set. In a lazy
+    // recovery other borders' links are right unless the pool was damaged: only split_interior
+    // moves children, under a logged parent.
     std::vector<std::pair<Node*, Interior*>> parent_links;
   };
 
@@ -156,7 +168,13 @@ class DurableMasstree
       return slot == border_slot;
     };
     Walk walk;
-    std::vector<Interior*> stack;
+    // Each interior node to visit, with the separators that bound its keys (none at the edges).
+    using LayerKey = masstree_detail::LayerKey;
+    struct Pending {
+      Interior* node;
+      std::optional<LayerKey> low, high;
+    };
+    std::vector<Pending> stack;
     Node* root = reinterpret_cast<Node*>(this->memory_.root_word().load());
     const bool root_border = kind_at(root, "the root pointer");
     const std::uint64_t root_version = root->version.load();
@@ -167,32 +185,45 @@ class DurableMasstree
       ++walk.border_count;
       if (list_borders) walk.borders.push_back(static_cast<Border*>(root));
     } else {
-      stack.push_back(static_cast<Interior*>(root));
+      stack.push_back({static_cast<Interior*>(root), std::nullopt, std::nullopt});
     }
     while (!stack.empty()) {
-      Interior* in = stack.back();
+      const auto [in, low, high] = stack.back();
       stack.pop_back();
       walk.interiors.push_back(in);
       const bool restored = this->memory_.restored_from_log(in);
       const int keys = in->keys.load();
       if (keys < 1 || keys > width) a.corrupt("an interior node with no or too many keys");
+      for (int i = 0; i < keys; ++i) {  // ascending, within the bounds its parent gives
+        const LayerKey k = in->separator(i);
+        if ((i > 0 && !(in->separator(i - 1) < k)) || (low && k < *low) || (high && !(k < *high)))
+          a.corrupt("an interior node's separators are out of order or out of its range");
+      }
       bool first_border = false;
       for (int i = 0; i <= keys; ++i) {
         Node* c = in->child[i].load();
         const bool border = kind_at(c, "an interior node's child link");
         if (i == 0) first_border = border;
         if (border != first_border) a.corrupt("an interior node's children are of two kinds");
+        const std::optional<LayerKey> child_low =
+            i == 0 ? low : std::optional<LayerKey>(in->separator(i - 1));
+        const std::optional<LayerKey> child_high =
+            i == keys ? high : std::optional<LayerKey>(in->separator(i));
         if (border) {
+          // A border's low key is the separator before it (a split hands the parent exactly
+          // that key); read only when every border is read anyway (eager recovery).
+          if (list_borders && i > 0 && !(static_cast<Border*>(c)->low() == *child_low))
+            a.corrupt("a border's low key is not its separator in the parent");
           ++walk.border_count;
           if (list_borders) walk.borders.push_back(static_cast<Border*>(c));
-          if (restored) walk.parent_links.emplace_back(c, in);
+          if (restored || list_borders) walk.parent_links.emplace_back(c, in);
           continue;
         }
         const std::uint64_t v = c->version.load();
         if (masstree_detail::is_border(v) || masstree_detail::is_root(v))
           a.corrupt("an interior node's child is a root or not of its slot's kind");
         walk.parent_links.emplace_back(c, in);
-        stack.push_back(static_cast<Interior*>(c));
+        stack.push_back({static_cast<Interior*>(c), child_low, child_high});
       }
     }
     return walk;
