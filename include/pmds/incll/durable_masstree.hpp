@@ -21,9 +21,9 @@
 // operations start two epochs on (Checkpoints::finish_recovery says why). Each border is then
 // recovered on its first access (Checkpoints::before_border_access: InCLL_p and the value
 // InCLLs of a failed epoch put back, the border checked), so opening a tree of 10M keys reads
-// its interior nodes (a tenth of its nodes, in chunks of their own), not its borders. With
-// Options::lazy_recovery = false, or when the record is full, every border is recovered and
-// flushed at open and the record emptied. Nothing is consumed before the record and the new
+// its interior nodes (a tenth of its nodes, in chunks of their own), not its borders. That is
+// Options::lazy_recovery; the default is eager: every border is checked, then recovered and
+// flushed at open, and the record emptied (so also when the record is full). Nothing is consumed before the record and the new
 // epoch are durable, so a crash during recovery, eager or lazy, recovers again.
 //
 // What lazy recovery does not check at open: a border whose version word was damaged to read as
