@@ -56,6 +56,20 @@ class DurableMasstree : public ::testing::Test {
     tree_ = std::make_unique<Tree>(open_existing, *pool_, o);
     return *tree_;
   }
+  // Closes the tree, then runs body(tree) in a child process that opens it (recovering it
+  // lazily) and dies without closing it, every store left in the pool file as after kill -9;
+  // body may end the child with an exit code of its own.
+  template <class F>
+  void in_dying_child(F&& body) {
+    tree_.reset();
+    pool_.reset();
+    pool_test::in_killed_child([&] {
+      pm::Pool pool = pm::Pool::open(path_.str(), Tree::name);
+      auto owned = std::make_unique<Tree>(open_existing, pool, manual_clock());  // never closed
+      body(*owned);
+      ::_exit(0);
+    });
+  }
   void TearDown() override {
     tree_.reset();
     pool_.reset();
@@ -101,19 +115,12 @@ TYPED_TEST(DurableMasstree, CleanCloseKeepsEveryOperation) {
 // keeps every store (as after kill -9), so only the log can undo the failed epoch.
 TYPED_TEST(DurableMasstree, ADeadProcessComesBackAsAtItsLastBoundary) {
   this->create();
-  this->tree_.reset();
-  this->pool_.reset();
-  pool_test::in_killed_child([&] {
-    pm::Pool pool = pm::Pool::open(this->path_.str(), TypeParam::name);
-    auto owned =
-        std::make_unique<TypeParam>(open_existing, pool, manual_clock());  // never destroyed
-    TypeParam& t = *owned;
+  this->in_dying_child([&](TypeParam& t) {
     for (Key k = 1; k <= 2'000; ++k) t.insert(k * 3, k);
     t.sync();
     for (Key k = 1; k <= 2'000; k += 7) t.remove(k * 3);
     for (Key k = 2; k <= 2'000; k += 5) t.put(k * 3, 0);
     for (Key k = 1; k <= 5'000; ++k) t.insert(6'000 + k, k);
-    ::_exit(0);
   });
   auto& t = this->reopen();
   EXPECT_GT(t.log_entries_applied(), 0u);
@@ -215,13 +222,8 @@ TYPED_TEST(DurableMasstree, ACrashInTheEpochOfCreationComesBackEmpty) {
 // process then dies, and both kinds of undo bring back the state at the boundary.
 TYPED_TEST(DurableMasstree, InCLLKeepsInsertsAndRemovesOffTheExternalLog) {
   this->create();
-  this->tree_.reset();
-  this->pool_.reset();
   constexpr Key kKeys = 3'000;  // keys 10, 20, ...: nothing below splits a border
-  pool_test::in_killed_child([&] {
-    pm::Pool pool = pm::Pool::open(this->path_.str(), TypeParam::name);
-    auto owned = std::make_unique<TypeParam>(open_existing, pool, manual_clock());
-    TypeParam& t = *owned;
+  this->in_dying_child([&](TypeParam& t) {
     for (Key k = 1; k <= kKeys; ++k) t.insert(k * 10, k);
     t.sync();
     auto logged = [&t] { return t.checkpoint_stats().logged_objects; };
@@ -239,7 +241,6 @@ TYPED_TEST(DurableMasstree, InCLLKeepsInsertsAndRemovesOffTheExternalLog) {
     before = logged();
     t.insert(kKeys * 10 + 1, 0);  // the last border (ascending inserts left it room): no remove
     if (logged() != before + (incll ? 0 : 1)) ::_exit(3);
-    ::_exit(0);
   });
   auto& t = this->reopen();
   std::map<Key, Value> expected;
@@ -256,13 +257,8 @@ TYPED_TEST(DurableMasstree, InCLLKeepsInsertsAndRemovesOffTheExternalLog) {
 // recovery brings back the values at the boundary.
 TYPED_TEST(DurableMasstree, InCLLKeepsUpdatesOffTheExternalLog) {
   this->create();
-  this->tree_.reset();
-  this->pool_.reset();
   constexpr Key kKeys = 1'400;  // ascending: full borders of 14, slots 0-13 in key order
-  pool_test::in_killed_child([&] {
-    pm::Pool pool = pm::Pool::open(this->path_.str(), TypeParam::name);
-    auto owned = std::make_unique<TypeParam>(open_existing, pool, manual_clock());
-    TypeParam& t = *owned;
+  this->in_dying_child([&](TypeParam& t) {
     for (Key k = 1; k <= kKeys; ++k) t.insert(k, k);
     t.sync();
     auto logged = [&t] { return t.checkpoint_stats().logged_objects; };
@@ -275,7 +271,6 @@ TYPED_TEST(DurableMasstree, InCLLKeepsUpdatesOffTheExternalLog) {
     t.put(2, 0);  // the same border and value line as key 1: logged whole in the InCLL mode
     t.put(3, 0);  // logged already: nothing more
     if (logged() != before + (incll ? 1 : 0)) ::_exit(2);
-    ::_exit(0);
   });
   auto& t = this->reopen();
   std::map<Key, Value> expected;
@@ -300,18 +295,13 @@ TYPED_TEST(DurableMasstree, ManyCrashesInARowEachComeBackAsAtTheirLastSync) {
   constexpr Key kKeys = 3'000;
   for (Key k = 1; k <= kKeys; ++k) model.emplace(k, k);
   for (Key k = 1; k <= kKeys; ++k) this->tree_->insert(k, k);
-  this->tree_.reset();
-  this->pool_.reset();
   // One round's changes, the same in the child and in the parent's model.
   const auto change = [](auto&& apply, std::uint64_t seed) {
     std::mt19937_64 rng(seed);
     for (int i = 0; i < 300; ++i) apply(1 + rng() % (2 * kKeys), rng() % 3, rng());
   };
   for (int round = 1; round <= 70; ++round) {
-    pool_test::in_killed_child([&] {
-      pm::Pool pool = pm::Pool::open(this->path_.str(), TypeParam::name);
-      auto owned = std::make_unique<TypeParam>(open_existing, pool, manual_clock());
-      TypeParam& t = *owned;
+    this->in_dying_child([&](TypeParam& t) {
       std::mt19937_64 rng(round);
       for (int i = 0; i < 20; ++i) {
         const Key k = 1 + rng() % (2 * kKeys);
@@ -328,7 +318,6 @@ TYPED_TEST(DurableMasstree, ManyCrashesInARowEachComeBackAsAtTheirLastSync) {
       change(apply, 2 * round);
       t.sync();
       change(apply, 2 * round + 1);  // lost with the process
-      ::_exit(0);
     });
     change(
         [&model](Key k, std::uint64_t op, Value v) {
@@ -349,17 +338,12 @@ TYPED_TEST(DurableMasstree, ManyCrashesInARowEachComeBackAsAtTheirLastSync) {
 // keys of their own; each border is recovered once, before anyone reads it.
 TYPED_TEST(DurableMasstree, ThreadsRecoverBordersConcurrently) {
   this->create();
-  this->tree_.reset();
-  this->pool_.reset();
   constexpr Key kKeys = 20'000;
-  pool_test::in_killed_child([&] {
-    pm::Pool pool = pm::Pool::open(this->path_.str(), TypeParam::name);
-    auto owned = std::make_unique<TypeParam>(open_existing, pool, manual_clock());
-    for (Key k = 1; k <= kKeys; ++k) owned->insert(k * 4, k);
-    owned->sync();
-    for (Key k = 1; k <= kKeys; k += 2) owned->remove(k * 4);
-    for (Key k = 2; k <= kKeys; k += 2) owned->put(k * 4, 0);
-    ::_exit(0);
+  this->in_dying_child([&](TypeParam& t) {
+    for (Key k = 1; k <= kKeys; ++k) t.insert(k * 4, k);
+    t.sync();
+    for (Key k = 1; k <= kKeys; k += 2) t.remove(k * 4);
+    for (Key k = 2; k <= kKeys; k += 2) t.put(k * 4, 0);
   });
   auto& t = this->reopen();
   std::vector<std::thread> threads;
@@ -385,21 +369,16 @@ TYPED_TEST(DurableMasstree, ThreadsRecoverBordersConcurrently) {
   }
 }
 
-// Seed 002 §4.3's alternative, Options::lazy_recovery = false: every border is recovered (and
+// Eager recovery, the default (Options::lazy_recovery = false): every border is recovered (and
 // checked) at open, and the record of failed epochs is emptied.
 TYPED_TEST(DurableMasstree, EagerRecoveryUndoesEveryBorderAtOpen) {
   this->create();
-  this->tree_.reset();
-  this->pool_.reset();
   constexpr Key kKeys = 3'000;
-  pool_test::in_killed_child([&] {
-    pm::Pool pool = pm::Pool::open(this->path_.str(), TypeParam::name);
-    auto owned = std::make_unique<TypeParam>(open_existing, pool, manual_clock());
-    for (Key k = 1; k <= kKeys; ++k) owned->insert(k * 10, k);
-    owned->sync();
-    for (Key k = 1; k <= kKeys; k += 3) owned->remove(k * 10);
-    for (Key k = 2; k <= kKeys; k += 3) owned->put(k * 10, 0);
-    ::_exit(0);
+  this->in_dying_child([&](TypeParam& t) {
+    for (Key k = 1; k <= kKeys; ++k) t.insert(k * 10, k);
+    t.sync();
+    for (Key k = 1; k <= kKeys; k += 3) t.remove(k * 10);
+    for (Key k = 2; k <= kKeys; k += 3) t.put(k * 10, 0);
   });
   incll::Options eager = manual_clock();
   eager.lazy_recovery = false;
