@@ -190,7 +190,8 @@ class Checkpoints {
   using EntryHeader = checkpoint_detail::EntryHeader;
 
  public:
-  static constexpr bool owns_nodes = false;  // nodes live in the pool
+  static constexpr bool owns_nodes = false;       // nodes live in the pool
+  static constexpr bool recovers_borders = true;  // lazily: before_border_access
   static constexpr std::size_t segment_bytes = checkpoint_detail::segment_bytes;
 
   // A new anchor in `pool`, which must hold no structure; `object_sizes` are the sizes the
@@ -511,58 +512,6 @@ class Checkpoints {
   // The failed epochs the pool's record holds.
   std::size_t failed_epochs_recorded() const { return stored_failed_; }
 
- private:
-  // The border's permutation (its logged one when `roll_back`), checked with the entries it
-  // lists, the next link (a border of a strictly greater low key, so no walk along next links
-  // can cycle) and the value InCLLs of a failed epoch.
-  masstree_detail::Permutation check_border(const masstree_detail::Border& b,
-                                            bool roll_back) const {
-    constexpr int width = masstree_detail::width;
-    constexpr int per_line = masstree_detail::ValueLine::values;
-    const pm::ChunkAllocator& a = pool_.allocator();
-    const masstree_detail::Permutation perm{roll_back
-                                                ? b.permutation_log.load(std::memory_order_relaxed)
-                                                : b.permutation.load(std::memory_order_relaxed)};
-    std::uint32_t slots = 0;
-    for (int p = 0; p < width; ++p) slots |= 1u << perm.slot(p);
-    if (perm.size() > width || slots != (1u << width) - 1)
-      a.corrupt("a border's permutation is not a permutation");
-    for (int p = 0; p < perm.size(); ++p) {
-      const int s = perm.slot(p);
-      if (b.kind[s].load(std::memory_order_relaxed) != 8 ||
-          b.suffix[s].load(std::memory_order_relaxed) != nullptr)
-        a.corrupt("a border entry that is not an 8-byte key");
-    }
-    const masstree_detail::Border* next = b.next.load(std::memory_order_relaxed);
-    if (next != nullptr) {
-      a.checked_slot(next, sizeof(masstree_detail::Border), "a border's next link");
-      if (a.slot_size_of(next) !=
-              pm::ChunkAllocator::slot_size_for(sizeof(masstree_detail::Border)) ||
-          !masstree_detail::is_border(next->version.load(std::memory_order_relaxed)) ||
-          !(b.low() < next->low()))
-        a.corrupt("a border's next link does not lead right to a border");
-    }
-    // The keys, in the permutation's order, ascend within [low, next's low): a split of a
-    // border whose keys do not would hand its sibling a low key out of order.
-    masstree_detail::LayerKey previous = b.low();
-    for (int p = 0; p < perm.size(); ++p) {
-      const int s = perm.slot(p);
-      const masstree_detail::LayerKey k{b.slice[s].load(std::memory_order_relaxed), 8};
-      if (k < previous || (p > 0 && !(previous < k)) || (next != nullptr && !(k < next->low())))
-        a.corrupt("a border's keys are out of order or out of its range");
-      previous = k;
-    }
-    for (int l = 0; l * per_line < width; ++l) {
-      const std::uint64_t tag = b.value_lines[l].log_tag.load(std::memory_order_relaxed);
-      if (tag == 0 || !is_failed(tag >> 3)) continue;
-      const int index = static_cast<int>(tag & 7);
-      if (index >= per_line || l * per_line + index >= width)
-        a.corrupt("a value InCLL names no value of its line");
-    }
-    return perm;
-  }
-
- public:
   // Borders whose InCLL_p, and values whose InCLL, recovery has applied so far.
   std::size_t permutations_restored() const {
     return permutations_restored_.load(std::memory_order_relaxed);
@@ -699,6 +648,56 @@ class Checkpoints {
     return failed_.empty() || (stored_failed_ > 0 &&
                                anchor_->failed.epochs[stored_failed_ - 1].load() == failed_.back());
   }
+  // The border's permutation (its logged one when `roll_back`), checked with the entries it
+  // lists, the next link (a border of a strictly greater low key, so no walk along next links
+  // can cycle) and the value InCLLs of a failed epoch.
+  masstree_detail::Permutation check_border(const masstree_detail::Border& b,
+                                            bool roll_back) const {
+    constexpr int width = masstree_detail::width;
+    constexpr int per_line = masstree_detail::ValueLine::values;
+    const pm::ChunkAllocator& a = pool_.allocator();
+    const masstree_detail::Permutation perm{roll_back
+                                                ? b.permutation_log.load(std::memory_order_relaxed)
+                                                : b.permutation.load(std::memory_order_relaxed)};
+    std::uint32_t slots = 0;
+    for (int p = 0; p < width; ++p) slots |= 1u << perm.slot(p);
+    if (perm.size() > width || slots != (1u << width) - 1)
+      a.corrupt("a border's permutation is not a permutation");
+    for (int p = 0; p < perm.size(); ++p) {
+      const int s = perm.slot(p);
+      if (b.kind[s].load(std::memory_order_relaxed) != 8 ||
+          b.suffix[s].load(std::memory_order_relaxed) != nullptr)
+        a.corrupt("a border entry that is not an 8-byte key");
+    }
+    const masstree_detail::Border* next = b.next.load(std::memory_order_relaxed);
+    if (next != nullptr) {
+      a.checked_slot(next, sizeof(masstree_detail::Border), "a border's next link");
+      if (a.slot_size_of(next) !=
+              pm::ChunkAllocator::slot_size_for(sizeof(masstree_detail::Border)) ||
+          !masstree_detail::is_border(next->version.load(std::memory_order_relaxed)) ||
+          !(b.low() < next->low()))
+        a.corrupt("a border's next link does not lead right to a border");
+    }
+    // The keys, in the permutation's order, ascend within [low, next's low): a split of a
+    // border whose keys do not would hand its sibling a low key out of order.
+    masstree_detail::LayerKey previous = b.low();
+    for (int p = 0; p < perm.size(); ++p) {
+      const int s = perm.slot(p);
+      const masstree_detail::LayerKey k{b.slice[s].load(std::memory_order_relaxed), 8};
+      if (k < previous || (p > 0 && !(previous < k)) || (next != nullptr && !(k < next->low())))
+        a.corrupt("a border's keys are out of order or out of its range");
+      previous = k;
+    }
+    for (int l = 0; l * per_line < width; ++l) {
+      const std::uint64_t tag = b.value_lines[l].log_tag.load(std::memory_order_relaxed);
+      if (tag == 0 || !is_failed(tag >> 3)) continue;
+      const int index = static_cast<int>(tag & 7);
+      if (index >= per_line || l * per_line + index >= width)
+        a.corrupt("a value InCLL names no value of its line");
+    }
+    return perm;
+  }
+
   bool is_failed(std::uint64_t e) const {
     return e != 0 && std::binary_search(failed_.begin(), failed_.end(), e);
   }

@@ -23,8 +23,9 @@
 // InCLLs of a failed epoch put back, the border checked), so opening a tree of 10M keys reads
 // its interior nodes (a tenth of its nodes, in chunks of their own), not its borders. That is
 // Options::lazy_recovery; the default is eager: every border is checked, then recovered and
-// flushed at open, and the record emptied (so also when the record is full). Nothing is consumed before the record and the new
-// epoch are durable, so a crash during recovery, eager or lazy, recovers again.
+// flushed at open, and the record emptied (so also when the record is full). Nothing is consumed
+// before the record and the new epoch are durable, so a crash during recovery, eager or lazy,
+// recovers again.
 //
 // What lazy recovery does not check at open: a border whose version word was damaged to read as
 // an interior node's (its slot says border, and the walk does not read borders) would be read as

@@ -403,6 +403,7 @@ class TransientMemory {
   void before_write(pm::atomic<std::uint64_t>&, const void*, std::size_t) {}
   void before_permutation_write(masstree_detail::Border&, bool) {}
   void before_value_write(masstree_detail::Border&, int) {}
+  static constexpr bool recovers_borders = false;  // (so the tree skips before_border_access)
   void before_border_access(masstree_detail::Border&) const {}
 
   pm::atomic<std::uint64_t>& root_word() { return root_; }
@@ -619,8 +620,9 @@ class BasicMasstree {
   // recover it (seed 002 §4.3's lazy recovery: the durable modes; before the version is read,
   // since a crash may have left it locked or dirty).
   std::uint64_t stable_version(Node* n) const {
-    if (masstree_detail::is_border(n->version.load(std::memory_order_relaxed)))
-      memory_.before_border_access(*static_cast<Border*>(n));
+    if constexpr (Memory::recovers_borders)  // (the transient tree reads no version twice)
+      if (masstree_detail::is_border(n->version.load(std::memory_order_relaxed)))
+        memory_.before_border_access(*static_cast<Border*>(n));
     return masstree_detail::stable_version(n);
   }
 
