@@ -77,22 +77,6 @@ using PWFCombHeap = combining::CombiningHeap<combining::PWFComb,
 using PWFCombAtomicFloat =
     combining::CombiningAtomicFloat<combining::PWFComb, combining::Persistence::detectable>;
 
-namespace detail {
-
-// The registry entry whose structure type is S.
-template <class S>
-const registry::Entry& entry_for() {
-  const registry::Entry* found = nullptr;
-  registry::for_each_descriptor([&]<class D>() {
-    if constexpr (std::is_same_v<typename D::type, S>) found = registry::find(D::name);
-  });
-  if (found == nullptr)
-    throw Error("pmds: open_or_create: this structure type is not in the registry (pmds list)");
-  return *found;
-}
-
-}  // namespace detail
-
 // A durable structure and the pool it lives in, owned together; movable, not copyable.
 template <class S>
 class Durable {
@@ -125,7 +109,7 @@ Durable<S> open_or_create(const std::filesystem::path& path, std::uint64_t pool_
                           registry::CreateOptions options = {}) {
   static_assert(registry::criterion_of<S>() != Criterion::none,
                 "open_or_create needs a durable structure; a transient one is built directly");
-  const registry::Entry& entry = detail::entry_for<S>();
+  const registry::Entry& entry = registry::entry_of_type<S>();
   options.pool_size = pool_size;
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {

@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "pmds/registry/descriptor.hpp"
@@ -278,6 +279,23 @@ using Registered = TypeList<
 inline std::span<const Entry> entries() {
   static const std::vector<Entry> table = detail::Table<Registered>::build();
   return table;
+}
+
+// One entry, compiled alone (entries() compiles every registered structure's factory; a
+// program that uses one structure, like pmds.hpp's open_or_create, builds in seconds with
+// these): the entry whose structure type is S (the first, if several share it), or the entry
+// named Name in List (the registry, or a list kept apart such as the crash lab's fixtures).
+template <class S>
+const Entry& entry_of_type() {
+  static const Entry entry = detail::Table<Registered>::template first_entry<decltype(
+      []<class D>() { return std::is_same_v<typename D::type, S>; })>();
+  return entry;
+}
+template <Text Name, class List = Registered>
+const Entry& entry_named() {
+  static const Entry entry = detail::Table<List>::template first_entry<decltype(
+      []<class D>() { return D::name == Name.view(); })>();
+  return entry;
 }
 
 inline const Entry* find(std::string_view name) {

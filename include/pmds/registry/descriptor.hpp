@@ -550,6 +550,27 @@ struct Table<TypeList<Ds...>> {
   static void visit(F&& f) {
     (f.template operator()<Ds>(), ...);
   }
+  // The entry of the first descriptor D for which Match{}.template operator()<D>() is true,
+  // with D's index in the list. Only that descriptor's entry is instantiated: the others'
+  // factories are not compiled.
+  template <class Match>
+  static Entry first_entry() {
+    static_assert((Match{}.template operator()<Ds>() || ...),
+                  "no registered descriptor matches (see `pmds list`)");
+    Entry e;
+    bool found = false;
+    std::size_t i = 0;
+    (
+        [&] {
+          if constexpr (Match{}.template operator()<Ds>()) {
+            if (!found) e = make_entry<Ds>(i);
+            found = true;
+          }
+          ++i;
+        }(),
+        ...);
+    return e;
+  }
 };
 
 }  // namespace detail
