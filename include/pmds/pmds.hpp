@@ -21,7 +21,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
-#include <type_traits>
 
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"

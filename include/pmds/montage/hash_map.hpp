@@ -18,9 +18,16 @@
 // the seam for that (an operation context, payload creation, a tagged linearizing CAS on the
 // remove's mark) is issue 14's next stage; this file is the reference it will be checked against.
 //
-// put (insert or update) is not offered: seed 003 Figure 7's update replaces the node with a
-// lin_cas on its predecessor while a concurrent remove can still mark the old node with its own
-// lin_cas, so both would linearize and the remove would report a key that stays present.
+// put (insert or update) does not follow seed 003 Figure 7's update, which replaces the node
+// with a lin_cas on its predecessor while a concurrent remove can still mark the old node with
+// its own lin_cas, so that both would linearize and the remove would report a key that stays
+// present. Here an update is one lin_cas on the OLD node's next word, from its successor s to
+// (new node | mark), the new node's next being s: the old node is marked (removed) and the new
+// one linked after it in the same instant. Every other operation that could change the old node
+// (a remove's mark, an insert after it, another put) CASes that same word and fails. Traversals
+// pass a marked node to its successor, so a reader that meets the marked old node goes on to the
+// new one, which has the same key; the old node is unlinked as any marked node is. The new
+// payload and the old payload's anti-node are tagged by that one lin_cas (seed 003 §3.2).
 //
 // Pool layout: StructureRoot (epoch_system.hpp) with tag "HASHMONT" and the bucket count; payload
 // and anti-node blocks from the allocator.
@@ -120,6 +127,37 @@ class HashMap {
     }
   }
 
+  // Insert or update: true if the key was absent. An update replaces the key's node (see the
+  // header). Throws PoolFull (the map unchanged) when no block is left.
+  bool put(Key k, Value v) {
+    check_key(k);
+    auto guard = domain_.pin();
+    std::atomic<std::uint64_t>& head = bucket(k);
+    Node* fresh = nullptr;  // made at the first attempt, reused by retries
+    for (;;) {
+      const Window w = find(head, k);
+      if (fresh == nullptr) fresh = make_node(k, v);
+      if (!w.found) {
+        fresh->next.store(word_of(w.curr), std::memory_order_relaxed);
+        if (system_->lin_cas(*w.prev, word_of(w.curr), word_of(fresh))) return true;
+        continue;
+      }
+      fresh->next.store(w.next, std::memory_order_relaxed);
+      try {
+        system_->pdetach(w.curr->payload);  // PoolFull: nothing changed
+      } catch (...) {
+        discard(fresh);  // its payload must not stay pending for the thread's next lin_cas
+        throw;
+      }
+      if (!system_->lin_cas(w.curr->next, w.next, word_of(fresh) | mark_bit)) continue;
+      if (system_->cas(*w.prev, word_of(w.curr), word_of(fresh)))
+        retire(w.curr);
+      else
+        find(head, k);  // unlinks it
+      return false;
+    }
+  }
+
   // False if the key was absent. Linearizes at the mark of the node's next word.
   bool remove(Key k) {
     check_key(k);
@@ -216,12 +254,16 @@ class HashMap {
     }
   }
 
-  // The wait-free traversal of reads: the node with the key if it is unmarked, else null.
+  // The wait-free traversal of reads: the unmarked node with the key, else null. A marked node
+  // with the key is passed: a put may have linked its replacement right after it.
   Node* seek(std::atomic<std::uint64_t>& head, Key key) {
     Node* n = node_of(system_->load(head));
-    while (n != nullptr && n->key < key) n = node_of(system_->load(n->next));
-    if (n == nullptr || n->key != key || marked(system_->load(n->next))) return nullptr;
-    return n;
+    for (;;) {
+      if (n == nullptr || n->key > key) return nullptr;
+      const std::uint64_t next = system_->load(n->next);
+      if (n->key == key && !marked(next)) return n;
+      n = node_of(next);
+    }
   }
 
   Node* make_node(Key k, Value v) {

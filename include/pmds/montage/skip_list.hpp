@@ -17,7 +17,8 @@
 // a persistent root where nbMontage rebuilds from a pool scan). This file follows the algo/
 // code step for step, with the differences above; widening the seam would retire it.
 //
-// No put, for the reason hash_map.hpp gives.
+// No put yet: hash_map.hpp's put (one lin_cas on the old node's next word, the new node linked
+// after it) would need, here, the replacement to take over the old node's tower too.
 //
 // Pool layout: StructureRoot (epoch_system.hpp) with tag "SKIPMONT"; payload and anti-node blocks
 // from the allocator.
