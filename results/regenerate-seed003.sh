@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# results/regenerate-seed003.sh — regenerates results/seed003/: seed 003's figures (Cai et al.,
+# "Fast Nonblocking Persistence for Concurrent Data Structures", nbMontage) at this machine's
+# scale, for what pmds has built of it so far: hash/montage, skiplist/montage and queue/montage,
+# each in one `pmds bench` invocation with its transient twin and the other durable techniques
+# on the same algorithm, so every ratio compares records of one run, round by round; then the
+# latency of sync() (bench/montage_sync_bench) and recovery of 1M and 4M payloads. See
+# results/README.md. About 15 minutes on the idle 2-core machine.
+#
+# usage: results/regenerate-seed003.sh       (from anywhere; builds nothing)
+# environment: PMDS_BIN (default build/release/bin/pmds), SYNC_BENCH (default
+#              build/release/bench/montage_sync_bench), DURATION (s per repetition, default
+#              0.5), WARMUP (default 0.2), REPS (default 5)
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+sync_bench=${SYNC_BENCH:-build/release/bench/montage_sync_bench}
+[[ -x $sync_bench ]] || { echo "$0: $sync_bench is not built" >&2; exit 1; }
+timing=(--duration "${DURATION:-0.5}" --warmup "${WARMUP:-0.2}" --reps "${REPS:-5}")
+results_begin seed003 "${timing[*]}"
+
+# Figures 3-4: 2:1:1 get:insert:remove (the set workload at 50% reads) over 1M keys, 0.5M
+# prefilled (the default: half the range), 8-byte keys and values, 1, 2 and 4 threads (4 are
+# oversubscribed on 2 cores). Every durable technique pmds has for the algorithm runs beside
+# the twin. (Byte-string payloads, 32 B keys / 1 KB values, are not built yet.)
+for s in hash skiplist; do
+  run "$s-211-1m" --structure "$(family "$s" transient montage izraelevitz linkfree soft mirror)" \
+    --workload set --reads 50 --key-range 1000000 --threads 1,2,4 --no-recovery "${timing[@]}"
+done
+# The queue: enqueue/dequeue pairs from empty, local work up to 64 iterations between
+# operations (as results/seed004's queues).
+run queue-pairs --structure "$(family queue transient montage izraelevitz mirror)" \
+  --workload pairs --local-work 64 --threads 1,2,4 --no-recovery "${timing[@]}"
+
+# Figure 6: recovery of 1M payloads (2M key range, 1M prefilled) and 4M (hash only), one
+# recovery thread: the pool opened after the loaded structure's process was killed, until the
+# first operation can be served (payload scan, the three rules, the DRAM index rebuilt).
+run recovery-1m --structure hash/montage,skiplist/montage --workload set --reads 50 \
+  --key-range 2000000 --prefill 1000000 --threads 1 --duration 0.2 --warmup 0 --reps 3
+run recovery-4m --structure hash/montage --workload set --reads 50 --key-range 8000000 \
+  --prefill 4000000 --threads 1 --duration 0.2 --warmup 0 --reps 3
+
+# Figure 5: sync() latency and throughput with a sync every x operations per thread (the
+# background advancer off), hash/montage at 2:1:1 over 1M keys.
+echo "== sync: $sync_bench --threads 1,2 --every 1,10,100,1000,10000 --keys 1000000 --duration 1" \
+  | tee -a "$out/tables.txt" >&2
+"$sync_bench" --threads 1,2 --every 1,10,100,1000,10000 --keys 1000000 --duration 1 \
+  | tee "$out/sync.txt" | tee -a "$out/tables.txt"
+
+plot throughput "$out"/json/*.json
+/usr/bin/python3 results/summarize-seed003.py "$out" >"$out/ratios.md"
+results_end
