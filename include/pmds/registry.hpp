@@ -275,6 +275,17 @@ using Registered = TypeList<
                  combining::CombiningHeap<combining::PWFComb, combining::Persistence::none>>,
              "the heap on volatile PWFcomb: the twin of heap/pwfcomb">>;
 
+// Compiling the table of entries() compiles every registered structure (a minute per source
+// file). A program whose several files use the registry may compile it in one: define
+// PMDS_REGISTRY_TABLE_IN_ONE_FILE for all of them, and in exactly one file write
+// PMDS_REGISTRY_TABLE_HERE() at namespace scope (the pmds command does, tools/CMakeLists.txt).
+#if defined(PMDS_REGISTRY_TABLE_IN_ONE_FILE)
+extern template std::vector<Entry> detail::Table<Registered>::build();
+#endif
+#define PMDS_REGISTRY_TABLE_HERE()            \
+  template std::vector<pmds::registry::Entry> \
+  pmds::registry::detail::Table<pmds::registry::Registered>::build()
+
 // Every registered structure, in the order of Registered.
 inline std::span<const Entry> entries() {
   static const std::vector<Entry> table = detail::Table<Registered>::build();

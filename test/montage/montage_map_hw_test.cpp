@@ -275,8 +275,6 @@ TEST_F(MontageSkipListScan, ScansInKeyOrderFromAnyBound) {
   check(reopen());
 }
 
-}  // namespace
-
 // The hash table's put (insert or replace the key's node in one lin_cas on the old node's next
 // word; montage/hash_map.hpp's header).
 class MontageHashPut : public montage_test::InPool<montage::HashMap<>> {};
@@ -349,3 +347,5 @@ TEST_F(MontageHashPut, APutOnAFullPoolThrowsAndChangesNothing) {
   EXPECT_EQ(after.size(), k - 1) << "no payload of the failed puts became durable";
   EXPECT_EQ(after.at(1), 1u);
 }
+
+}  // namespace

@@ -536,12 +536,9 @@ template <class List>
 struct Table;
 template <class... Ds>
 struct Table<TypeList<Ds...>> {
-  static std::vector<Entry> build() {
-    std::vector<Entry> v;
-    [[maybe_unused]] std::size_t i = 0;
-    (v.push_back(make_entry<Ds>(i++)), ...);
-    return v;
-  }
+  // Defined below the class, not inline, so that a program may compile it in one source file
+  // only (registry.hpp's PMDS_REGISTRY_TABLE_IN_ONE_FILE).
+  static std::vector<Entry> build();
   template <class Fn, template <class> class Driver>
   static constexpr std::array<Fn, sizeof...(Ds)> functions() {
     return {static_cast<Fn>(&Driver<Ds>::run)...};
@@ -572,6 +569,14 @@ struct Table<TypeList<Ds...>> {
     return e;
   }
 };
+
+template <class... Ds>
+std::vector<Entry> Table<TypeList<Ds...>>::build() {
+  std::vector<Entry> v;
+  [[maybe_unused]] std::size_t i = 0;
+  (v.push_back(make_entry<Ds>(i++)), ...);
+  return v;
+}
 
 }  // namespace detail
 
