@@ -46,6 +46,7 @@
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/montage/epoch_system.hpp"
+#include "pmds/montage/key_value_payload.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/pool.hpp"
 #include "pmds/reclaim/epoch.hpp"
@@ -60,12 +61,7 @@ class HashMap {
   static constexpr std::uint64_t tag = 0x544e4f4d48534148;  // "HASHMONT"
   static constexpr const char* name = "hash/montage";
 
-  // The persistent part of one key: seed 003 Figure 7's Payload.
-  struct Payload : Block {
-    pm::atomic<Key> key;
-    pm::atomic<Value> value;
-  };
-  static_assert(sizeof(Payload) == 64);
+  using Payload = KeyValuePayload;  // key_value_payload.hpp
 
   // A new, empty map with `bucket_count` buckets in `pool`, which must hold no structure.
   HashMap(CreateTag, pm::Pool& pool, std::size_t bucket_count = default_bucket_count,
@@ -302,13 +298,8 @@ class HashMap {
     recovery_ = r.stats;
     std::vector<std::pair<std::size_t, Payload*>> order;  // (bucket, payload), sorted below
     order.reserve(r.payloads.size());
-    for (Block* b : r.payloads) {
-      auto* p = static_cast<Payload*>(b);
-      if (b->kind_size.load() >> 8 < sizeof(Payload) || is_reserved_key(p->key.load()))
-        throw PoolCorrupt(std::string("pmds: pool '") + pool_.path() + "': " + name +
-                          ": a payload with a reserved key or the wrong size");
+    for (Payload* p : key_value_payloads(r.payloads, pool_, name))
       order.emplace_back(index_(p->key.load()), p);
-    }
     std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
       return a.first != b.first ? a.first > b.first : a.second->key.load() > b.second->key.load();
     });

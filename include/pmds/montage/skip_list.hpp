@@ -38,6 +38,7 @@
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/montage/epoch_system.hpp"
+#include "pmds/montage/key_value_payload.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/pool.hpp"
 #include "pmds/random_height.hpp"
@@ -53,12 +54,7 @@ class SkipList {
   static constexpr const char* name = "skiplist/montage";
   static constexpr int max_height = 20;  // as algo/skip_list.hpp
 
-  // The persistent part of one key (as hash_map.hpp's).
-  struct Payload : Block {
-    pm::atomic<Key> key;
-    pm::atomic<Value> value;
-  };
-  static_assert(sizeof(Payload) == 64);
+  using Payload = KeyValuePayload;  // key_value_payload.hpp
 
   // A new, empty map in `pool`, which must hold no structure.
   SkipList(CreateTag, pm::Pool& pool, const Options& options = {}) : pool_(pool) {
@@ -349,15 +345,7 @@ class SkipList {
   // first payload; the others are counted and freed.
   void rebuild(typename EpochSystem<Bug>::Recovered r) {
     recovery_ = r.stats;
-    std::vector<Payload*> payloads;
-    payloads.reserve(r.payloads.size());
-    for (Block* b : r.payloads) {
-      auto* p = static_cast<Payload*>(b);
-      if (b->kind_size.load() >> 8 < sizeof(Payload) || is_reserved_key(p->key.load()))
-        throw PoolCorrupt(std::string("pmds: pool '") + pool_.path() + "': " + name +
-                          ": a payload with a reserved key or the wrong size");
-      payloads.push_back(p);
-    }
+    std::vector<Payload*> payloads = key_value_payloads(r.payloads, pool_, name);
     std::sort(payloads.begin(), payloads.end(),
               [](const Payload* a, const Payload* b) { return a->key.load() < b->key.load(); });
     std::array<Node*, max_height> last;
