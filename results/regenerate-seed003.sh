@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # results/regenerate-seed003.sh — regenerates results/seed003/: seed 003's figures (Cai et al.,
 # "Fast Nonblocking Persistence for Concurrent Data Structures", nbMontage) at this machine's
-# scale, for what pmds has built of it so far: hash/montage, skiplist/montage and queue/montage,
+# scale, for what pmds has built of it so far: hash/montage, skiplist/montage, bst/montage and
+# queue/montage,
 # each in one `pmds bench` invocation with its transient twin and the other durable techniques
 # on the same algorithm, so every ratio compares records of one run, round by round; then the
 # latency of sync() (bench/montage_sync_bench) and recovery of 1M and 4M payloads. See
@@ -26,6 +27,8 @@ for s in hash skiplist; do
   run "$s-211-1m" --structure "$(family "$s" transient montage izraelevitz linkfree soft mirror)" \
     --workload set --reads 50 --key-range 1000000 --threads 1,2,4 --no-recovery "${timing[@]}"
 done
+run bst-211-1m --structure "$(family bst transient montage izraelevitz mirror)" \
+  --workload set --reads 50 --key-range 1000000 --threads 1,2,4 --no-recovery "${timing[@]}"
 # The queue: enqueue/dequeue pairs from empty, local work up to 64 iterations between
 # operations (as results/seed004's queues).
 run queue-pairs --structure "$(family queue transient montage izraelevitz mirror)" \
@@ -34,7 +37,8 @@ run queue-pairs --structure "$(family queue transient montage izraelevitz mirror
 # Figure 6: recovery of 1M payloads (2M key range, 1M prefilled) and 4M (hash only), one
 # recovery thread: the pool opened after the loaded structure's process was killed, until the
 # first operation can be served (payload scan, the three rules, the DRAM index rebuilt).
-run recovery-1m --structure hash/montage,skiplist/montage --workload set --reads 50 \
+run recovery-1m --structure hash/montage,skiplist/montage,bst/montage \
+  --workload set --reads 50 \
   --key-range 2000000 --prefill 1000000 --threads 1 --duration 0.2 --warmup 0 --reps 3
 run recovery-4m --structure hash/montage --workload set --reads 50 --key-range 8000000 \
   --prefill 4000000 --threads 1 --duration 0.2 --warmup 0 --reps 3

@@ -39,9 +39,10 @@ using SoftSkipList = linkfree_soft::SoftSkipList<>;          // skiplist/soft
 // nbMontage (seed 003): buffered durable linearizability. No flush or fence on an operation's
 // critical path; a crash loses at most the operations of the last two epochs (10 ms each by
 // default), and sync() returns once everything before it is durable.
-using MontageHashMap = montage::HashMap<>;    // hash/montage
-using MontageSkipList = montage::SkipList<>;  // skiplist/montage (ordered, scan)
-using MontageQueue = montage::Queue<>;        // queue/montage
+using MontageHashMap = montage::HashMap<>;           // hash/montage
+using MontageSkipList = montage::SkipList<>;         // skiplist/montage (ordered, scan)
+using MontageTree = montage::NatarajanMittalTree<>;  // bst/montage
+using MontageQueue = montage::Queue<>;               // queue/montage
 // InCLL (seed 002): Masstree, an ordered map with put and scan, checkpointed in epochs (64 ms by
 // default); a crash loses the operations of the epoch it hit, sync() ends the epoch at once.
 using InCLLMasstree = incll::InCLLMasstree<>;      // masstree/incll

@@ -110,6 +110,9 @@ using Registered = TypeList<
         "bst/mirror-pm", Kind::map,
         factories::Plain<algo::NatarajanMittalTree<mirror::MirrorBothInPoolPolicy>>,
         "Natarajan-Mittal BST, Mirror with both replicas on the pool's medium (seed 001 §6.3)">,
+    Describe<"bst/montage", Kind::map, factories::Montage<montage::NatarajanMittalTree<>>,
+             "Natarajan-Mittal BST on nbMontage (seed 003): DRAM tree, persistent payloads, "
+             "buffered, sync">,
     // Masstree (seed 002's substrate; incll/masstree.hpp)
     Describe<"masstree/transient", Kind::map, factories::Plain<incll::Masstree>,
              "Masstree in DRAM: a trie of B+trees over 8-byte key slices, optimistic readers, "

@@ -1,14 +1,16 @@
-// nbMontage's maps (seed 003: the hash table, montage/hash_map.hpp, and the skip list,
-// montage/skip_list.hpp), each test run on both, on the hardware backend: map semantics,
-// the epoch clock (it moves only after a commit; sync moves it twice), a clean close that keeps
-// every completed operation, a killed process whose recovery keeps everything before its last
-// sync and a prefix of the rest, a stale anti-node that must not cancel its payload at a later
+// nbMontage's maps (seed 003: the hash table, montage/hash_map.hpp, the skip list,
+// montage/skip_list.hpp, and the BST, montage/natarajan_mittal_bst.hpp), each test run on all
+// three, on the hardware backend: map
+// semantics, the epoch clock (it moves only after a commit; sync moves it twice), a clean close
+// that keeps every completed operation, a killed process whose recovery keeps everything before its
+// last sync and a prefix of the rest, a stale anti-node that must not cancel its payload at a later
 // crash, concurrent stress with the background advancer, a full pool; and the hash table's put
 // (against a model, its linearizability on contended keys, a full pool).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,6 +20,7 @@
 
 #include "montage/montage_test_support.hpp"
 #include "pmds/montage/hash_map.hpp"
+#include "pmds/montage/natarajan_mittal_bst.hpp"
 #include "pmds/montage/skip_list.hpp"
 
 namespace {
@@ -55,7 +58,8 @@ class MontageMaps : public montage_test::InPool<M> {
       return this->create(pool_size, o);
   }
 };
-using MontageMapTypes = ::testing::Types<montage::HashMap<>, montage::SkipList<>>;
+using MontageMapTypes =
+    ::testing::Types<montage::HashMap<>, montage::SkipList<>, montage::NatarajanMittalTree<>>;
 TYPED_TEST_SUITE(MontageMaps, MontageMapTypes);
 
 TYPED_TEST(MontageMaps, MapSemantics) {
@@ -115,9 +119,22 @@ TYPED_TEST(MontageMaps, ACleanCloseKeepsEveryCompletedOperation) {
   EXPECT_EQ(contents(r), model);
   // The system area and one payload per key; anti-nodes and deleted payloads were freed.
   EXPECT_EQ(r.recovery_stats().live_slots, model.size() + 1);
-  // And it goes on working, and survives another close.
-  EXPECT_TRUE(r.insert(1000, 1));
-  model.emplace(1000, 1);
+  // And it goes on working on the rebuilt index (the tree's is balanced, its root routes by a
+  // user key), and survives another close.
+  for (int i = 0; i < 3000; ++i) {
+    const Key k = 1 + rng() % 400;
+    switch (rng() % 3) {
+      case 0:
+        ASSERT_EQ(r.insert(k, i), model.emplace(k, i).second) << k;
+        break;
+      case 1:
+        ASSERT_EQ(r.remove(k), model.erase(k) == 1) << k;
+        break;
+      default:
+        ASSERT_EQ(r.get(k), model.count(k) ? std::optional<Value>(model[k]) : std::nullopt) << k;
+    }
+  }
+  EXPECT_EQ(contents(r), model);
   EXPECT_EQ(contents(this->reopen()), model);
 }
 
@@ -214,19 +231,50 @@ TYPED_TEST(MontageMaps, ConcurrentThreadsWithTheBackgroundAdvancer) {
   EXPECT_EQ(contents(this->reopen(o)), all);
 }
 
+// Three threads inserting and removing the same few keys: every successful insert and remove
+// changes its key's presence, so their counts differ by exactly the key's final presence; the
+// threads meet on the same nodes and edges (the tree's flag, tag and helping cleanup).
+TYPED_TEST(MontageMaps, InsertsAndRemovesOfContendedKeysLinearize) {
+  montage::Options o;
+  o.epoch_length = std::chrono::microseconds(200);
+  TypeParam& m = this->make(o);
+  constexpr Key kKeys = 6;
+  std::atomic<std::int64_t> balance[kKeys + 1] = {};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      for (Value i = 1; i <= 30000; ++i) {
+        const Key k = 1 + rng() % kKeys;
+        if (rng() % 2 == 0) {
+          if (m.insert(k, i)) balance[k].fetch_add(1);
+        } else if (m.remove(k)) {
+          balance[k].fetch_sub(1);
+        }
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (Key k = 1; k <= kKeys; ++k) EXPECT_EQ(balance[k].load(), m.contains(k) ? 1 : 0) << k;
+  const auto before = contents(m);
+  EXPECT_EQ(contents(this->reopen(o)), before);
+}
+
 TYPED_TEST(MontageMaps, AFullPoolThrowsAndLosesNothing) {
   TypeParam& m = this->make(manual_clock(), pm::Pool::min_size() + 4 * (1u << 20));
+  // Scattered keys (an odd multiplier is a bijection of 64-bit words): in ascending order the
+  // unbalanced tree would be a list of 60,000 nodes.
+  auto key = [](Key i) { return i * 0x9e3779b97f4a7c15; };
   Key k = 1;
   try {
-    for (;; ++k) ASSERT_TRUE(m.insert(k, k));
+    for (;; ++k) ASSERT_TRUE(m.insert(key(k), k));
   } catch (const PoolFull&) {
   }
   ASSERT_GT(k, 1000u);
-  EXPECT_FALSE(m.contains(k)) << "the insert that found the pool full took no effect";
-  EXPECT_EQ(m.get(k - 1), k - 1);
+  EXPECT_FALSE(m.contains(key(k))) << "the insert that found the pool full took no effect";
+  EXPECT_EQ(m.get(key(k - 1)), k - 1);
   // A remove needs a block too (its anti-node, seed 003 §3.3): it fails the same way.
-  EXPECT_THROW(m.remove(1), PoolFull);
-  EXPECT_TRUE(m.contains(1));
+  EXPECT_THROW(m.remove(key(1)), PoolFull);
+  EXPECT_TRUE(m.contains(key(1)));
   const std::size_t size = contents(m).size();
   EXPECT_EQ(size, k - 1);
   EXPECT_EQ(contents(this->reopen()).size(), size);

@@ -31,6 +31,7 @@
 #include "pmds/linkfree_soft/soft_skiplist.hpp"
 #include "pmds/mirror/policy.hpp"
 #include "pmds/montage/hash_map.hpp"
+#include "pmds/montage/natarajan_mittal_bst.hpp"
 #include "pmds/montage/queue.hpp"
 #include "pmds/montage/skip_list.hpp"
 #include "pmds/reference/psync_bound.hpp"
