@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # results/regenerate-seed003.sh — regenerates results/seed003/: seed 003's figures (Cai et al.,
 # "Fast Nonblocking Persistence for Concurrent Data Structures", nbMontage) at this machine's
-# scale, for what pmds has built of it so far: hash/montage, skiplist/montage, bst/montage and
-# queue/montage,
+# scale, for what pmds has built of it so far: hash/montage, skiplist/montage, bst/montage,
+# hash-so/montage and queue/montage,
 # each in one `pmds bench` invocation with its transient twin and the other durable techniques
 # on the same algorithm, so every ratio compares records of one run, round by round; then the
 # latency of sync() (bench/montage_sync_bench) and recovery of 1M and 4M payloads. See
@@ -29,6 +29,8 @@ for s in hash skiplist; do
 done
 run bst-211-1m --structure "$(family bst transient montage izraelevitz mirror)" \
   --workload set --reads 50 --key-range 1000000 --threads 1,2,4 --no-recovery "${timing[@]}"
+run hash-so-211-1m --structure "$(family hash-so transient montage)" \
+  --workload set --reads 50 --key-range 1000000 --threads 1,2,4 --no-recovery "${timing[@]}"
 # The queue: enqueue/dequeue pairs from empty, local work up to 64 iterations between
 # operations (as results/seed004's queues).
 run queue-pairs --structure "$(family queue transient montage izraelevitz mirror)" \
@@ -37,7 +39,7 @@ run queue-pairs --structure "$(family queue transient montage izraelevitz mirror
 # Figure 6: recovery of 1M payloads (2M key range, 1M prefilled) and 4M (hash only), one
 # recovery thread: the pool opened after the loaded structure's process was killed, until the
 # first operation can be served (payload scan, the three rules, the DRAM index rebuilt).
-run recovery-1m --structure hash/montage,skiplist/montage,bst/montage \
+run recovery-1m --structure hash/montage,skiplist/montage,bst/montage,hash-so/montage \
   --workload set --reads 50 \
   --key-range 2000000 --prefill 1000000 --threads 1 --duration 0.2 --warmup 0 --reps 3
 run recovery-4m --structure hash/montage --workload set --reads 50 --key-range 8000000 \

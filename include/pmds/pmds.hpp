@@ -42,7 +42,8 @@ using SoftSkipList = linkfree_soft::SoftSkipList<>;          // skiplist/soft
 using MontageHashMap = montage::HashMap<>;           // hash/montage
 using MontageSkipList = montage::SkipList<>;         // skiplist/montage (ordered, scan)
 using MontageTree = montage::NatarajanMittalTree<>;  // bst/montage
-using MontageQueue = montage::Queue<>;               // queue/montage
+using MontageSplitOrderedHashMap = montage::SplitOrderedHashMap<>;  // hash-so/montage (grows)
+using MontageQueue = montage::Queue<>;                              // queue/montage
 // InCLL (seed 002): Masstree, an ordered map with put and scan, checkpointed in epochs (64 ms by
 // default); a crash loses the operations of the epoch it hit, sync() ends the epoch at once.
 using InCLLMasstree = incll::InCLLMasstree<>;      // masstree/incll

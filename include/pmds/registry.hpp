@@ -71,6 +71,14 @@ using Registered = TypeList<
              factories::PsyncBoundOf<factories::Hash<algo::MichaelHashTable<algo::transient>>>,
              "reference, not durable: hash/transient + one psync per successful update (the "
              "ceiling of any durable hash table here)">,
+    // Shalev-Shavit split-ordered hash table (montage/split_ordered_hash.hpp)
+    Describe<"hash-so/transient", Kind::map,
+             factories::Plain<montage::TransientSplitOrderedHashMap>,
+             "Shalev-Shavit split-ordered (extensible) lock-free hash table in DRAM (the "
+             "transient baseline of hash-so/montage)">,
+    Describe<"hash-so/montage", Kind::map, factories::Montage<montage::SplitOrderedHashMap<>>,
+             "split-ordered hash table on nbMontage (seed 003): DRAM list and growing bucket "
+             "array, persistent payloads, buffered, sync">,
     // Skip lists
     Describe<"skiplist/transient", Kind::map, factories::Plain<algo::SkipList<algo::transient>>,
              "lock-free skip list (Herlihy-Shavit) in DRAM (the transient baseline)">,

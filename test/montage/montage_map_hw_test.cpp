@@ -1,11 +1,12 @@
-// nbMontage's maps (seed 003: the hash table, montage/hash_map.hpp, the skip list,
-// montage/skip_list.hpp, and the BST, montage/natarajan_mittal_bst.hpp), each test run on all
-// three, on the hardware backend: map
-// semantics, the epoch clock (it moves only after a commit; sync moves it twice), a clean close
-// that keeps every completed operation, a killed process whose recovery keeps everything before its
-// last sync and a prefix of the rest, a stale anti-node that must not cancel its payload at a later
-// crash, concurrent stress with the background advancer, a full pool; and the hash table's put
-// (against a model, its linearizability on contended keys, a full pool).
+// nbMontage's maps (seed 003), each test run on all four, on the hardware backend: the hash
+// table (montage/hash_map.hpp), the skip list (montage/skip_list.hpp), the BST
+// (montage/natarajan_mittal_bst.hpp) and the split-ordered hash table
+// (montage/split_ordered_hash.hpp). Map semantics; the epoch clock (it moves only after a commit,
+// sync moves it twice); a clean close that keeps every completed operation; a killed process
+// whose recovery keeps everything before its last sync and a prefix of the rest; a stale
+// anti-node that must not cancel its payload at a later crash; concurrent stress with the
+// background advancer; contended keys; a full pool. Then the hash table's put (against a model,
+// its linearizability on contended keys, a full pool).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include "pmds/montage/hash_map.hpp"
 #include "pmds/montage/natarajan_mittal_bst.hpp"
 #include "pmds/montage/skip_list.hpp"
+#include "pmds/montage/split_ordered_hash.hpp"
 
 namespace {
 
@@ -59,7 +61,8 @@ class MontageMaps : public montage_test::InPool<M> {
   }
 };
 using MontageMapTypes =
-    ::testing::Types<montage::HashMap<>, montage::SkipList<>, montage::NatarajanMittalTree<>>;
+    ::testing::Types<montage::HashMap<>, montage::SkipList<>, montage::NatarajanMittalTree<>,
+                     montage::SplitOrderedHashMap<>>;
 TYPED_TEST_SUITE(MontageMaps, MontageMapTypes);
 
 TYPED_TEST(MontageMaps, MapSemantics) {

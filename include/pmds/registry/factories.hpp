@@ -34,6 +34,7 @@
 #include "pmds/montage/natarajan_mittal_bst.hpp"
 #include "pmds/montage/queue.hpp"
 #include "pmds/montage/skip_list.hpp"
+#include "pmds/montage/split_ordered_hash.hpp"
 #include "pmds/reference/psync_bound.hpp"
 #include "pmds/registry/descriptor.hpp"
 
