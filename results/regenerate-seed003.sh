@@ -37,13 +37,19 @@ run queue-pairs --structure "$(family queue transient montage izraelevitz mirror
   --workload pairs --local-work 64 --threads 1,2,4 --no-recovery "${timing[@]}"
 
 # Figure 6: recovery of 1M payloads (2M key range, 1M prefilled) and 4M (hash only), one
-# recovery thread: the pool opened after the loaded structure's process was killed, until the
+# recovery thread, then two: the pool opened after the loaded structure's process was killed, until the
 # first operation can be served (payload scan, the three rules, the DRAM index rebuilt).
 run recovery-1m --structure hash/montage,skiplist/montage,bst/montage,hash-so/montage \
   --workload set --reads 50 \
   --key-range 2000000 --prefill 1000000 --threads 1 --duration 0.2 --warmup 0 --reps 3
 run recovery-4m --structure hash/montage --workload set --reads 50 --key-range 8000000 \
   --prefill 4000000 --threads 1 --duration 0.2 --warmup 0 --reps 3
+# The same with two recovery threads (seed 003 §3.4's parallel recovery, --recovery-threads).
+run recovery-1m-2-threads --structure hash/montage,skiplist/montage,bst/montage,hash-so/montage \
+  --workload set --reads 50 --key-range 2000000 --prefill 1000000 --threads 1 --duration 0.2 \
+  --warmup 0 --reps 3 --recovery-threads 2
+run recovery-4m-2-threads --structure hash/montage --workload set --reads 50 --key-range 8000000 \
+  --prefill 4000000 --threads 1 --duration 0.2 --warmup 0 --reps 3 --recovery-threads 2
 
 # Figure 5: sync() latency and throughput with a sync every x operations per thread (the
 # background advancer off), hash/montage at 2:1:1 over 1M keys.

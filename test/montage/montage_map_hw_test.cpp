@@ -234,6 +234,44 @@ TYPED_TEST(MontageMaps, ConcurrentThreadsWithTheBackgroundAdvancer) {
   EXPECT_EQ(contents(this->reopen(o)), all);
 }
 
+// seed 003 §3.4's recovery over several threads (Options::recovery_threads): the same map from
+// 1, 2 and 3 threads, which then works on; a thread count out of range is refused at open.
+TYPED_TEST(MontageMaps, RecoveryOverSeveralThreadsRebuildsTheSameMap) {
+  TypeParam& m = this->make();
+  std::map<Key, Value> model;
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 20000; ++i) {
+    const Key k = 1 + rng() % 30000;
+    if (rng() % 4 != 0)
+      model.emplace(k, i), m.insert(k, i);
+    else
+      model.erase(k), m.remove(k);
+  }
+  for (std::size_t threads : {1, 2, 3}) {
+    montage::Options o = manual_clock();
+    o.recovery_threads = threads;
+    TypeParam& r = this->reopen(o);
+    ASSERT_EQ(contents(r), model) << threads << " recovery threads";
+    EXPECT_EQ(r.recovery_stats().live_slots, model.size() + 1);
+    for (int i = 0; i < 500; ++i) {
+      const Key k = 1 + rng() % 30000;
+      ASSERT_EQ(r.insert(k, i), model.emplace(k, i).second) << k;
+      const Key g = 1 + rng() % 30000;
+      ASSERT_EQ(r.get(g), model.count(g) ? std::optional<Value>(model[g]) : std::nullopt) << g;
+    }
+  }
+  for (std::size_t threads : {std::size_t{0}, montage::Options::max_recovery_threads + 1}) {
+    montage::Options o = manual_clock();
+    o.recovery_threads = threads;
+    try {
+      this->reopen(o);
+      FAIL() << "opened with " << threads << " recovery threads";
+    } catch (const PoolError& e) {
+      EXPECT_EQ(e.code(), PoolErrc::bad_argument);
+    }
+  }
+}
+
 // Three threads inserting and removing the same few keys: every successful insert and remove
 // changes its key's presence, so their counts differ by exactly the key's final presence; the
 // threads meet on the same nodes and edges (the tree's flag, tag and helping cleanup).

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "pmds/bench/workload.hpp"
+#include "pmds/montage/epoch_system.hpp"
 #include "pmds/thread_registry.hpp"
 
 namespace pmds::bench {
@@ -184,6 +185,12 @@ inline void add_bench_options(CLI::App& app, ParsedBench& out) {
       ->type_name("N")
       ->group(more)
       ->transform(whole_number(0, 1 << 20));
+  app.add_option("--recovery-threads", c.recovery_threads,
+                 "nbMontage structures: threads that rebuild the index when the\n"
+                 "recovery measurement opens the pool (default: 1)")
+      ->type_name("N")
+      ->group(more)
+      ->transform(whole_number(1, montage::Options::max_recovery_threads));
   app.add_flag_callback(
          "--no-recovery", [&c] { c.measure_recovery = false; },
          "skip the recovery-time measurement")

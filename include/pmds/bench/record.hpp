@@ -89,6 +89,7 @@ struct Record {
   // Recovery after a process crash (durable structures).
   std::optional<double> recovery_ms;
   std::optional<std::uint64_t> recovery_elements, recovered_elements;
+  std::uint64_t recovery_threads = 1;  // --recovery-threads (nbMontage structures)
 
   bool ok() const { return status == "ok"; }
 
@@ -226,6 +227,7 @@ inline Json scalar_fields(const Record& r) {
           {"recovery_ms", optional(r.recovery_ms)},
           {"recovery_elements", optional(r.recovery_elements)},
           {"recovered_elements", optional(r.recovered_elements)},
+          {"recovery_threads", r.recovery_threads},
           {"ops", r.ops.total()},
           {"seconds", r.seconds_total},
           {"distribution", r.distribution},

@@ -90,6 +90,7 @@ inline Record record_of_run(const registry::Entry& e, const Config& cfg, unsigne
   r.fence_latency_ns = cfg.fence_latency_ns;
   r.local_work = cfg.local_work;
   r.zipf_theta = cfg.zipf_theta;
+  r.recovery_threads = cfg.recovery_threads;
   r.backend = pm::to_string(pm::backend);
   r.flush_instruction = pm::to_string(pm::flush_instruction());
   if (is_keyed(cfg.workload)) {
@@ -107,6 +108,7 @@ inline registry::CreateOptions create_options_of(const Config& cfg) {
   create.key_range = cfg.key_range;
   create.buckets = cfg.buckets;
   create.pool_size = cfg.pool_size;
+  create.recovery_threads = cfg.recovery_threads;
   // A bounded heap is as large as the key range: seed 004's Figure 7b runs a heap of 64 to 1024
   // keys, half full.
   if (cfg.workload == Workload::heap) create.capacity = cfg.key_range;

@@ -157,6 +157,10 @@ struct Options {
   std::chrono::microseconds epoch_length{10'000};
   // false: no thread of its own; the caller runs background_step() (the crash lab does).
   bool background_thread = true;
+  // Threads that rebuild a structure's index when it is opened (seed 003 §3.4), the calling
+  // thread included: 1 to max_recovery_threads.
+  std::size_t recovery_threads = 1;
+  static constexpr std::size_t max_recovery_threads = 64;
 };
 
 // The pool roots of every montage/ structure (pm/structure_root.hpp): the parameter is a hash
@@ -184,6 +188,11 @@ class EpochSystem {
   // The structure then calls recover().
   EpochSystem(OpenTag, pm::Pool& pool, void* area, const Options& options)
       : allocator_(pool.allocator()), options_(options) {
+    if (options.recovery_threads < 1 || options.recovery_threads > Options::max_recovery_threads)
+      throw PoolError(PoolErrc::bad_argument,
+                      "pmds: montage: recovery_threads " +
+                          std::to_string(options.recovery_threads) + " is not in [1, " +
+                          std::to_string(Options::max_recovery_threads) + "]");
     if (!allocator_.is_slot(area, sizeof(SystemArea)) ||
         static_cast<SystemArea*>(area)->magic.load() != SystemArea::magic_value)
       throw PoolCorrupt("pmds: montage: the pool's root does not name an epoch system area");
@@ -195,6 +204,7 @@ class EpochSystem {
   ~EpochSystem() { stop_background(); }
 
   void* area() const { return area_; }
+  std::size_t recovery_threads() const { return options_.recovery_threads; }
   pm::ChunkAllocator& allocator() { return allocator_; }
   std::uint64_t epoch() const { return area_->epoch.load(); }
 

@@ -47,6 +47,7 @@
 #include "pmds/interfaces.hpp"
 #include "pmds/montage/epoch_system.hpp"
 #include "pmds/montage/key_value_payload.hpp"
+#include "pmds/montage/parallel.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/pool.hpp"
 #include "pmds/reclaim/epoch.hpp"
@@ -292,30 +293,42 @@ class HashMap {
   }
   std::atomic<std::uint64_t>& bucket(Key k) { return buckets_[index_(k)]; }
 
-  // The index from the surviving payloads: each bucket's nodes in key order. A key found twice
-  // (impossible without a bug) keeps its first payload; the others are counted and freed.
+  // The index from the surviving payloads: each bucket's nodes in key order. The entries are
+  // sorted by (bucket, key), the nodes made and linked over Options::recovery_threads threads
+  // (each node's next is the next entry of its bucket, each bucket's head its first entry, so
+  // no two threads write one word). A key found twice (impossible without a bug) keeps one
+  // payload; the others are counted and freed.
   void rebuild(typename EpochSystem<Bug>::Recovered r) {
     recovery_ = r.stats;
-    std::vector<std::pair<std::size_t, Payload*>> order;  // (bucket, payload), sorted below
-    order.reserve(r.payloads.size());
-    for (Payload* p : key_value_payloads(r.payloads, pool_, name))
-      order.emplace_back(index_(p->key.load()), p);
-    std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first > b.first : a.second->key.load() > b.second->key.load();
+    const std::size_t threads = system_->recovery_threads();
+    const BucketIndex index = index_;
+    const std::vector<KeyValueEntry> entries = sorted_entries(
+        r.payloads, pool_, name, threads, [index](const KeyValueEntry& a, const KeyValueEntry& b) {
+          const std::size_t ia = index(a.key), ib = index(b.key);
+          return ia != ib ? ia < ib : a.key < b.key;
+        });
+    const std::size_t n = entries.size();
+    std::vector<Node*> nodes(n, nullptr);  // nullptr: a duplicate of the entry before
+    in_parallel(threads, n, [&](std::size_t first, std::size_t last) {
+      for (std::size_t i = first; i < last; ++i)
+        if (i == 0 || entries[i - 1].key != entries[i].key)
+          nodes[i] = new Node{entries[i].key, {0}, entries[i].value, entries[i].payload};
     });
-    // Descending, so that pushing each at its bucket's head leaves every list ascending.
-    std::vector<Block*> duplicates;
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      auto [b, p] = order[i];
-      if (i + 1 < order.size() && order[i + 1].first == b &&
-          order[i + 1].second->key.load() == p->key.load()) {
-        duplicates.push_back(p);
-        continue;
+    in_parallel(threads, n, [&](std::size_t first, std::size_t last) {
+      for (std::size_t i = first; i < last; ++i) {
+        if (nodes[i] == nullptr) continue;
+        const std::size_t b = index(entries[i].key);
+        std::size_t j = i + 1;
+        while (j < n && nodes[j] == nullptr) ++j;
+        if (j < n && index(entries[j].key) == b)
+          nodes[i]->next.store(word_of(nodes[j]), std::memory_order_relaxed);
+        if (i == 0 || index(entries[i - 1].key) != b)
+          buckets_[b].store(word_of(nodes[i]), std::memory_order_relaxed);
       }
-      Node* n = new Node{
-          p->key.load(), {buckets_[b].load(std::memory_order_relaxed)}, p->value.load(), p};
-      buckets_[b].store(word_of(n), std::memory_order_relaxed);
-    }
+    });
+    std::vector<Block*> duplicates;
+    for (std::size_t i = 0; i < n; ++i)
+      if (nodes[i] == nullptr) duplicates.push_back(entries[i].payload);
     system_->free_duplicates(duplicates, recovery_);
   }
 

@@ -41,6 +41,7 @@
 #include "pmds/interfaces.hpp"
 #include "pmds/montage/epoch_system.hpp"
 #include "pmds/montage/key_value_payload.hpp"
+#include "pmds/montage/parallel.hpp"
 #include "pmds/pm/pool.hpp"
 #include "pmds/reclaim/epoch.hpp"
 
@@ -335,36 +336,41 @@ class NatarajanMittalTree {
   }
 
   // Leaves [first, last) of the sorted keys as a balanced subtree: an internal node's key is the
-  // smallest key of its right half, so that key < node.key routes left exactly.
-  static Node* build(const std::vector<Node*>& leaves, std::size_t first, std::size_t last) {
+  // smallest key of its right half, so that key < node.key routes left exactly. With more than
+  // one thread, the two halves are built at once.
+  static Node* build(const std::vector<Node*>& leaves, std::size_t first, std::size_t last,
+                     std::size_t threads) {
     if (last - first == 1) return leaves[first];
     const std::size_t middle = first + (last - first) / 2;
-    Node* left = build(leaves, first, middle);
-    Node* right = build(leaves, middle, last);
-    return make_internal_node(leaves[middle]->key, left, right);
+    Node* halves[2];
+    in_parallel(threads > 1 ? 2 : 1, 2, [&](std::size_t from, std::size_t to) {
+      for (std::size_t h = from; h < to; ++h)
+        halves[h] = h == 0 ? build(leaves, first, middle, threads / 2)
+                           : build(leaves, middle, last, threads - threads / 2);
+    });
+    return make_internal_node(leaves[middle]->key, halves[0], halves[1]);
   }
 
   // The index from the surviving payloads: a balanced tree of their leaves in key order and the
-  // infinity leaf. A key found twice (impossible without a bug) keeps its first payload; the
-  // others are counted and freed.
+  // infinity leaf, sorted and built over Options::recovery_threads threads. A key found twice
+  // (impossible without a bug) keeps one payload; the others are counted and freed.
   void rebuild(typename EpochSystem<Bug>::Recovered r) {
     recovery_ = r.stats;
-    std::vector<Payload*> payloads = key_value_payloads(r.payloads, pool_, name);
-    std::sort(payloads.begin(), payloads.end(),
-              [](const Payload* a, const Payload* b) { return a->key.load() < b->key.load(); });
-    std::vector<Node*> leaves;
-    leaves.reserve(payloads.size() + 1);
+    const std::size_t threads = system_->recovery_threads();
+    const std::vector<KeyValueEntry> entries =
+        sorted_entries(r.payloads, pool_, name, threads, key_less);
+    std::vector<Node*> leaves(entries.size(), nullptr);  // nullptr: a duplicate
+    in_parallel(threads, entries.size(), [&](std::size_t first, std::size_t last) {
+      for (std::size_t i = first; i < last; ++i)
+        if (i == 0 || entries[i - 1].key != entries[i].key)
+          leaves[i] = make_leaf_node(entries[i].key, entries[i].value, entries[i].payload);
+    });
     std::vector<Block*> duplicates;
-    for (std::size_t i = 0; i < payloads.size(); ++i) {
-      Payload* p = payloads[i];
-      if (i > 0 && payloads[i - 1]->key.load() == p->key.load()) {
-        duplicates.push_back(p);
-        continue;
-      }
-      leaves.push_back(make_leaf_node(p->key.load(), p->value.load(), p));
-    }
+    for (std::size_t i = 0; i < leaves.size(); ++i)
+      if (leaves[i] == nullptr) duplicates.push_back(entries[i].payload);
+    std::erase(leaves, nullptr);
     leaves.push_back(make_leaf_node(infinity, 0, nullptr));
-    make_sentinels(build(leaves, 0, leaves.size()));
+    make_sentinels(build(leaves, 0, leaves.size(), threads));
     system_->free_duplicates(duplicates, recovery_);
   }
 

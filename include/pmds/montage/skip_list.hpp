@@ -39,6 +39,7 @@
 #include "pmds/interfaces.hpp"
 #include "pmds/montage/epoch_system.hpp"
 #include "pmds/montage/key_value_payload.hpp"
+#include "pmds/montage/parallel.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/pool.hpp"
 #include "pmds/random_height.hpp"
@@ -341,30 +342,38 @@ class SkipList {
   }
 
   // The index from the surviving payloads, in key order, each node with a fresh random height;
-  // only a future remover owns them. A key found twice (impossible without a bug) keeps its
-  // first payload; the others are counted and freed.
+  // only a future remover owns them. The entries are sorted and the nodes made over
+  // Options::recovery_threads threads, then linked in one pass. A key found twice (impossible
+  // without a bug) keeps one payload; the others are counted and freed.
   void rebuild(typename EpochSystem<Bug>::Recovered r) {
     recovery_ = r.stats;
-    std::vector<Payload*> payloads = key_value_payloads(r.payloads, pool_, name);
-    std::sort(payloads.begin(), payloads.end(),
-              [](const Payload* a, const Payload* b) { return a->key.load() < b->key.load(); });
+    const std::size_t threads = system_->recovery_threads();
+    const std::vector<KeyValueEntry> entries =
+        sorted_entries(r.payloads, pool_, name, threads, key_less);
+    std::vector<Node*> nodes(entries.size(), nullptr);  // nullptr: a duplicate
+    in_parallel(threads, entries.size(), [&](std::size_t first, std::size_t last) {
+      for (std::size_t i = first; i < last; ++i) {
+        if (i > 0 && entries[i - 1].key == entries[i].key) continue;
+        const KeyValueEntry& e = entries[i];
+        nodes[i] =
+            Node::make(e.key, e.value, e.payload, static_cast<int>(random_height<max_height>()), 1);
+      }
+    });
     std::array<Node*, max_height> last;
     last.fill(head_.get());
     int levels = 1;
     std::vector<Block*> duplicates;
-    for (std::size_t i = 0; i < payloads.size(); ++i) {
-      Payload* p = payloads[i];
-      if (i > 0 && payloads[i - 1]->key.load() == p->key.load()) {
-        duplicates.push_back(p);
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      Node* n = nodes[i];
+      if (n == nullptr) {
+        duplicates.push_back(entries[i].payload);
         continue;
       }
-      const int height = static_cast<int>(random_height<max_height>());
-      Node* n = Node::make(p->key.load(), p->value.load(), p, height, 1);
-      for (int l = 0; l < height; ++l) {
+      for (int l = 0; l < n->height; ++l) {
         last[l]->link(l).store(word_of(n), std::memory_order_relaxed);
         last[l] = n;
       }
-      levels = std::max(levels, height);
+      levels = std::max(levels, n->height);
     }
     levels_.store(levels);
     system_->free_duplicates(duplicates, recovery_);

@@ -44,6 +44,7 @@
 #include "pmds/interfaces.hpp"
 #include "pmds/montage/epoch_system.hpp"
 #include "pmds/montage/key_value_payload.hpp"
+#include "pmds/montage/parallel.hpp"
 #include "pmds/pm/pool.hpp"
 #include "pmds/reclaim/epoch.hpp"
 
@@ -367,39 +368,80 @@ class SplitOrderedHash {
   }
 
   // The index from the surviving payloads: the bucket count the keys would have grown it to,
-  // every bucket's dummy, and one list of all of them in split order. A key found twice
-  // (impossible without a bug) keeps its first payload; the others are counted and freed.
+  // every bucket's dummy, and one list of all of them in split order. The entries are sorted and
+  // the nodes made over Options::recovery_threads threads, then merged with the dummies, which
+  // are in split order as made: the j-th has split-order key j << (64 - log2(buckets)). A key
+  // found twice (impossible without a bug) keeps one payload; the others are counted and freed.
   void rebuild(typename EpochSystem<Bug>::Recovered r) requires(durable) {
     recovery_ = r.stats;
-    const std::vector<Payload*> payloads = key_value_payloads(r.payloads, *pool_, name);
+    const std::size_t threads = system_->recovery_threads();
+    const std::vector<KeyValueEntry> entries = sorted_entries(
+        r.payloads, *pool_, name, threads, [](const KeyValueEntry& a, const KeyValueEntry& b) {
+          const std::uint64_t sa = regular_so_key(a.key), sb = regular_so_key(b.key);
+          return sa != sb ? sa < sb : a.key < b.key;
+        });
+    const std::size_t n = entries.size();
     std::size_t size = 1;
-    while (payloads.size() / size > load_factor && size < (std::size_t{1} << max_bucket_bits))
-      size *= 2;
-    std::vector<Node*> nodes;
-    nodes.reserve(payloads.size() + size);
-    for (std::uint64_t b = 0; b < size; ++b)
-      nodes.push_back(new Node{dummy_so_key(b), {0}, 0, 0, nullptr});
-    for (Payload* p : payloads) {
-      const Key key = p->key.load();
-      nodes.push_back(new Node{regular_so_key(key), {0}, key, p->value.load(), p});
-    }
-    std::sort(nodes.begin(), nodes.end(),
-              [](const Node* a, const Node* b) { return before(a, b->so_key, b->key); });
-    std::vector<Block*> duplicates;
-    Node* last = nullptr;
-    for (Node* n : nodes) {
-      if (last != nullptr && is_regular(n->so_key) && n->so_key == last->so_key &&
-          n->key == last->key) {
-        duplicates.push_back(n->payload);
-        delete n;
-        continue;
+    while (n / size > load_factor && size < (std::size_t{1} << max_bucket_bits)) size *= 2;
+    const int bits = std::countr_zero(size);
+    std::vector<Node*> nodes(n, nullptr);  // nullptr: a duplicate of the entry before
+    std::vector<Node*> dummies(size);
+    in_parallel(threads, n, [&](std::size_t first, std::size_t last) {
+      for (std::size_t i = first; i < last; ++i)
+        if (i == 0 || entries[i - 1].key != entries[i].key)
+          nodes[i] = new Node{regular_so_key(entries[i].key),
+                              {0},
+                              entries[i].key,
+                              entries[i].value,
+                              entries[i].payload};
+    });
+    in_parallel(threads, size, [&](std::size_t first, std::size_t last) {
+      for (std::size_t j = first; j < last; ++j)
+        dummies[j] = new Node{bits == 0 ? 0 : j << (64 - bits), {0}, 0, 0, nullptr};
+    });
+    // Linked in ranges of dummies, one per thread: range [j0, j1) links dummy j0 .. the last key
+    // before dummy j1; each range's last node is then linked to the next range's first dummy.
+    auto first_entry_after = [&](std::size_t j) {  // the first entry past dummy j's split-order key
+      const std::uint64_t so = dummies[j]->so_key;
+      return static_cast<std::size_t>(std::partition_point(entries.begin(), entries.end(),
+                                                           [so](const KeyValueEntry& e) {
+                                                             return regular_so_key(e.key) < so;
+                                                           }) -
+                                      entries.begin());
+    };
+    const std::size_t ranges = std::max<std::size_t>(1, std::min(threads, size));
+    std::vector<Node*> range_last(ranges);
+    in_parallel(ranges, ranges, [&](std::size_t first_range, std::size_t last_range) {
+      for (std::size_t rg = first_range; rg < last_range; ++rg) {
+        const std::size_t j0 = size * rg / ranges, j1 = size * (rg + 1) / ranges;
+        std::size_t i = first_entry_after(j0);
+        const std::size_t end = j1 == size ? n : first_entry_after(j1);
+        Node* last = nullptr;
+        for (std::size_t j = j0; j < j1; ++j) {
+          if (last != nullptr) last->next.store(word_of(dummies[j]), std::memory_order_relaxed);
+          last = dummies[j];
+          const std::uint64_t next_dummy =
+              j + 1 < size ? dummies[j + 1]->so_key : ~std::uint64_t{0};
+          // A key's split-order key is odd, a dummy's even: they never tie.
+          for (; i < end && regular_so_key(entries[i].key) < next_dummy; ++i) {
+            if (nodes[i] == nullptr) continue;  // a duplicate
+            last->next.store(word_of(nodes[i]), std::memory_order_relaxed);
+            last = nodes[i];
+          }
+        }
+        range_last[rg] = last;
       }
-      if (last != nullptr) last->next.store(word_of(n), std::memory_order_relaxed);
-      if (!is_regular(n->so_key)) slot(reverse_bits(n->so_key)).store(word_of(n));
-      last = n;
-    }
+    });
+    for (std::size_t rg = 0; rg + 1 < ranges; ++rg)
+      range_last[rg]->next.store(word_of(dummies[size * (rg + 1) / ranges]),
+                                 std::memory_order_relaxed);
+    for (std::size_t j = 0; j < size; ++j)
+      slot(reverse_bits(dummies[j]->so_key)).store(word_of(dummies[j]));
+    std::vector<Block*> duplicates;
+    for (std::size_t i = 0; i < n; ++i)
+      if (nodes[i] == nullptr) duplicates.push_back(entries[i].payload);
     size_.store(size);
-    count_.store(payloads.size() - duplicates.size());
+    count_.store(n - duplicates.size());
     system_->free_duplicates(duplicates, recovery_);
   }
 

@@ -82,6 +82,8 @@ struct CreateOptions {
   // Structures with background work (HasBackgroundWork): false starts no thread for it; the
   // caller calls background_step() (the crash lab's scheduler does).
   bool background_thread = true;
+  // nbMontage structures (montage/): threads that rebuild the index when a pool is opened.
+  std::size_t recovery_threads = 1;
 };
 
 // Seed 000 §6 runs 1M keys over 2^20 buckets: one bucket per key of the range, a power of two.

@@ -108,6 +108,7 @@ struct Bounded {
 inline montage::Options montage_options(const CreateOptions& o) {
   montage::Options m;
   m.background_thread = o.background_thread;
+  m.recovery_threads = o.recovery_threads;
   return m;
 }
 template <class T>
