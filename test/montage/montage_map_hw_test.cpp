@@ -31,14 +31,9 @@ using namespace pmds;
 
 constexpr std::size_t kPoolSize = 32u << 20;
 
+using montage_test::check_against_model;
+using montage_test::contents;
 using montage_test::manual_clock;
-
-template <class M>
-std::map<Key, Value> contents(M& m) {
-  std::map<Key, Value> out;
-  m.for_each([&](Key k, Value v) { out.emplace(k, v); });
-  return out;
-}
 
 // A new map in `pool` (a hash table with 64 buckets), outside the fixture: for child processes.
 template <class M>
@@ -124,19 +119,7 @@ TYPED_TEST(MontageMaps, ACleanCloseKeepsEveryCompletedOperation) {
   EXPECT_EQ(r.recovery_stats().live_slots, model.size() + 1);
   // And it goes on working on the rebuilt index (the tree's is balanced, its root routes by a
   // user key), and survives another close.
-  for (int i = 0; i < 3000; ++i) {
-    const Key k = 1 + rng() % 400;
-    switch (rng() % 3) {
-      case 0:
-        ASSERT_EQ(r.insert(k, i), model.emplace(k, i).second) << k;
-        break;
-      case 1:
-        ASSERT_EQ(r.remove(k), model.erase(k) == 1) << k;
-        break;
-      default:
-        ASSERT_EQ(r.get(k), model.count(k) ? std::optional<Value>(model[k]) : std::nullopt) << k;
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(check_against_model(r, model, 3000, 400, rng));
   EXPECT_EQ(contents(r), model);
   EXPECT_EQ(contents(this->reopen()), model);
 }
@@ -253,12 +236,7 @@ TYPED_TEST(MontageMaps, RecoveryOverSeveralThreadsRebuildsTheSameMap) {
     TypeParam& r = this->reopen(o);
     ASSERT_EQ(contents(r), model) << threads << " recovery threads";
     EXPECT_EQ(r.recovery_stats().live_slots, model.size() + 1);
-    for (int i = 0; i < 500; ++i) {
-      const Key k = 1 + rng() % 30000;
-      ASSERT_EQ(r.insert(k, i), model.emplace(k, i).second) << k;
-      const Key g = 1 + rng() % 30000;
-      ASSERT_EQ(r.get(g), model.count(g) ? std::optional<Value>(model[g]) : std::nullopt) << g;
-    }
+    ASSERT_NO_FATAL_FAILURE(check_against_model(r, model, 1000, 30000, rng));
   }
   for (std::size_t threads : {std::size_t{0}, montage::Options::max_recovery_threads + 1}) {
     montage::Options o = manual_clock();

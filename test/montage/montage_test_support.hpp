@@ -4,13 +4,48 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <optional>
+#include <random>
 
 #include "pmds/montage/epoch_system.hpp"
 #include "pool/pool_test_util.hpp"
 
 namespace montage_test {
+
+using pmds::Key;
+using pmds::Value;
+
+// Quiescent: the map's contents.
+template <class M>
+std::map<Key, Value> contents(M& m) {
+  std::map<Key, Value> out;
+  m.for_each([&](Key k, Value v) { out.emplace(k, v); });
+  return out;
+}
+
+// `operations` random inserts, removes and gets of keys in [1, range] on m, each checked against
+// `model` (call through ASSERT_NO_FATAL_FAILURE). With top_bit, one key in 8 also has its top
+// bit set (the split-ordered table's keys that share a split-order key).
+template <class M>
+void check_against_model(M& m, std::map<Key, Value>& model, int operations, Key range,
+                         std::mt19937_64& rng, bool top_bit = false) {
+  for (int i = 0; i < operations; ++i) {
+    Key k = 1 + rng() % range;
+    if (top_bit && rng() % 8 == 0) k |= Key{1} << 63;
+    switch (rng() % 3) {
+      case 0:
+        ASSERT_EQ(m.insert(k, i), model.emplace(k, i).second) << k;
+        break;
+      case 1:
+        ASSERT_EQ(m.remove(k), model.erase(k) == 1) << k;
+        break;
+      default:
+        ASSERT_EQ(m.get(k), model.count(k) ? std::optional<Value>(model[k]) : std::nullopt) << k;
+    }
+  }
+}
 
 // No background advancer: the test moves the clock (background_step, sync).
 inline pmds::montage::Options manual_clock() {

@@ -20,42 +20,16 @@
 namespace {
 
 using namespace pmds;
+using montage_test::check_against_model;
+using montage_test::contents;
 using montage_test::manual_clock;
-
-template <class M>
-std::map<Key, Value> contents(M& m) {
-  std::map<Key, Value> out;
-  m.for_each([&](Key k, Value v) { out.emplace(k, v); });
-  return out;
-}
-
-// Random operations against std::map: keys in [1, range], and one in 8 with the top bit set too,
-// which shares its split-order key with the key without it (the header says why).
-template <class M>
-void run_against_model(M& m, std::map<Key, Value>& model, int operations, Key range,
-                       std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  for (int i = 0; i < operations; ++i) {
-    Key k = 1 + rng() % range;
-    if (rng() % 8 == 0) k |= Key{1} << 63;
-    switch (rng() % 3) {
-      case 0:
-        ASSERT_EQ(m.insert(k, i), model.emplace(k, i).second) << k;
-        break;
-      case 1:
-        ASSERT_EQ(m.remove(k), model.erase(k) == 1) << k;
-        break;
-      default:
-        ASSERT_EQ(m.get(k), model.count(k) ? std::optional<Value>(model[k]) : std::nullopt) << k;
-    }
-  }
-}
 
 TEST(TransientSplitOrderedHash, GrowsAndMatchesAModel) {
   montage::TransientSplitOrderedHashMap m;
   EXPECT_EQ(m.bucket_count(), 1u);
   std::map<Key, Value> model;
-  run_against_model(m, model, 60000, 20000, 1);
+  std::mt19937_64 rng(1);
+  ASSERT_NO_FATAL_FAILURE(check_against_model(m, model, 60000, 20000, rng, true));
   EXPECT_EQ(contents(m), model);
   // load_factor keys per bucket at most, up to one doubling behind.
   EXPECT_GE(m.bucket_count() * montage::TransientSplitOrderedHashMap::load_factor * 2,
@@ -117,7 +91,8 @@ class MontageSplitOrderedHash : public montage_test::InPool<montage::SplitOrdere
 TEST_F(MontageSplitOrderedHash, RecoversAGrownTableAndWorksOn) {
   auto& m = create(64u << 20, manual_clock());
   std::map<Key, Value> model;
-  run_against_model(m, model, 40000, 30000, 2);
+  std::mt19937_64 rng(2);
+  ASSERT_NO_FATAL_FAILURE(check_against_model(m, model, 40000, 30000, rng, true));
   const std::size_t grown = m.bucket_count();
   EXPECT_GE(grown, 1024u);
   auto& r = reopen();
@@ -127,7 +102,7 @@ TEST_F(MontageSplitOrderedHash, RecoversAGrownTableAndWorksOn) {
   EXPECT_GT(model.size() / (r.bucket_count() / 2), montage::SplitOrderedHashMap<>::load_factor);
   EXPECT_LE(r.bucket_count(), grown);
   EXPECT_EQ(r.recovery_stats().live_slots, model.size() + 1);
-  run_against_model(r, model, 20000, 30000, 3);
+  ASSERT_NO_FATAL_FAILURE(check_against_model(r, model, 20000, 30000, rng, true));
   EXPECT_EQ(contents(r), model);
   EXPECT_EQ(contents(reopen()), model);
 }
