@@ -5,8 +5,8 @@
 // sync moves it twice); a clean close that keeps every completed operation; a killed process
 // whose recovery keeps everything before its last sync and a prefix of the rest; a stale
 // anti-node that must not cancel its payload at a later crash; concurrent stress with the
-// background advancer; contended keys; a full pool. Then the hash table's put (against a model,
-// its linearizability on contended keys, a full pool).
+// background advancer; contended keys; a full pool. Then put, on the hash table and the BST
+// (against a model, its linearizability on contended keys, a full pool).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -342,12 +342,16 @@ TEST_F(MontageSkipListScan, ScansInKeyOrderFromAnyBound) {
   check(reopen());
 }
 
-// The hash table's put (insert or replace the key's node in one lin_cas on the old node's next
-// word; montage/hash_map.hpp's header).
-class MontageHashPut : public montage_test::InPool<montage::HashMap<>> {};
+// put (insert or update) on the maps that have one: the hash table replaces the key's node in
+// one lin_cas on the old node's next word (montage/hash_map.hpp's header), the BST the key's leaf
+// in one lin_cas on the edge to it (montage/natarajan_mittal_bst.hpp's header).
+template <class M>
+class MontagePut : public MontageMaps<M> {};
+using MontagePutTypes = ::testing::Types<montage::HashMap<>, montage::NatarajanMittalTree<>>;
+TYPED_TEST_SUITE(MontagePut, MontagePutTypes);
 
-TEST_F(MontageHashPut, PutsAgainstAModelAndAcrossAReopen) {
-  auto& m = create(kPoolSize, manual_clock(), std::size_t{16});
+TYPED_TEST(MontagePut, PutsAgainstAModelAndAcrossAReopen) {
+  TypeParam& m = this->make();
   std::map<Key, Value> model;
   std::mt19937_64 rng(5);
   for (Value i = 1; i <= 20000; ++i) {
@@ -366,17 +370,19 @@ TEST_F(MontageHashPut, PutsAgainstAModelAndAcrossAReopen) {
     }
   }
   EXPECT_EQ(contents(m), model);
-  EXPECT_EQ(contents(reopen()), model) << "a clean close keeps the last value of every key";
+  EXPECT_EQ(contents(this->reopen()), model) << "a clean close keeps the last value of every key";
+  // The freed old payloads and anti-nodes are gone: one payload per key, and the system area.
+  EXPECT_EQ(this->s_->recovery_stats().live_slots, model.size() + 1);
 }
 
 // One key, put and removed by different threads: a put that found the key absent and a remove
 // that found it present each change the key's presence, so at the end their counts differ by
 // exactly its presence. Seed 003 Figure 7's update breaks this: a remove that marks the old node
 // while the update swings the predecessor to the new one succeeds and leaves the key present.
-TEST_F(MontageHashPut, PutsAndRemovesOfOneKeyLinearize) {
+TYPED_TEST(MontagePut, PutsAndRemovesOfOneKeyLinearize) {
   montage::Options o;
   o.epoch_length = std::chrono::microseconds(200);
-  auto& m = create(kPoolSize, o, std::size_t{4});
+  TypeParam& m = this->make(o);
   constexpr Key kKeys = 4;
   std::atomic<std::int64_t> balance[kKeys + 1] = {};
   std::vector<std::thread> threads;
@@ -395,24 +401,26 @@ TEST_F(MontageHashPut, PutsAndRemovesOfOneKeyLinearize) {
   for (auto& th : threads) th.join();
   for (Key k = 1; k <= kKeys; ++k) EXPECT_EQ(balance[k].load(), m.contains(k) ? 1 : 0) << k;
   const auto before = contents(m);
-  EXPECT_EQ(contents(reopen(o)), before);
+  EXPECT_EQ(contents(this->reopen(o)), before);
 }
 
-TEST_F(MontageHashPut, APutOnAFullPoolThrowsAndChangesNothing) {
-  auto& m = create(pm::Pool::min_size() + 4 * (1u << 20), manual_clock(), std::size_t{64});
+TYPED_TEST(MontagePut, APutOnAFullPoolThrowsAndChangesNothing) {
+  TypeParam& m = this->make(manual_clock(), pm::Pool::min_size() + 4 * (1u << 20));
+  auto key = [](Key i) { return i * 0x9e3779b97f4a7c15; };  // scattered, as in the insert test
   Key k = 1;
   try {
-    for (;; ++k) ASSERT_TRUE(m.put(k, k));
+    for (;; ++k) ASSERT_TRUE(m.put(key(k), k));
   } catch (const PoolFull&) {
   }
   ASSERT_GT(k, 1000u);
-  EXPECT_FALSE(m.contains(k));
-  EXPECT_THROW(m.put(1, 99), PoolFull);  // an update needs a new payload (and an anti-node)
-  EXPECT_EQ(m.get(1), 1u);
+  EXPECT_FALSE(m.contains(key(k)));
+  // An update needs a new payload (and an anti-node).
+  EXPECT_THROW(m.put(key(1), 99), PoolFull);
+  EXPECT_EQ(m.get(key(1)), 1u);
   m.sync();
-  const auto after = contents(reopen());
+  const auto after = contents(this->reopen());
   EXPECT_EQ(after.size(), k - 1) << "no payload of the failed puts became durable";
-  EXPECT_EQ(after.at(1), 1u);
+  EXPECT_EQ(after.at(key(1)), 1u);
 }
 
 }  // namespace

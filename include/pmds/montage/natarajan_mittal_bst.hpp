@@ -23,8 +23,11 @@
 //   - recovery builds a balanced tree from the sorted payloads (the algo/ tree recovers the
 //     shape it had; here there is no shape to recover), so S.left may route by a user key, and
 //     seek's first step goes toward the key where the paper's goes left.
-// No put yet: an update would have to replace a leaf by a new one in one lin_cas that a
-// concurrent flag of the old leaf's edge also fails, as hash_map.hpp's put does.
+// put (insert or update) replaces the key's leaf by a new one with one lin_cas on the edge to it,
+// from the old leaf to the new: a concurrent remove's flag, an insert beside the old leaf and
+// another put all CAS that edge expecting it clean and holding the old leaf, and fail; a tagged
+// edge (its sibling being removed) blocks the put, which helps that removal and retries. The new
+// payload and the old one's anti-node are tagged by that one lin_cas (as hash_map.hpp's put).
 //
 // Pool layout: StructureRoot (epoch_system.hpp) with tag "BSTMONTG"; payload and anti-node
 // blocks from the allocator.
@@ -91,47 +94,11 @@ class NatarajanMittalTree {
   }
 
   // False if the key was present. Throws PoolFull (the map unchanged) when no block is left.
-  bool insert(Key key, Value value) {
-    check_key(key);
-    auto guard = domain_.pin();
-    Node* new_leaf = nullptr;  // made at the first attempt that needs them, reused by retries
-    Node* new_internal = nullptr;
-    for (;;) {
-      const SeekRecord s = seek(key);
-      const Key leaf_key = s.leaf->key;
-      if (leaf_key == key) {
-        if (!flagged(s.leaf_edge)) {  // present
-          if (new_leaf != nullptr) {  // never linked: nobody saw them or the payload
-            system_->pdelete(new_leaf->payload);
-            delete new_leaf;
-            delete new_internal;
-          }
-          return false;
-        }
-        cleanup(key, s);  // deleted but not yet removed: help, then retry
-        continue;
-      }
-      if (new_leaf == nullptr) {
-        Payload* p = system_->template pnew<Payload>();  // PoolFull: nothing changed
-        p->key.store(key, std::memory_order_relaxed);
-        p->value.store(value, std::memory_order_relaxed);
-        new_leaf = make_leaf_node(key, value, p);
-        new_internal = new Node;
-      }
-      // The new internal node routes between the new leaf and the leaf it replaces; it is
-      // published by the lin_cas (release), so plain writes suffice until then.
-      new_internal->key = std::max(key, leaf_key);
-      new_internal->left.store(word_of(key < leaf_key ? new_leaf : s.leaf),
-                               std::memory_order_relaxed);
-      new_internal->right.store(word_of(key < leaf_key ? s.leaf : new_leaf),
-                                std::memory_order_relaxed);
-      std::atomic<std::uint64_t>& child = child_toward(s.parent, key);
-      if (system_->lin_cas(child, word_of(s.leaf), word_of(new_internal))) return true;
-      const std::uint64_t now = system_->load(child);
-      if (address(now) == s.leaf && (flagged(now) || tagged(now)))
-        cleanup(key, s);  // a delete holds this edge: help it
-    }
-  }
+  bool insert(Key key, Value value) { return upsert(key, value, false); }
+
+  // Insert or update: true if the key was absent. An update replaces the key's leaf by a new one
+  // in one lin_cas on the edge to it (see the header). Throws PoolFull (the map unchanged).
+  bool put(Key key, Value value) { return upsert(key, value, true); }
 
   // False if the key was absent. Linearizes at the flag of the edge to its leaf. Throws PoolFull
   // (the map unchanged) when no block is left for the anti-node.
@@ -260,6 +227,69 @@ class NatarajanMittalTree {
   void make_sentinels(Node* keys) {
     sentinel_s_ = make_internal_node(infinity, keys, make_leaf_node(infinity, 0, nullptr));
     root_ = make_internal_node(infinity, sentinel_s_, make_leaf_node(infinity, 0, nullptr));
+  }
+
+  // insert (update false) and put (update true).
+  bool upsert(Key key, Value value, bool update) {
+    check_key(key);
+    auto guard = domain_.pin();
+    Node* new_leaf = nullptr;  // made at the first attempt that needs them, reused by retries
+    Node* new_internal = nullptr;
+    auto discard_new = [&] {  // never linked: nobody saw them or the payload
+      if (new_leaf != nullptr) {
+        system_->pdelete(new_leaf->payload);
+        delete new_leaf;
+      }
+      delete new_internal;
+    };
+    for (;;) {
+      const SeekRecord s = seek(key);
+      const Key leaf_key = s.leaf->key;
+      const bool present = leaf_key == key;
+      if (present && flagged(s.leaf_edge)) {
+        cleanup(key, s);  // deleted but not yet removed: help, then retry
+        continue;
+      }
+      if (present && !update) {
+        discard_new();
+        return false;
+      }
+      if (new_leaf == nullptr) {
+        Payload* p = system_->template pnew<Payload>();  // PoolFull: nothing changed
+        p->key.store(key, std::memory_order_relaxed);
+        p->value.store(value, std::memory_order_relaxed);
+        new_leaf = make_leaf_node(key, value, p);
+      }
+      std::atomic<std::uint64_t>& child = child_toward(s.parent, key);
+      if (present) {
+        // An update: the new leaf takes the old one's place. A remove's flag, an insert beside
+        // it and another put all expect that edge clean and holding the old leaf, so they fail.
+        try {
+          system_->pdetach(s.leaf->payload);  // PoolFull: nothing changed
+        } catch (...) {
+          discard_new();  // its payload must not stay pending for the thread's next lin_cas
+          throw;
+        }
+        if (system_->lin_cas(child, word_of(s.leaf), word_of(new_leaf))) {
+          delete new_internal;
+          retire(s.leaf);  // only this lin_cas unlinked it
+          return false;
+        }
+      } else {
+        if (new_internal == nullptr) new_internal = new Node;
+        // The new internal node routes between the new leaf and the leaf it replaces; it is
+        // published by the lin_cas (release), so plain writes suffice until then.
+        new_internal->key = std::max(key, leaf_key);
+        new_internal->left.store(word_of(key < leaf_key ? new_leaf : s.leaf),
+                                 std::memory_order_relaxed);
+        new_internal->right.store(word_of(key < leaf_key ? s.leaf : new_leaf),
+                                  std::memory_order_relaxed);
+        if (system_->lin_cas(child, word_of(s.leaf), word_of(new_internal))) return true;
+      }
+      const std::uint64_t now = system_->load(child);
+      if (address(now) == s.leaf && (flagged(now) || tagged(now)))
+        cleanup(key, s);  // a delete holds this edge: help it
+    }
   }
 
   // The paper's seek: the access path to key's leaf, with the last untagged edge on it
