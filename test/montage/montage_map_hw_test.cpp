@@ -33,6 +33,7 @@ constexpr std::size_t kPoolSize = 32u << 20;
 
 using montage_test::check_against_model;
 using montage_test::contents;
+using montage_test::expect_changes_match_presence;
 using montage_test::manual_clock;
 
 // A new map in `pool` (a hash table with 64 buckets), outside the fixture: for child processes.
@@ -257,23 +258,10 @@ TYPED_TEST(MontageMaps, InsertsAndRemovesOfContendedKeysLinearize) {
   montage::Options o;
   o.epoch_length = std::chrono::microseconds(200);
   TypeParam& m = this->make(o);
-  constexpr Key kKeys = 6;
-  std::atomic<std::int64_t> balance[kKeys + 1] = {};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 3; ++t)
-    threads.emplace_back([&, t] {
-      std::mt19937_64 rng(t);
-      for (Value i = 1; i <= 30000; ++i) {
-        const Key k = 1 + rng() % kKeys;
-        if (rng() % 2 == 0) {
-          if (m.insert(k, i)) balance[k].fetch_add(1);
-        } else if (m.remove(k)) {
-          balance[k].fetch_sub(1);
-        }
-      }
-    });
-  for (auto& th : threads) th.join();
-  for (Key k = 1; k <= kKeys; ++k) EXPECT_EQ(balance[k].load(), m.contains(k) ? 1 : 0) << k;
+  expect_changes_match_presence(m, 6, 30000, [&](int, std::mt19937_64& rng, Key k, Value i) {
+    if (rng() % 2 == 0) return m.insert(k, i) ? 1 : 0;
+    return m.remove(k) ? -1 : 0;
+  });
   const auto before = contents(m);
   EXPECT_EQ(contents(this->reopen(o)), before);
 }
@@ -383,23 +371,11 @@ TYPED_TEST(MontagePut, PutsAndRemovesOfOneKeyLinearize) {
   montage::Options o;
   o.epoch_length = std::chrono::microseconds(200);
   TypeParam& m = this->make(o);
-  constexpr Key kKeys = 4;
-  std::atomic<std::int64_t> balance[kKeys + 1] = {};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 3; ++t)
-    threads.emplace_back([&, t] {
-      std::mt19937_64 rng(t);
-      for (Value i = 1; i <= 30000; ++i) {
-        const Key k = 1 + rng() % kKeys;
-        if (t == 0 ? rng() % 4 != 0 : rng() % 4 == 0) {
-          if (m.put(k, i)) balance[k].fetch_add(1);
-        } else if (m.remove(k)) {
-          balance[k].fetch_sub(1);
-        }
-      }
-    });
-  for (auto& th : threads) th.join();
-  for (Key k = 1; k <= kKeys; ++k) EXPECT_EQ(balance[k].load(), m.contains(k) ? 1 : 0) << k;
+  // Thread 0 mostly puts, the others mostly remove.
+  expect_changes_match_presence(m, 4, 30000, [&](int t, std::mt19937_64& rng, Key k, Value i) {
+    if (t == 0 ? rng() % 4 != 0 : rng() % 4 == 0) return m.put(k, i) ? 1 : 0;
+    return m.remove(k) ? -1 : 0;
+  });
   const auto before = contents(m);
   EXPECT_EQ(contents(this->reopen(o)), before);
 }

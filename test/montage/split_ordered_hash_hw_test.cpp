@@ -5,14 +5,9 @@
 // common to every montage/ map are in montage_map_hw_test.cpp.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <atomic>
-#include <cstdint>
 #include <map>
 #include <optional>
 #include <random>
-#include <thread>
-#include <vector>
 
 #include "montage/montage_test_support.hpp"
 #include "pmds/montage/split_ordered_hash.hpp"
@@ -22,6 +17,7 @@ namespace {
 using namespace pmds;
 using montage_test::check_against_model;
 using montage_test::contents;
+using montage_test::expect_changes_match_presence;
 using montage_test::manual_clock;
 
 TEST(TransientSplitOrderedHash, GrowsAndMatchesAModel) {
@@ -58,30 +54,19 @@ TEST(TransientSplitOrderedHash, FillsAndEmpties) {
 TEST(TransientSplitOrderedHash, ConcurrentUpdatesOfContendedKeysLinearize) {
   montage::TransientSplitOrderedHashMap m;
   constexpr Key kKeys = 64;
-  std::atomic<std::int64_t> balance[kKeys + 1] = {};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 3; ++t)
-    threads.emplace_back([&, t] {
-      std::mt19937_64 rng(t);
-      for (Value i = 1; i <= 40000; ++i) {
-        // A spread of private keys makes the table grow while the shared ones are contended.
-        if (i % 4 == 0) {
-          m.insert(1000 + static_cast<Key>(t) * 100000 + i, i);
-          continue;
-        }
-        const Key k = 1 + rng() % kKeys;
-        if (rng() % 2 == 0) {
-          if (m.insert(k, i)) balance[k].fetch_add(1);
-        } else if (m.remove(k)) {
-          balance[k].fetch_sub(1);
-        }
-      }
-    });
-  for (auto& th : threads) th.join();
-  for (Key k = 1; k <= kKeys; ++k) EXPECT_EQ(balance[k].load(), m.contains(k) ? 1 : 0) << k;
-  EXPECT_EQ(contents(m).size(),
-            30000 + static_cast<std::size_t>(std::count_if(std::begin(balance), std::end(balance),
-                                                           [](auto& b) { return b.load() == 1; })));
+  expect_changes_match_presence(m, kKeys, 40000, [&](int t, std::mt19937_64& rng, Key k, Value i) {
+    // A spread of private keys makes the table grow while the shared ones are contended.
+    if (i % 4 == 0) {
+      m.insert(1000 + static_cast<Key>(t) * 100000 + i, i);
+      return 0;
+    }
+    if (rng() % 2 == 0) return m.insert(k, i) ? 1 : 0;
+    return m.remove(k) ? -1 : 0;
+  });
+  std::size_t shared_present = 0;
+  for (Key k = 1; k <= kKeys; ++k) shared_present += m.contains(k) ? 1 : 0;
+  // 10,000 private keys per thread, and the shared keys present.
+  EXPECT_EQ(contents(m).size(), 30000 + shared_present);
 }
 
 class MontageSplitOrderedHash : public montage_test::InPool<montage::SplitOrderedHashMap<>> {};

@@ -38,7 +38,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <utility>
 #include <vector>
 
 #include "pmds/interfaces.hpp"
