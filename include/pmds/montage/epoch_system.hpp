@@ -210,13 +210,14 @@ class EpochSystem {
 
   // ---- payloads (seed 003 §3.2, §3.3) --------------------------------------------------------
 
-  // A payload block of sizeof(P) bytes (P derives from Block), header set, not yet tagged: the
-  // caller writes its fields, then the thread's next lin_cas tags it. Throws PoolFull.
+  // A payload block of `bytes` bytes (P derives from Block; a P with bytes after its fields asks
+  // for more than sizeof(P)), header set, not yet tagged: the caller writes its fields, then the
+  // thread's next lin_cas tags it. Throws PoolFull.
   template <class P>
-  P* pnew() {
+  P* pnew(std::size_t bytes = sizeof(P)) {
     static_assert(std::is_base_of_v<Block, P>);
     ThreadState& ts = state();
-    auto* b = static_cast<P*>(new_block(ts, sizeof(P), payload_kind, 0));
+    auto* b = static_cast<P*>(new_block(ts, std::max(bytes, sizeof(P)), payload_kind, 0));
     ts.allocs.push_back(b);
     return b;
   }

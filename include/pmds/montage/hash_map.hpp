@@ -1,15 +1,19 @@
 // pmds::montage::HashMap — Michael's lock-free hash table on nbMontage (seed 003 Appendix A,
-// Figure 7): "hash/montage", buffered durable linearizability, with sync().
+// Figure 7): "hash/montage", buffered durable linearizability, with sync(); and
+// ByteStringHashMap, "hash-bytes/montage", the same table over byte-string keys and values
+// (pmds::ByteStringMap: seed 003 §5's 32-byte keys and 1 KB values). One code over the Keys
+// parameter (key_value_payload.hpp says what differs: the payload, and what a node keeps).
 //
 // The index — a fixed array of buckets in DRAM, each a Michael (Harris-Michael) sorted list of
-// DRAM nodes — is transient and rebuilt at recovery. Each node points to its payload, a 64-byte
-// pool block (montage::Block header + key + value) that never changes once linked (§3.2's
-// constraint 3). The two linearizing CASes are lin_cas (epoch_system.hpp): an insert's link of
-// its node, and a remove's mark of the node's next word, after pdetach of its payload. The
-// unlinking of a marked node is a plain cas: it changes no payload. Reads never flush or fence.
-// A node keeps a copy of its key and value (immutable, like the payload: seed 003 §3.2), so
-// reads touch DRAM only, as SOFT's volatile nodes do (seed 000 §4); the payload is read only by
-// recovery.
+// DRAM nodes — is transient and rebuilt at recovery. Each node points to its payload, a pool
+// block (montage::Block header + key + value) that never changes once linked (§3.2's
+// constraint 3). Byte-string keys go to buckets by their hash and lie in a bucket's list in
+// (first 8 bytes, bytes) order. The two linearizing CASes are lin_cas (epoch_system.hpp): an
+// insert's link of its node, and a remove's mark of the node's next word, after pdetach of its
+// payload. The unlinking of a marked node is a plain cas: it changes no payload. Reads never flush
+// or fence. With 8-byte keys a node keeps a copy of its key and value (immutable, like the payload:
+// seed 003 §3.2), so reads touch DRAM only, as SOFT's volatile nodes do (seed 000 §4), and the
+// payload is read only by recovery; byte-string reads compare and copy from the payload.
 //
 // Why not algo/michael_hash.hpp over a memory policy: the policy seam (algo/policy.hpp) has no
 // notion of an operation's payloads — which node fields are the abstract state, which CAS is an
@@ -29,8 +33,8 @@
 // new one, which has the same key; the old node is unlinked as any marked node is. The new
 // payload and the old payload's anti-node are tagged by that one lin_cas (seed 003 §3.2).
 //
-// Pool layout: StructureRoot (epoch_system.hpp) with tag "HASHMONT" and the bucket count; payload
-// and anti-node blocks from the allocator.
+// Pool layout: StructureRoot (epoch_system.hpp) with tag "HASHMONT" ("HASHMONB" for byte strings)
+// and the bucket count; payload and anti-node blocks from the allocator.
 #pragma once
 
 #include <algorithm>
@@ -54,19 +58,28 @@
 
 namespace pmds::montage {
 
-template <PlantedBug Bug = PlantedBug::none>
-class HashMap {
+// Keys: WordKeys or ByteStringKeys (key_value_payload.hpp). Use HashMap or ByteStringHashMap.
+template <class Keys, PlantedBug Bug = PlantedBug::none>
+class BasicHashMap {
  public:
   static constexpr Criterion criterion = Criterion::buffered;
   static constexpr std::size_t default_bucket_count = std::size_t{1} << 20;
-  static constexpr std::uint64_t tag = 0x544e4f4d48534148;  // "HASHMONT"
-  static constexpr const char* name = "hash/montage";
+  static constexpr std::uint64_t tag = Keys::byte_strings ? 0x424e4f4d48534148   // "HASHMONB"
+                                                          : 0x544e4f4d48534148;  // "HASHMONT"
+  static constexpr const char* name = Keys::byte_strings ? "hash-bytes/montage" : "hash/montage";
 
-  using Payload = KeyValuePayload;  // key_value_payload.hpp
+  using Payload = typename Keys::Payload;
+  using KeyArg = typename Keys::KeyArg;
+  using ValueArg = typename Keys::ValueArg;
+  using ValueOut = typename Keys::ValueOut;
+  using Probe = typename Keys::Probe;
+  using Entry = typename Keys::Entry;
+  static constexpr std::size_t max_key_size = Keys::max_key_size;
+  static constexpr std::size_t max_value_size = Keys::max_value_size;
 
   // A new, empty map with `bucket_count` buckets in `pool`, which must hold no structure.
-  HashMap(CreateTag, pm::Pool& pool, std::size_t bucket_count = default_bucket_count,
-          const Options& options = {})
+  BasicHashMap(CreateTag, pm::Pool& pool, std::size_t bucket_count = default_bucket_count,
+               const Options& options = {})
       : pool_(pool) {
     if (bucket_count == 0 || bucket_count > (std::size_t{1} << 40))
       throw PoolError(PoolErrc::bad_argument, std::string("pmds: ") + name + ": bucket count " +
@@ -79,7 +92,7 @@ class HashMap {
   }
 
   // Opens the map a pool holds: the index is rebuilt from the payloads recovery keeps (§3.4).
-  HashMap(OpenTag, pm::Pool& pool, const Options& options = {}) : pool_(pool) {
+  BasicHashMap(OpenTag, pm::Pool& pool, const Options& options = {}) : pool_(pool) {
     const auto [n, area] = StructureRoot::read(pool, tag, name);
     if (n == 0 || n > (std::uint64_t{1} << 40))
       throw PoolCorrupt(std::string("pmds: pool '") + pool.path() + "': " + name +
@@ -89,11 +102,11 @@ class HashMap {
     rebuild(system_->recover());
   }
 
-  HashMap(const HashMap&) = delete;
-  HashMap& operator=(const HashMap&) = delete;
+  BasicHashMap(const BasicHashMap&) = delete;
+  BasicHashMap& operator=(const BasicHashMap&) = delete;
 
   // A clean close: everything completed is made durable (sync), then the DRAM index is freed.
-  ~HashMap() {
+  ~BasicHashMap() {
     sync();
     domain_.drain();
     for (std::size_t i = 0; i < bucket_count_; ++i) {
@@ -107,18 +120,19 @@ class HashMap {
   }
 
   // False if the key was present. Throws PoolFull (the map unchanged) when no block is left.
-  bool insert(Key k, Value v) {
-    check_key(k);
+  bool insert(KeyArg k, ValueArg v) {
+    const Probe key = Keys::probe(k);
+    Keys::check_value(v);
     auto guard = domain_.pin();
-    std::atomic<std::uint64_t>& head = bucket(k);
+    std::atomic<std::uint64_t>& head = bucket(key);
     Node* fresh = nullptr;  // made at the first attempt that needs it, reused by retries
     for (;;) {
-      const Window w = find(head, k);
+      const Window w = find(head, key);
       if (w.found) {
         if (fresh != nullptr) discard(fresh);
         return false;
       }
-      if (fresh == nullptr) fresh = make_node(k, v);
+      if (fresh == nullptr) fresh = make_node(key, k, v);
       fresh->next.store(word_of(w.curr), std::memory_order_relaxed);
       if (system_->lin_cas(*w.prev, word_of(w.curr), word_of(fresh))) return true;
     }
@@ -126,14 +140,15 @@ class HashMap {
 
   // Insert or update: true if the key was absent. An update replaces the key's node (see the
   // header). Throws PoolFull (the map unchanged) when no block is left.
-  bool put(Key k, Value v) {
-    check_key(k);
+  bool put(KeyArg k, ValueArg v) {
+    const Probe key = Keys::probe(k);
+    Keys::check_value(v);
     auto guard = domain_.pin();
-    std::atomic<std::uint64_t>& head = bucket(k);
+    std::atomic<std::uint64_t>& head = bucket(key);
     Node* fresh = nullptr;  // made at the first attempt, reused by retries
     for (;;) {
-      const Window w = find(head, k);
-      if (fresh == nullptr) fresh = make_node(k, v);
+      const Window w = find(head, key);
+      if (fresh == nullptr) fresh = make_node(key, k, v);
       if (!w.found) {
         fresh->next.store(word_of(w.curr), std::memory_order_relaxed);
         if (system_->lin_cas(*w.prev, word_of(w.curr), word_of(fresh))) return true;
@@ -150,41 +165,41 @@ class HashMap {
       if (system_->cas(*w.prev, word_of(w.curr), word_of(fresh)))
         retire(w.curr);
       else
-        find(head, k);  // unlinks it
+        find(head, key);  // unlinks it
       return false;
     }
   }
 
   // False if the key was absent. Linearizes at the mark of the node's next word.
-  bool remove(Key k) {
-    check_key(k);
+  bool remove(KeyArg k) {
+    const Probe key = Keys::probe(k);
     auto guard = domain_.pin();
-    std::atomic<std::uint64_t>& head = bucket(k);
+    std::atomic<std::uint64_t>& head = bucket(key);
     for (;;) {
-      const Window w = find(head, k);
+      const Window w = find(head, key);
       if (!w.found) return false;
       system_->pdetach(w.curr->payload);
       if (!system_->lin_cas(w.curr->next, w.next, w.next | mark_bit)) continue;
       if (system_->cas(*w.prev, word_of(w.curr), w.next))
         retire(w.curr);
       else
-        find(head, k);  // unlinks it
+        find(head, key);  // unlinks it
       return true;
     }
   }
 
-  bool contains(Key k) {
-    check_key(k);
+  bool contains(KeyArg k) {
+    const Probe key = Keys::probe(k);
     auto guard = domain_.pin();
-    return seek(bucket(k), k) != nullptr;
+    return seek(bucket(key), key) != nullptr;
   }
 
-  std::optional<Value> get(Key k) {
-    check_key(k);
+  std::optional<ValueOut> get(KeyArg k) {
+    const Probe key = Keys::probe(k);
     auto guard = domain_.pin();
-    const Node* n = seek(bucket(k), k);
+    const Node* n = seek(bucket(key), key);
     if (n == nullptr) return std::nullopt;
-    return n->value;
+    return Keys::value(n->cached, n->payload);
   }
 
   // Everything completed before the call is durable when it returns (two epoch advances).
@@ -197,7 +212,7 @@ class HashMap {
   void for_each(F&& f) {
     for (std::size_t i = 0; i < bucket_count_; ++i)
       for (Node* n = node_of(buckets_[i].load()); n != nullptr; n = node_of(n->next.load()))
-        if (!marked(n->next.load())) f(n->key, n->value);
+        if (!marked(n->next.load())) Keys::visit(n->order, n->cached, n->payload, f);
   }
 
   // Quiescent: runs every pending reclamation of DRAM nodes now.
@@ -210,13 +225,14 @@ class HashMap {
  private:
   static constexpr std::uint64_t mark_bit = 1;
 
-  // A DRAM index node: the key and value (copies of the payload's), the next word (Node* | mark,
-  // or a descriptor while a lin_cas on it runs) and the payload. Key and next first: a traversal
-  // reads only those two, in one 16-byte block.
+  // A DRAM index node: the key's order word and Keys::Cached (for 8-byte keys, copies of the
+  // payload's key and value; key_value_payload.hpp), the next word (Node* | mark, or a
+  // descriptor while a lin_cas on it runs) and the payload. Order and next first: a traversal
+  // of 8-byte keys reads only those two, in one 16-byte block.
   struct Node {
-    Key key;
+    std::uint64_t order;
     std::atomic<std::uint64_t> next;
-    Value value;
+    [[no_unique_address]] typename Keys::Cached cached;
     Payload* payload;
   };
 
@@ -232,7 +248,7 @@ class HashMap {
   };
 
   // Michael's find: unlinks marked nodes on the way (plain cas: no payload changes).
-  Window find(std::atomic<std::uint64_t>& head, Key key) {
+  Window find(std::atomic<std::uint64_t>& head, const Probe& key) {
   retry:
     std::atomic<std::uint64_t>* prev = &head;
     Node* curr = node_of(system_->load(*prev));
@@ -241,7 +257,8 @@ class HashMap {
       const std::uint64_t next = system_->load(curr->next);
       if (system_->load(*prev) != word_of(curr)) goto retry;
       if (!marked(next)) {
-        if (curr->key >= key) return {prev, curr, next, curr->key == key};
+        const int c = compare<Keys>(curr->order, curr->payload, key);
+        if (c >= 0) return {prev, curr, next, c == 0};
         prev = &curr->next;
       } else {
         if (!system_->cas(*prev, word_of(curr), next & ~mark_bit)) goto retry;
@@ -253,21 +270,21 @@ class HashMap {
 
   // The wait-free traversal of reads: the unmarked node with the key, else null. A marked node
   // with the key is passed: a put may have linked its replacement right after it.
-  Node* seek(std::atomic<std::uint64_t>& head, Key key) {
+  Node* seek(std::atomic<std::uint64_t>& head, const Probe& key) {
     Node* n = node_of(system_->load(head));
     for (;;) {
-      if (n == nullptr || n->key > key) return nullptr;
+      if (n == nullptr) return nullptr;
+      const int c = compare<Keys>(n->order, n->payload, key);
+      if (c > 0) return nullptr;
       const std::uint64_t next = system_->load(n->next);
-      if (n->key == key && !marked(next)) return n;
+      if (c == 0 && !marked(next)) return n;
       n = node_of(next);
     }
   }
 
-  Node* make_node(Key k, Value v) {
-    Payload* p = system_->template pnew<Payload>();  // PoolFull: nothing changed
-    p->key.store(k, std::memory_order_relaxed);
-    p->value.store(v, std::memory_order_relaxed);
-    return new Node{k, {0}, v, p};
+  Node* make_node(const Probe& key, KeyArg k, ValueArg v) {
+    Payload* p = Keys::make_payload(*system_, k, v);  // PoolFull: nothing changed
+    return new Node{key.order, {0}, Keys::cached(k, v), p};
   }
 
   // A node never linked: nobody else saw it or its payload.
@@ -291,7 +308,7 @@ class HashMap {
     index_ = BucketIndex(n);
     buckets_ = std::make_unique<std::atomic<std::uint64_t>[]>(n);
   }
-  std::atomic<std::uint64_t>& bucket(Key k) { return buckets_[index_(k)]; }
+  std::atomic<std::uint64_t>& bucket(const Probe& key) { return buckets_[index_(Keys::hash(key))]; }
 
   // The index from the surviving payloads: each bucket's nodes in key order. The entries are
   // sorted by (bucket, key), the nodes made and linked over Options::recovery_threads threads
@@ -302,27 +319,30 @@ class HashMap {
     recovery_ = r.stats;
     const std::size_t threads = system_->recovery_threads();
     const BucketIndex index = index_;
-    const std::vector<KeyValueEntry> entries = sorted_entries(
-        r.payloads, pool_, name, threads, [index](const KeyValueEntry& a, const KeyValueEntry& b) {
-          const std::size_t ia = index(a.key), ib = index(b.key);
-          return ia != ib ? ia < ib : a.key < b.key;
+    const auto bucket_of = [index](const Entry& e) { return index(Keys::hash(e)); };
+    const std::vector<Entry> entries = sorted_entries<Keys>(
+        r.payloads, pool_, name, threads, [bucket_of](const Entry& a, const Entry& b) {
+          const std::size_t ia = bucket_of(a), ib = bucket_of(b);
+          return ia != ib ? ia < ib : Keys::less(a, b);
         });
     const std::size_t n = entries.size();
     std::vector<Node*> nodes(n, nullptr);  // nullptr: a duplicate of the entry before
     in_parallel(threads, n, [&](std::size_t first, std::size_t last) {
-      for (std::size_t i = first; i < last; ++i)
-        if (i == 0 || entries[i - 1].key != entries[i].key)
-          nodes[i] = new Node{entries[i].key, {0}, entries[i].value, entries[i].payload};
+      for (std::size_t i = first; i < last; ++i) {
+        const Entry& e = entries[i];
+        if (i == 0 || !Keys::same_key(entries[i - 1], e))
+          nodes[i] = new Node{Keys::order(e), {0}, Keys::cached(e), e.payload};
+      }
     });
     in_parallel(threads, n, [&](std::size_t first, std::size_t last) {
       for (std::size_t i = first; i < last; ++i) {
         if (nodes[i] == nullptr) continue;
-        const std::size_t b = index(entries[i].key);
+        const std::size_t b = bucket_of(entries[i]);
         std::size_t j = i + 1;
         while (j < n && nodes[j] == nullptr) ++j;
-        if (j < n && index(entries[j].key) == b)
+        if (j < n && bucket_of(entries[j]) == b)
           nodes[i]->next.store(word_of(nodes[j]), std::memory_order_relaxed);
-        if (i == 0 || index(entries[i - 1].key) != b)
+        if (i == 0 || bucket_of(entries[i - 1]) != b)
           buckets_[b].store(word_of(nodes[i]), std::memory_order_relaxed);
       }
     });
@@ -340,5 +360,14 @@ class HashMap {
   std::unique_ptr<std::atomic<std::uint64_t>[]> buckets_;
   RecoveryStats recovery_;
 };
+
+// "hash/montage": 8-byte keys and values (pmds::UpdatableMap).
+template <PlantedBug Bug = PlantedBug::none>
+using HashMap = BasicHashMap<WordKeys, Bug>;
+
+// "hash-bytes/montage": byte-string keys and values (pmds::ByteStringMap), each key in a
+// ByteStringPayload of the size its bytes need.
+template <PlantedBug Bug = PlantedBug::none>
+using ByteStringHashMap = BasicHashMap<ByteStringKeys, Bug>;
 
 }  // namespace pmds::montage

@@ -1,12 +1,24 @@
-// pmds::montage::KeyValuePayload — the persistent part of one key of an nbMontage map (seed 003
-// Figure 7's Payload): a 64-byte pool block, montage::Block's header then the key and its value.
-// Every montage/ map (hash_map.hpp, skip_list.hpp, natarajan_mittal_bst.hpp,
-// split_ordered_hash.hpp) stores its keys in these, and reads them back the same way when it
-// rebuilds its index at recovery.
+// The persistent part of one key of an nbMontage map (seed 003 Figure 7's Payload), in the two
+// forms a montage/ map is written over (its Keys parameter):
+//   WordKeys        8-byte keys and values (pmds::Map): a 64-byte KeyValuePayload;
+//   ByteStringKeys  byte-string keys and values (pmds::ByteStringMap, seed 003 §5's 32-byte keys
+//                   and 1 KB values): a ByteStringPayload of the size its bytes need.
+// Every montage/ map stores its keys in these, and reads them back the same way when it rebuilds
+// its index at recovery (sorted_entries). An algorithm is written once over Keys: a DRAM node
+// keeps an `order` word and Keys::Cached; two keys compare by order, then, on equal orders, by
+// Keys::tie (compare() below). For words the order is the key and Cached its value, so reads
+// touch DRAM only; for byte strings the order is the key's first 8 bytes (big-endian,
+// zero-padded, so word order agrees with byte order) and the value stays in the payload (a 1 KB
+// value is not copied to DRAM; reads go to the pool, as seed 003's maps do).
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pmds/error.hpp"
@@ -17,6 +29,8 @@
 #include "pmds/pm/pool.hpp"
 
 namespace pmds::montage {
+
+// ---- 8-byte keys and values -------------------------------------------------------------------
 
 // Never changes once its operation's lin_cas linked it (seed 003 §3.2).
 struct KeyValuePayload : Block {
@@ -33,31 +47,218 @@ struct KeyValueEntry {
   KeyValuePayload* payload;
 };
 
-// The payloads recovery kept (in address order: the pool is read sequentially), as entries
-// sorted by `less`, over `threads` threads (parallel.hpp). A block too small for a payload, or
-// holding a reserved key, is a damaged pool (docs/ARCHITECTURE.md §5): PoolCorrupt, nothing
-// written.
-template <class Less>
-std::vector<KeyValueEntry> sorted_entries(const std::vector<Block*>& blocks, const pm::Pool& pool,
-                                          const char* name, std::size_t threads, Less less) {
-  std::vector<KeyValueEntry> out(blocks.size());
-  in_parallel(threads, blocks.size(), [&](std::size_t first, std::size_t last) {
-    for (std::size_t i = first; i < last; ++i) {
-      auto* p = static_cast<KeyValuePayload*>(blocks[i]);
-      const Key key = p->key.load();
-      if (blocks[i]->kind_size.load() >> 8 < sizeof(KeyValuePayload) || is_reserved_key(key))
-        throw PoolCorrupt(std::string("pmds: pool '") + pool.path() + "': " + name +
-                          ": a payload with a reserved key or the wrong size");
-      out[i] = KeyValueEntry{key, p->value.load(), p};
-    }
-  });
-  parallel_sort(out, less, threads);
-  return out;
-}
-
 // By key: the order of the ordered maps.
 inline bool key_less(const KeyValueEntry& a, const KeyValueEntry& b) {
   return a.key < b.key;
+}
+
+// A payload recovery kept, as an entry; a block too small for a payload, or holding a reserved
+// key, is a damaged pool (docs/ARCHITECTURE.md §5): PoolCorrupt, nothing written.
+inline void throw_damaged_payload(const pm::Pool& pool, const char* name, const char* what) {
+  throw PoolCorrupt(std::string("pmds: pool '") + pool.path() + "': " + name + ": a payload " +
+                    what);
+}
+
+struct WordKeys {
+  static constexpr bool byte_strings = false;
+  using KeyArg = Key;
+  using ValueArg = Value;
+  using ValueOut = Value;
+  using Payload = KeyValuePayload;
+  using Entry = KeyValueEntry;
+  using Cached = Value;  // a node's copy of its value
+  static constexpr std::size_t max_key_size = sizeof(Key);
+  static constexpr std::size_t max_value_size = sizeof(Value);
+  struct Probe {
+    std::uint64_t order;  // the key
+  };
+
+  static Probe probe(Key k) {
+    check_key(k);  // ReservedKey
+    return {k};
+  }
+  static void check_value(Value) {}
+  static std::uint64_t hash(const Probe& p) { return p.order; }  // BucketIndex takes low bits
+  static int tie(const Payload*, const Probe&) { return 0; }     // equal orders: equal keys
+
+  template <class System>
+  static Payload* make_payload(System& system, Key k, Value v) {
+    Payload* p = system.template pnew<Payload>();  // PoolFull: nothing changed
+    p->key.store(k, std::memory_order_relaxed);
+    p->value.store(v, std::memory_order_relaxed);
+    return p;
+  }
+  static Cached cached(Key, Value v) { return v; }
+  static ValueOut value(const Cached& c, const Payload*) { return c; }
+  // f(key, value) of a node.
+  template <class F>
+  static void visit(std::uint64_t order, const Cached& c, const Payload*, F& f) {
+    f(Key{order}, Value{c});
+  }
+
+  static Entry entry(Block* b, const pm::Pool& pool, const char* name) {
+    auto* p = static_cast<Payload*>(b);
+    const Key key = p->key.load();
+    if (b->kind_size.load() >> 8 < sizeof(Payload) || is_reserved_key(key))
+      throw_damaged_payload(pool, name, "with a reserved key or the wrong size");
+    return {key, p->value.load(), p};
+  }
+  static std::uint64_t order(const Entry& e) { return e.key; }
+  static std::uint64_t hash(const Entry& e) { return e.key; }
+  static Cached cached(const Entry& e) { return e.value; }
+  static bool less(const Entry& a, const Entry& b) { return a.key < b.key; }
+  static bool same_key(const Entry& a, const Entry& b) { return a.key == b.key; }
+};
+
+// ---- byte-string keys and values --------------------------------------------------------------
+
+// Never changes once linked (seed 003 §3.2). The key's bytes, then the value's, follow the
+// header to the end of the block.
+struct ByteStringPayload : Block {
+  pm::atomic<std::uint64_t> sizes;  // key bytes | value bytes << 32
+
+  unsigned char* bytes() { return reinterpret_cast<unsigned char*>(this + 1); }
+  const unsigned char* bytes() const { return reinterpret_cast<const unsigned char*>(this + 1); }
+};
+static_assert(sizeof(ByteStringPayload) == 56);
+
+struct ByteStringEntry {
+  std::uint64_t order;
+  std::uint64_t hash;
+  std::string key;
+  ByteStringPayload* payload;
+};
+
+struct ByteStringKeys {
+  static constexpr bool byte_strings = true;
+  using KeyArg = std::string_view;
+  using ValueArg = std::string_view;
+  using ValueOut = std::string;
+  using Payload = ByteStringPayload;
+  using Entry = ByteStringEntry;
+  struct Cached {};  // the value stays in the payload
+  struct Probe {
+    std::uint64_t order;  // prefix_word(key)
+    std::string_view key;
+  };
+
+  // A payload block is at most 8 KiB (block_size says why), so keys are at most 1 KiB and values
+  // at most what is left of the block.
+  static constexpr std::size_t max_payload_size = 8192;
+  static constexpr std::size_t max_key_size = 1024;
+  static constexpr std::size_t max_value_size =
+      max_payload_size - sizeof(Payload) - max_key_size;  // 7112
+
+  // The first 8 bytes, big-endian, zero-padded: keys in byte order have orders in word order.
+  static std::uint64_t prefix_word(std::string_view k) {
+    std::uint64_t w = 0;
+    for (std::size_t i = 0; i < 8; ++i)
+      w = w << 8 | (i < k.size() ? static_cast<unsigned char>(k[i]) : 0u);
+    return w;
+  }
+
+  static Probe probe(std::string_view k) {
+    if (k.size() > max_key_size)
+      throw Error("pmds: montage maps take keys of at most " + std::to_string(max_key_size) +
+                  " bytes; this one has " + std::to_string(k.size()));
+    return {prefix_word(k), k};
+  }
+  static void check_value(std::string_view v) {
+    if (v.size() > max_value_size)
+      throw Error("pmds: montage maps take values of at most " + std::to_string(max_value_size) +
+                  " bytes; this one has " + std::to_string(v.size()));
+  }
+  static std::uint64_t hash(const Probe& p) { return std::hash<std::string_view>{}(p.key); }
+
+  static std::size_t key_size(const Payload* p) { return p->sizes.load() & 0xffffffff; }
+  static std::size_t value_size(const Payload* p) { return p->sizes.load() >> 32; }
+
+  // The sign of (the payload's key - the probe's key), in byte order.
+  static int tie(const Payload* p, const Probe& q) {
+    char key[max_key_size];
+    const std::size_t n = key_size(p);
+    pm::read(key, p->bytes(), n);
+    const int c = std::string_view(key, n).compare(q.key);
+    return (c > 0) - (c < 0);
+  }
+
+  // The block size of a payload of n bytes: whole cache lines up to 512 bytes, then four sizes
+  // per doubling (640, 768, 896, 1024, 1280, ...). Values of any mix of sizes then need at most
+  // 24 block sizes up to max_payload_size, within the allocator's 32 slot sizes per pool
+  // (pm/allocator.hpp), and a block wastes at most a fifth of itself.
+  static std::size_t block_size(std::size_t n) {
+    n = (n + pm::cache_line_size - 1) / pm::cache_line_size * pm::cache_line_size;
+    if (n <= 512) return n;
+    const std::size_t step = std::bit_floor(n - 1) / 4;
+    return (n + step - 1) / step * step;
+  }
+
+  template <class System>
+  static Payload* make_payload(System& system, std::string_view k, std::string_view v) {
+    Payload* p = system.template pnew<Payload>(block_size(sizeof(Payload) + k.size() + v.size()));
+    p->sizes.store(k.size() | std::uint64_t{v.size()} << 32, std::memory_order_relaxed);
+    if (!k.empty()) pm::write(p->bytes(), k.data(), k.size());
+    if (!v.empty()) pm::write(p->bytes() + k.size(), v.data(), v.size());
+    return p;
+  }
+  static Cached cached(std::string_view, std::string_view) { return {}; }
+  static ValueOut value(const Cached&, const Payload* p) {
+    std::string out(value_size(p), '\0');
+    pm::read(out.data(), p->bytes() + key_size(p), out.size());
+    return out;
+  }
+  template <class F>
+  static void visit(std::uint64_t, const Cached&, const Payload* p, F& f) {
+    std::string key(key_size(p), '\0');
+    pm::read(key.data(), p->bytes(), key.size());
+    const std::string value = ByteStringKeys::value({}, p);
+    f(std::string_view(key), std::string_view(value));
+  }
+
+  static Entry entry(Block* b, const pm::Pool& pool, const char* name) {
+    auto* p = static_cast<Payload*>(b);
+    const std::size_t ks = key_size(p), vs = value_size(p);
+    if (ks > max_key_size || vs > max_value_size ||
+        (b->kind_size.load() >> 8) < sizeof(Payload) + ks + vs)
+      throw_damaged_payload(pool, name, "whose key and value do not fit its block");
+    std::string key(ks, '\0');
+    pm::read(key.data(), p->bytes(), ks);
+    const std::uint64_t order = prefix_word(key);
+    const std::uint64_t hash = std::hash<std::string_view>{}(key);
+    return {order, hash, std::move(key), p};
+  }
+  static std::uint64_t order(const Entry& e) { return e.order; }
+  static std::uint64_t hash(const Entry& e) { return e.hash; }
+  static Cached cached(const Entry&) { return {}; }
+  static bool less(const Entry& a, const Entry& b) {
+    return a.order != b.order ? a.order < b.order : a.key < b.key;
+  }
+  static bool same_key(const Entry& a, const Entry& b) {
+    return a.order == b.order && a.key == b.key;
+  }
+};
+
+// The sign of (a node's key - the probe's key): by order, then by Keys::tie.
+template <class Keys>
+int compare(std::uint64_t order, const typename Keys::Payload* payload,
+            const typename Keys::Probe& probe) {
+  if (order != probe.order) return order < probe.order ? -1 : 1;
+  return Keys::tie(payload, probe);
+}
+
+// The payloads recovery kept (in address order: the pool is read sequentially), as entries
+// sorted by `less`, over `threads` threads (parallel.hpp). A damaged payload throws
+// PoolCorrupt (Keys::entry), nothing written.
+template <class Keys = WordKeys, class Less>
+std::vector<typename Keys::Entry> sorted_entries(const std::vector<Block*>& blocks,
+                                                 const pm::Pool& pool, const char* name,
+                                                 std::size_t threads, Less less) {
+  std::vector<typename Keys::Entry> out(blocks.size());
+  in_parallel(threads, blocks.size(), [&](std::size_t first, std::size_t last) {
+    for (std::size_t i = first; i < last; ++i) out[i] = Keys::entry(blocks[i], pool, name);
+  });
+  parallel_sort(out, less, threads);
+  return out;
 }
 
 }  // namespace pmds::montage

@@ -1,27 +1,31 @@
 // pmds::montage::SkipList — a lock-free skip list on nbMontage (seed 003 §5: its skip list):
-// "skiplist/montage", an ordered map with scan, buffered durable linearizability, with sync().
+// "skiplist/montage", an ordered map with scan, buffered durable linearizability, with sync();
+// and ByteStringSkipList, "skiplist-bytes/montage", the same list over byte-string keys and
+// values in byte order (pmds::ByteStringMap). One code over the Keys parameter
+// (key_value_payload.hpp).
 //
 // The index is the lock-free skip list of algo/skip_list.hpp (Herlihy & Shavit §14.4, after
 // Fraser; its header explains the algorithm and the two-owner reclamation of a node), in DRAM,
-// rebuilt at recovery from the payloads. Each node points to its payload, a 64-byte pool block
+// rebuilt at recovery from the payloads. Each node points to its payload, a pool block
 // (montage::Block header + key + value) that never changes once linked (§3.2). The key is in the
 // map when its node is linked at level 0 with that link unmarked, so the two linearizing CASes
 // are level-0 ones, done by lin_cas (epoch_system.hpp): an insert's level-0 link, and a remove's
 // level-0 mark, after pdetach of the payload. Every other CAS (upper levels, unlinking) changes
 // no payload and is plain; level-0 words are read through the epoch system (they may hold a
 // lin_cas descriptor), upper-level words directly (no lin_cas acts on them). Reads never flush
-// or fence, and read only DRAM: a node keeps copies of its key and value.
+// or fence; with 8-byte keys they read only DRAM (a node keeps copies of its key and value).
 //
 // Why not algo/skip_list.hpp over a memory policy: for the reason hash_map.hpp's header gives
 // (the policy seam has no operation payloads, no tagged level-0 mark, and algo/ recovery traces
 // a persistent root where nbMontage rebuilds from a pool scan). This file follows the algo/
 // code step for step, with the differences above; widening the seam would retire it.
 //
-// No put yet: hash_map.hpp's put (one lin_cas on the old node's next word, the new node linked
-// after it) would need, here, the replacement to take over the old node's tower too.
+// No put yet (so the byte-string form is not yet a full pmds::ByteStringMap): hash_map.hpp's put
+// (one lin_cas on the old node's next word, the new node linked after it) would need, here, the
+// replacement to take over the old node's tower too.
 //
-// Pool layout: StructureRoot (epoch_system.hpp) with tag "SKIPMONT"; payload and anti-node blocks
-// from the allocator.
+// Pool layout: StructureRoot (epoch_system.hpp) with tag "SKIPMONT" ("SKIPMONB" for byte
+// strings); payload and anti-node blocks from the allocator.
 #pragma once
 
 #include <algorithm>
@@ -47,36 +51,46 @@
 
 namespace pmds::montage {
 
-template <PlantedBug Bug = PlantedBug::none>
-class SkipList {
+// Keys: WordKeys or ByteStringKeys (key_value_payload.hpp). Use SkipList or ByteStringSkipList.
+template <class Keys, PlantedBug Bug = PlantedBug::none>
+class BasicSkipList {
  public:
   static constexpr Criterion criterion = Criterion::buffered;
-  static constexpr std::uint64_t tag = 0x544e4f4d50494b53;  // "SKIPMONT"
-  static constexpr const char* name = "skiplist/montage";
+  static constexpr std::uint64_t tag = Keys::byte_strings ? 0x424e4f4d50494b53   // "SKIPMONB"
+                                                          : 0x544e4f4d50494b53;  // "SKIPMONT"
+  static constexpr const char* name =
+      Keys::byte_strings ? "skiplist-bytes/montage" : "skiplist/montage";
   static constexpr int max_height = 20;  // as algo/skip_list.hpp
+  static constexpr std::size_t max_key_size = Keys::max_key_size;
+  static constexpr std::size_t max_value_size = Keys::max_value_size;
 
-  using Payload = KeyValuePayload;  // key_value_payload.hpp
+  using Payload = typename Keys::Payload;
+  using KeyArg = typename Keys::KeyArg;
+  using ValueArg = typename Keys::ValueArg;
+  using ValueOut = typename Keys::ValueOut;
+  using Probe = typename Keys::Probe;
+  using Entry = typename Keys::Entry;
 
   // A new, empty map in `pool`, which must hold no structure.
-  SkipList(CreateTag, pm::Pool& pool, const Options& options = {}) : pool_(pool) {
+  BasicSkipList(CreateTag, pm::Pool& pool, const Options& options = {}) : pool_(pool) {
     StructureRoot::check_unused(pool, name);
     system_.emplace(create_new, pool, options);
     StructureRoot::write(pool, tag, 0, system_->area());
   }
 
   // Opens the map a pool holds: the index is rebuilt from the payloads recovery keeps (§3.4).
-  SkipList(OpenTag, pm::Pool& pool, const Options& options = {}) : pool_(pool) {
+  BasicSkipList(OpenTag, pm::Pool& pool, const Options& options = {}) : pool_(pool) {
     const auto [parameter, area] = StructureRoot::read(pool, tag, name);
     (void)parameter;
     system_.emplace(open_existing, pool, area, options);
     rebuild(system_->recover());
   }
 
-  SkipList(const SkipList&) = delete;
-  SkipList& operator=(const SkipList&) = delete;
+  BasicSkipList(const BasicSkipList&) = delete;
+  BasicSkipList& operator=(const BasicSkipList&) = delete;
 
   // A clean close: everything completed is made durable (sync), then the DRAM index is freed.
-  ~SkipList() {
+  ~BasicSkipList() {
     sync();
     domain_.drain();  // the removed nodes; every other node is still linked at level 0
     for (Node* n = node_of(head_->link(0).load()); n != nullptr;) {
@@ -87,8 +101,9 @@ class SkipList {
   }
 
   // False if the key was present. Throws PoolFull (the map unchanged) when no block is left.
-  bool insert(Key key, Value value) {
-    check_key(key);
+  bool insert(KeyArg k, ValueArg value) {
+    const Probe key = Keys::probe(k);
+    Keys::check_value(value);
     auto guard = domain_.pin();
     const int height = static_cast<int>(random_height<max_height>());
     raise_levels(height);
@@ -99,7 +114,7 @@ class SkipList {
         if (node != nullptr) discard(node);
         return false;
       }
-      if (node == nullptr) node = make_node(key, value, height);
+      if (node == nullptr) node = make_node(key, k, value, height);
       for (int i = 0; i < height; ++i)
         node->link(i).store(word_of(w.succs[i]), std::memory_order_relaxed);
       if (system_->lin_cas(w.preds[0]->link(0), word_of(w.succs[0]), word_of(node))) break;
@@ -127,8 +142,8 @@ class SkipList {
   }
 
   // False if the key was absent. Linearizes at the level-0 mark.
-  bool remove(Key key) {
-    check_key(key);
+  bool remove(KeyArg k) {
+    const Probe key = Keys::probe(k);
     auto guard = domain_.pin();
     Window w;
     if (!find(key, w)) return false;
@@ -150,32 +165,34 @@ class SkipList {
     return true;
   }
 
-  bool contains(Key key) {
-    check_key(key);
+  bool contains(KeyArg k) {
+    const Probe key = Keys::probe(k);
     auto guard = domain_.pin();
     return search(key) != nullptr;
   }
 
-  std::optional<Value> get(Key key) {
-    check_key(key);
+  std::optional<ValueOut> get(KeyArg k) {
+    const Probe key = Keys::probe(k);
     auto guard = domain_.pin();
     const Node* n = search(key);
     if (n == nullptr) return std::nullopt;
-    return n->value;
+    return Keys::value(n->cached, n->payload);
   }
 
   // Up to max_count keys >= from in ascending order, visit(key, value) each; returns how many.
   // Each key visited was in the map when its level-0 link was read (not an atomic snapshot).
   template <class F>
-  std::size_t scan(Key from, std::size_t max_count, F&& visit) {
-    if (from == min_reserved_key) from = min_user_key;
+  std::size_t scan(KeyArg from, std::size_t max_count, F&& visit) {
+    if constexpr (!Keys::byte_strings)
+      if (from == min_reserved_key) from = min_user_key;
+    const Probe key = Keys::probe(from);
     auto guard = domain_.pin();
     std::size_t count = 0;
-    Node* n = lower_bound(from);
+    Node* n = lower_bound(key);
     while (n != nullptr && count < max_count) {
       const std::uint64_t link = system_->load(n->link(0));
       if (!marked(link)) {
-        visit(n->key, n->value);
+        Keys::visit(n->order, n->cached, n->payload, visit);
         ++count;
       }
       n = node_of(link);
@@ -193,7 +210,7 @@ class SkipList {
   void for_each(F&& f) {
     for (Node* n = node_of(head_->link(0).load()); n != nullptr;) {
       const std::uint64_t link = n->link(0).load();
-      if (!marked(link)) f(n->key, n->value);
+      if (!marked(link)) Keys::visit(n->order, n->cached, n->payload, f);
       n = node_of(link);
     }
   }
@@ -207,12 +224,13 @@ class SkipList {
  private:
   static constexpr std::uint64_t mark_bit = 1;
 
-  // A DRAM index node: key, value (copies of the payload's), payload, height, the releases left
-  // before it is retired (algo/skip_list.hpp's header), then `height` link words (Node* | mark;
-  // at level 0 also a lin_cas descriptor while one runs).
+  // A DRAM index node: the key's order word and Keys::Cached (for 8-byte keys, copies of the
+  // payload's key and value; key_value_payload.hpp), payload, height, the releases left before
+  // it is retired (algo/skip_list.hpp's header), then `height` link words (Node* | mark; at
+  // level 0 also a lin_cas descriptor while one runs).
   struct Node {
-    Key key;
-    Value value;
+    std::uint64_t order;
+    [[no_unique_address]] typename Keys::Cached cached;
     Payload* payload;
     int height;
     std::atomic<int> owners;
@@ -220,9 +238,10 @@ class SkipList {
     std::atomic<std::uint64_t>& link(int i) {
       return reinterpret_cast<std::atomic<std::uint64_t>*>(this + 1)[i];
     }
-    static Node* make(Key k, Value v, Payload* p, int height, int owners) {
+    static Node* make(std::uint64_t order, typename Keys::Cached cached, Payload* p, int height,
+                      int owners) {
       void* memory = ::operator new(sizeof(Node) + sizeof(std::uint64_t) * height);
-      Node* n = ::new (memory) Node{k, v, p, height, {owners}};
+      Node* n = ::new (memory) Node{order, cached, p, height, {owners}};
       for (int i = 0; i < height; ++i) ::new (&n->link(i)) std::atomic<std::uint64_t>(0);
       return n;
     }
@@ -257,10 +276,10 @@ class SkipList {
 
   // Herlihy–Shavit find: preds/succs around key at every level below levels_, unlinking marked
   // nodes on the way. True when succs[0] holds key. Caller is pinned.
-  bool find(Key key, Window& w) {
+  bool find(const Probe& key, Window& w) {
   retry:
     Node* pred = head_.get();
-    Key succ_key = 0;
+    bool found = false;
     for (int level = levels_.load(std::memory_order_acquire) - 1; level >= 0; --level) {
       Node* curr = node_of(load_link(pred, level));
       while (curr != nullptr) {
@@ -271,20 +290,21 @@ class SkipList {
           curr = node_of(succ);
           continue;
         }
-        succ_key = curr->key;
-        if (succ_key >= key) break;
+        const int c = compare<Keys>(curr->order, curr->payload, key);
+        found = c == 0;
+        if (c >= 0) break;
         pred = curr;
         curr = node_of(succ_link);
       }
       w.preds[level] = pred;
       w.succs[level] = curr;
     }
-    return w.succs[0] != nullptr && succ_key == key;
+    return w.succs[0] != nullptr && found;
   }
 
   // Wait-free search, writes nothing: the node holding key, unmarked at some level when read
   // (marks go top-down, level 0 last, so it was present then), or nullptr.
-  Node* search(Key key) {
+  Node* search(const Probe& key) {
     Node* pred = head_.get();
     for (int level = levels_.load(std::memory_order_acquire) - 1; level >= 0; --level) {
       Node* curr = node_of(load_link(pred, level));
@@ -294,8 +314,9 @@ class SkipList {
           curr = node_of(succ_link);
           continue;
         }
-        if (curr->key == key) return curr;
-        if (curr->key > key) break;
+        const int c = compare<Keys>(curr->order, curr->payload, key);
+        if (c == 0) return curr;
+        if (c > 0) break;
         pred = curr;
         curr = node_of(succ_link);
       }
@@ -304,12 +325,12 @@ class SkipList {
   }
 
   // The first level-0 node with key >= key (marked or not), writing nothing.
-  Node* lower_bound(Key key) {
+  Node* lower_bound(const Probe& key) {
     Node* pred = head_.get();
     Node* curr = nullptr;
     for (int level = levels_.load(std::memory_order_acquire) - 1; level >= 0; --level) {
       curr = node_of(load_link(pred, level));
-      while (curr != nullptr && curr->key < key) {
+      while (curr != nullptr && compare<Keys>(curr->order, curr->payload, key) < 0) {
         pred = curr;
         curr = node_of(load_link(curr, level));
       }
@@ -317,11 +338,9 @@ class SkipList {
     return curr;
   }
 
-  Node* make_node(Key key, Value value, int height) {
-    Payload* p = system_->template pnew<Payload>();  // PoolFull: nothing changed
-    p->key.store(key, std::memory_order_relaxed);
-    p->value.store(value, std::memory_order_relaxed);
-    return Node::make(key, value, p, height, 2);  // the inserter and the remover
+  Node* make_node(const Probe& key, KeyArg k, ValueArg v, int height) {
+    Payload* p = Keys::make_payload(*system_, k, v);                 // PoolFull: nothing changed
+    return Node::make(key.order, Keys::cached(k, v), p, height, 2);  // inserter and remover
   }
 
   // A node never linked: nobody else saw it or its payload.
@@ -348,15 +367,15 @@ class SkipList {
   void rebuild(typename EpochSystem<Bug>::Recovered r) {
     recovery_ = r.stats;
     const std::size_t threads = system_->recovery_threads();
-    const std::vector<KeyValueEntry> entries =
-        sorted_entries(r.payloads, pool_, name, threads, key_less);
+    const std::vector<Entry> entries =
+        sorted_entries<Keys>(r.payloads, pool_, name, threads, &Keys::less);
     std::vector<Node*> nodes(entries.size(), nullptr);  // nullptr: a duplicate
     in_parallel(threads, entries.size(), [&](std::size_t first, std::size_t last) {
       for (std::size_t i = first; i < last; ++i) {
-        if (i > 0 && entries[i - 1].key == entries[i].key) continue;
-        const KeyValueEntry& e = entries[i];
-        nodes[i] =
-            Node::make(e.key, e.value, e.payload, static_cast<int>(random_height<max_height>()), 1);
+        const Entry& e = entries[i];
+        if (i > 0 && Keys::same_key(entries[i - 1], e)) continue;
+        nodes[i] = Node::make(Keys::order(e), Keys::cached(e), e.payload,
+                              static_cast<int>(random_height<max_height>()), 1);
       }
     });
     std::array<Node*, max_height> last;
@@ -386,9 +405,17 @@ class SkipList {
     void operator()(Node* n) const { Node::destroy(n); }
   };
   // Owned, so that a constructor that throws (a pool of another structure) frees it.
-  std::unique_ptr<Node, NodeDeleter> head_{Node::make(min_reserved_key, 0, nullptr, max_height, 0)};
+  std::unique_ptr<Node, NodeDeleter> head_{Node::make(0, {}, nullptr, max_height, 0)};
   std::atomic<int> levels_{1};
   RecoveryStats recovery_;
 };
+
+// "skiplist/montage": 8-byte keys and values.
+template <PlantedBug Bug = PlantedBug::none>
+using SkipList = BasicSkipList<WordKeys, Bug>;
+
+// "skiplist-bytes/montage": byte-string keys and values (pmds::ByteStringMap), in byte order.
+template <PlantedBug Bug = PlantedBug::none>
+using ByteStringSkipList = BasicSkipList<ByteStringKeys, Bug>;
 
 }  // namespace pmds::montage

@@ -5,6 +5,7 @@
 //   pm::atomic_pair        two 8-byte words read one at a time, changed together by a
 //                          double-word CAS (a value and its sequence number: Mirror, seed 001);
 //   pm::write(dst, src, n) a bulk copy of plain stores;
+//   pm::read(dst, src, n)  a bulk copy of loads;
 //   pm::write_nontemporal  a bulk copy of non-temporal stores (durable at the next fence);
 //   pm::flush(p)           write back the cache line holding p (clwb/clflushopt/clflush);
 //   pm::fence()            sfence: earlier flushes of this thread are durable after it;
@@ -140,6 +141,15 @@ inline void persist(const void* p, std::size_t n, Site site = Site::current()) {
 inline void write(void* dst, const void* src, std::size_t n) {
 #if defined(PMDS_BACKEND_SIMULATED)
   sim::store(dst, src, n);
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
+
+// A bulk copy out of persistent memory (the simulator sees the loads).
+inline void read(void* dst, const void* src, std::size_t n) {
+#if defined(PMDS_BACKEND_SIMULATED)
+  sim::load(src, dst, n);
 #else
   std::memcpy(dst, src, n);
 #endif

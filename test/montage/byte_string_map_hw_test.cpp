@@ -1,0 +1,237 @@
+// nbMontage's maps over byte-string keys and values (montage/key_value_payload.hpp's
+// ByteStringKeys), on the hardware backend: the hash table (hash-bytes/montage) and the skip list
+// (skiplist-bytes/montage). Keys that share their first 8 bytes, differ only in length, hold zero
+// bytes or are empty; values from empty to the largest; a random run against a model, closed
+// and recovered (over one and two threads); a process killed after a sync; sizes over the limits
+// and a full pool, which change nothing. Then put on the hash table, and the skip list's byte
+// order (for_each, scan). The epoch rules themselves are montage_map_hw_test.cpp's.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "montage/montage_test_support.hpp"
+#include "pmds/montage/hash_map.hpp"
+#include "pmds/montage/skip_list.hpp"
+
+namespace {
+
+using namespace pmds;
+using montage_test::manual_clock;
+using Model = std::map<std::string, std::string>;
+
+constexpr std::size_t kPoolSize = 64u << 20;
+
+// Quiescent: the map's contents.
+template <class M>
+Model contents(M& m) {
+  Model out;
+  m.for_each([&](std::string_view k, std::string_view v) { out.emplace(k, v); });
+  return out;
+}
+
+// A key from a small alphabet (0, 'a', 'b') of 0 to 12 bytes: many share their first 8 bytes,
+// or are a prefix of another.
+std::string random_key(std::mt19937_64& rng) {
+  std::string k(rng() % 13, '\0');
+  for (char& c : k) c = "\0ab"[rng() % 3];
+  return k;
+}
+std::string random_value(std::mt19937_64& rng, std::uint64_t i) {
+  std::string v(rng() % 3 == 0 ? rng() % 2000 : rng() % 40, '\0');
+  for (char& c : v) c = static_cast<char>('A' + (i + (&c - v.data())) % 26);
+  return v;
+}
+
+template <class M>
+class ByteStringMaps : public montage_test::InPool<M> {
+ protected:
+  M& make(montage::Options o = manual_clock(), std::size_t pool_size = kPoolSize) {
+    if constexpr (requires { M::default_bucket_count; })
+      return this->create(pool_size, o, std::size_t{64});
+    else
+      return this->create(pool_size, o);
+  }
+};
+using ByteStringMapTypes =
+    ::testing::Types<montage::ByteStringHashMap<>, montage::ByteStringSkipList<>>;
+TYPED_TEST_SUITE(ByteStringMaps, ByteStringMapTypes);
+
+TYPED_TEST(ByteStringMaps, KeysAreAnyBytesAndValuesComeBackWhole) {
+  TypeParam& m = this->make();
+  const std::string zero("\0", 1), two_zeros("\0\0", 2);
+  const std::string long_a(32, 'a'), long_b = std::string(31, 'a') + 'b';
+  const std::string big(TypeParam::max_value_size, 'v');
+  EXPECT_TRUE(m.insert("", "empty key"));
+  EXPECT_TRUE(m.insert(zero, ""));
+  EXPECT_TRUE(m.insert(two_zeros, "two zeros"));
+  EXPECT_TRUE(m.insert(long_a, big));
+  EXPECT_TRUE(m.insert(long_b, "b"));
+  EXPECT_FALSE(m.insert(long_a, "not an update"));
+  EXPECT_EQ(m.get(""), "empty key");
+  EXPECT_EQ(m.get(zero), "");
+  EXPECT_EQ(m.get(two_zeros), "two zeros");
+  EXPECT_EQ(m.get(long_a), big);
+  EXPECT_EQ(m.get(long_b), "b");
+  EXPECT_FALSE(m.get(std::string(30, 'a')).has_value());
+  EXPECT_FALSE(m.contains(std::string(3, '\0')));
+  EXPECT_TRUE(m.remove(zero));
+  EXPECT_FALSE(m.remove(zero));
+  EXPECT_TRUE(m.contains(two_zeros));
+  EXPECT_TRUE(m.contains(""));
+  const Model before = contents(m);
+  EXPECT_EQ(before.size(), 4u);
+  EXPECT_EQ(contents(this->reopen()), before);
+}
+
+TYPED_TEST(ByteStringMaps, KeysAndValuesOverTheLimitsAreRejectedAndChangeNothing) {
+  TypeParam& m = this->make();
+  ASSERT_TRUE(m.insert("k", "v"));
+  const std::string long_key(TypeParam::max_key_size + 1, 'k');
+  const std::string long_value(TypeParam::max_value_size + 1, 'v');
+  EXPECT_THROW(m.insert(long_key, "v"), Error);
+  EXPECT_THROW(m.contains(long_key), Error);
+  EXPECT_THROW(m.remove(long_key), Error);
+  EXPECT_THROW(m.insert("k2", long_value), Error);
+  EXPECT_THROW(m.insert("k", long_value), Error);  // present, but the value is still checked
+  EXPECT_TRUE(m.insert(std::string(TypeParam::max_key_size, 'k'), "longest key"));
+  EXPECT_EQ(contents(m),
+            (Model{{"k", "v"}, {std::string(TypeParam::max_key_size, 'k'), "longest key"}}));
+}
+
+TYPED_TEST(ByteStringMaps, ARandomRunMatchesAModelAcrossReopens) {
+  TypeParam& m = this->make();
+  Model model;
+  std::mt19937_64 rng(3);
+  for (std::uint64_t i = 0; i < 6000; ++i) {
+    const std::string k = random_key(rng);
+    switch (rng() % 3) {
+      case 0: {
+        const std::string v = random_value(rng, i);
+        ASSERT_EQ(m.insert(k, v), model.emplace(k, v).second);
+        break;
+      }
+      case 1:
+        ASSERT_EQ(m.remove(k), model.erase(k) == 1);
+        break;
+      default:
+        ASSERT_EQ(m.get(k), model.count(k) ? std::optional<std::string>(model[k]) : std::nullopt);
+    }
+    if (i % 101 == 0) m.background_step();
+  }
+  ASSERT_EQ(contents(m), model);
+  EXPECT_EQ(contents(this->reopen()), model);
+  // The system area and one payload per key.
+  EXPECT_EQ(this->s_->recovery_stats().live_slots, model.size() + 1);
+  montage::Options two = manual_clock();
+  two.recovery_threads = 2;
+  TypeParam& r = this->reopen(two);
+  EXPECT_EQ(contents(r), model);
+  for (const auto& [k, v] : model) ASSERT_EQ(r.get(k), v);
+}
+
+// A process killed without closing: every insert before its sync is recovered, whole.
+TYPED_TEST(ByteStringMaps, AKilledProcessKeepsEverythingBeforeItsSync) {
+  this->pool_.emplace(pm::Pool::create(this->path_, kPoolSize, TypeParam::name));
+  this->pool_.reset();
+  const auto key = [](int i) { return "key " + std::to_string(i) + std::string(20, '.'); };
+  const auto value = [](int i) { return std::string(1000 + i, static_cast<char>('a' + i % 26)); };
+  pool_test::in_killed_child([&] {
+    pm::Pool pool = pm::Pool::open(this->path_, TypeParam::name);
+    std::unique_ptr<TypeParam> owned;  // never destroyed: the child ends by _exit
+    if constexpr (requires { TypeParam::default_bucket_count; })
+      owned = std::make_unique<TypeParam>(create_new, pool, std::size_t{64}, manual_clock());
+    else
+      owned = std::make_unique<TypeParam>(create_new, pool, manual_clock());
+    for (int i = 0; i < 100; ++i) owned->insert(key(i), value(i));
+    owned->sync();
+    for (int i = 100; i < 150; ++i) owned->insert(key(i), value(i));
+    ::_exit(0);
+  });
+  this->pool_.emplace(pm::Pool::open(this->path_, TypeParam::name));
+  this->s_ = std::make_unique<TypeParam>(open_existing, *this->pool_, manual_clock());
+  const Model got = contents(*this->s_);
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(got.count(key(i)), 1u) << i;
+  for (const auto& [k, v] : got) {
+    const int i = std::stoi(k.substr(4));
+    EXPECT_EQ(k, key(i));
+    EXPECT_EQ(v, value(i));
+  }
+}
+
+TYPED_TEST(ByteStringMaps, AFullPoolThrowsAndLosesNothing) {
+  TypeParam& m = this->make(manual_clock(), pm::Pool::min_size() + 4 * (1u << 20));
+  const std::string value(1000, 'v');
+  int i = 0;
+  try {
+    for (;; ++i) ASSERT_TRUE(m.insert("key " + std::to_string(i), value));
+  } catch (const PoolFull&) {
+  }
+  ASSERT_GT(i, 100);
+  EXPECT_FALSE(m.contains("key " + std::to_string(i)));
+  EXPECT_EQ(m.get("key 0"), value);
+  const Model before = contents(m);
+  EXPECT_EQ(before.size(), static_cast<std::size_t>(i));
+  EXPECT_EQ(contents(this->reopen()), before);
+}
+
+class ByteStringHashPut : public ByteStringMaps<montage::ByteStringHashMap<>> {};
+
+TEST_F(ByteStringHashPut, PutsAgainstAModelAndAcrossAReopen) {
+  static_assert(ByteStringMap<montage::ByteStringHashMap<>>);
+  auto& m = make();
+  Model model;
+  std::mt19937_64 rng(4);
+  for (std::uint64_t i = 0; i < 6000; ++i) {
+    const std::string k = random_key(rng);
+    if (rng() % 2 == 0) {
+      const std::string v = random_value(rng, i);
+      const bool absent = model.count(k) == 0;
+      model[k] = v;
+      ASSERT_EQ(m.put(k, v), absent);
+    } else {
+      ASSERT_EQ(m.remove(k), model.erase(k) == 1);
+    }
+  }
+  EXPECT_EQ(contents(m), model);
+  EXPECT_EQ(contents(reopen()), model);
+}
+
+class ByteStringSkipListOrder : public ByteStringMaps<montage::ByteStringSkipList<>> {};
+
+// Byte order: by unsigned bytes, a prefix before the keys it begins.
+TEST_F(ByteStringSkipListOrder, ForEachAndScanGoInByteOrder) {
+  auto& m = make();
+  const std::vector<std::string> sorted = {"",         std::string("\0", 1),
+                                           "a",        "a\x01",
+                                           "abcdefgh", "abcdefgh\x01",
+                                           "abcdefgi", "\x7f",
+                                           "\x80",     "\xff\xff"};
+  for (std::size_t i = sorted.size(); i-- > 0;) ASSERT_TRUE(m.insert(sorted[i], sorted[i]));
+  std::vector<std::string> seen;
+  m.for_each([&](std::string_view k, std::string_view v) {
+    EXPECT_EQ(k, v);
+    seen.emplace_back(k);
+  });
+  EXPECT_EQ(seen, sorted);
+  seen.clear();
+  EXPECT_EQ(
+      m.scan("abcdefgh", 3, [&](std::string_view k, std::string_view) { seen.emplace_back(k); }),
+      3u);
+  EXPECT_EQ(seen, (std::vector<std::string>{"abcdefgh", "abcdefgh\x01", "abcdefgi"}));
+  seen.clear();
+  const std::string after_h("abcdefgh\0", 9);  // between "abcdefgh" and "abcdefgh\x01"
+  m.scan(after_h, 100, [&](std::string_view k, std::string_view) { seen.emplace_back(k); });
+  EXPECT_EQ(seen, (std::vector<std::string>(sorted.begin() + 5, sorted.end())));
+  seen.clear();
+  auto& r = reopen();
+  r.for_each([&](std::string_view k, std::string_view) { seen.emplace_back(k); });
+  EXPECT_EQ(seen, sorted);
+}
+
+}  // namespace
