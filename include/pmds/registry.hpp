@@ -67,6 +67,10 @@ using Registered = TypeList<
     Describe<"hash/montage", Kind::map, factories::Montage<montage::HashMap<>>,
              "Michael hash table on nbMontage (seed 003): DRAM index, epoch-tagged payloads in "
              "the pool, buffered durable linearizability with sync">,
+    Describe<"hash-bytes/montage", Kind::map,
+             factories::FixedSizeStringsOf<factories::Montage<montage::ByteStringHashMap<>>>,
+             "hash/montage over byte-string keys and values (seed 003 §5), each key and value "
+             "written as --key-size and --value-size bytes (default 8)">,
     Describe<"hash/psync-bound", Kind::map,
              factories::PsyncBoundOf<factories::Hash<algo::MichaelHashTable<algo::transient>>>,
              "reference, not durable: hash/transient + one psync per successful update (the "
@@ -102,6 +106,10 @@ using Registered = TypeList<
     Describe<"skiplist/montage", Kind::map, factories::Montage<montage::SkipList<>>,
              "lock-free skip list on nbMontage (seed 003): DRAM index, persistent payloads, "
              "buffered, sync, scan">,
+    Describe<"skiplist-bytes/montage", Kind::map,
+             factories::FixedSizeStringsOf<factories::Montage<montage::ByteStringSkipList<>>>,
+             "skiplist/montage over byte-string keys and values in byte order, each key and "
+             "value written as --key-size and --value-size bytes (default 8)">,
     // Natarajan-Mittal external binary search tree (algo/natarajan_mittal_bst.hpp)
     Describe<"bst/transient", Kind::map,
              factories::Plain<algo::NatarajanMittalTree<algo::transient>>,

@@ -1,6 +1,7 @@
 // pmds bench — runs the benchmark harness (pmds/bench/runner.hpp) on registered structures and
 // writes the table (stdout), JSON and CSV. Options: pmds/bench/options.hpp (--help), parsed by
 // main.cpp.
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -66,6 +67,13 @@ int bench_command(const bench::ParsedBench& parsed, std::string_view command_lin
                              : std::string("pmds bench: no registered structure supports "
                                            "--workload ") +
                                    bench::to_string(parsed.config.workload) + " (see pmds list)");
+  }
+  if (parsed.config.key_size != 8 || parsed.config.value_size != 8) {
+    if (std::none_of(chosen.begin(), chosen.end(),
+                     [](const registry::Entry* e) { return e->structure.ends_with("-bytes"); }))
+      return usage_error(
+          "pmds bench: --key-size and --value-size apply to the byte-string maps (the -bytes "
+          "entries: hash-bytes/montage, skiplist-bytes/montage), and none is selected");
   }
   const std::string& pool = parsed.config.pool_path;
   std::error_code exists_ec;

@@ -16,6 +16,7 @@
 
 #include "pmds/bench/workload.hpp"
 #include "pmds/montage/epoch_system.hpp"
+#include "pmds/montage/key_value_payload.hpp"
 #include "pmds/thread_registry.hpp"
 
 namespace pmds::bench {
@@ -191,6 +192,18 @@ inline void add_bench_options(CLI::App& app, ParsedBench& out) {
       ->type_name("N")
       ->group(more)
       ->transform(whole_number(1, montage::Options::max_recovery_threads));
+  app.add_option("--key-size", c.key_size,
+                 "byte-string maps (the -bytes entries): bytes each key is written as\n"
+                 "(default: 8; seed 003 runs 32)")
+      ->type_name("BYTES")
+      ->group(more)
+      ->transform(whole_number(8, montage::ByteStringKeys::max_key_size));
+  app.add_option("--value-size", c.value_size,
+                 "byte-string maps (the -bytes entries): bytes each value is written as\n"
+                 "(default: 8; seed 003 runs 1024)")
+      ->type_name("BYTES")
+      ->group(more)
+      ->transform(whole_number(8, montage::ByteStringKeys::max_value_size));
   app.add_flag_callback(
          "--no-recovery", [&c] { c.measure_recovery = false; },
          "skip the recovery-time measurement")

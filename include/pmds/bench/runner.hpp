@@ -91,6 +91,8 @@ inline Record record_of_run(const registry::Entry& e, const Config& cfg, unsigne
   r.local_work = cfg.local_work;
   r.zipf_theta = cfg.zipf_theta;
   r.recovery_threads = cfg.recovery_threads;
+  r.key_size = cfg.key_size;
+  r.value_size = cfg.value_size;
   r.backend = pm::to_string(pm::backend);
   r.flush_instruction = pm::to_string(pm::flush_instruction());
   if (is_keyed(cfg.workload)) {
@@ -109,6 +111,8 @@ inline registry::CreateOptions create_options_of(const Config& cfg) {
   create.buckets = cfg.buckets;
   create.pool_size = cfg.pool_size;
   create.recovery_threads = cfg.recovery_threads;
+  create.key_size = cfg.key_size;
+  create.value_size = cfg.value_size;
   // A bounded heap is as large as the key range: seed 004's Figure 7b runs a heap of 64 to 1024
   // keys, half full.
   if (cfg.workload == Workload::heap) create.capacity = cfg.key_range;

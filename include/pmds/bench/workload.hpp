@@ -161,7 +161,8 @@ struct Config {
   unsigned local_work = 512;    // pairs, heap, atomicfloat: max iterations between operations
   unsigned scan_length = 100;   // ycsb-e: scans of 1..scan_length keys
   bool measure_recovery = true;
-  std::size_t recovery_threads = 1;  // nbMontage structures: threads that rebuild at open
+  std::size_t recovery_threads = 1;          // nbMontage structures: threads that rebuild at open
+  std::size_t key_size = 8, value_size = 8;  // byte-string maps (the "-bytes" entries)
   // Each repetition in a forked child process (runner.hpp, detail::in_child_process): every
   // structure starts from the same fresh heap. The CLI sets it (--no-isolate clears it); tests
   // that call run_target directly leave it off.

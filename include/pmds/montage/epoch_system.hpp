@@ -384,7 +384,12 @@ class EpochSystem {
   // cancels it. Everything else goes back to the allocator, its epoch word zeroed first
   // (canceled payloads and recent blocks before anti-nodes, one fence between) so that no
   // later recovery can resurrect it. The structure rebuilds its index from the payloads.
-  Recovered recover() {
+  // damaged(payload) says what is wrong with a payload the rules keep (nullptr: nothing): the
+  // structure's check of its own fields, run before recovery writes anything, so that a damaged
+  // pool throws PoolCorrupt unchanged (docs/ARCHITECTURE.md §5). (A payload the rules keep was
+  // written back whole before its epoch ended: only damage makes it fail.)
+  template <class Damaged = const char* (*)(const Block*)>
+  Recovered recover(Damaged damaged = [](const Block*) -> const char* { return nullptr; }) {
     const auto start = std::chrono::steady_clock::now();
     const std::uint64_t e = area_->epoch.load();
     auto in_use = [&](const Block* b) {
@@ -416,6 +421,8 @@ class EpochSystem {
         next_uid[owner] = std::max(next_uid[owner], (uid & ((std::uint64_t{1} << 48) - 1)) + 1);
       if ((b->kind_size.load() & 0xff) == anti_kind && in_use(b))
         canceled.emplace_back(uid, b->epoch.load());
+      else if ((b->kind_size.load() & 0xff) == payload_kind && in_use(b))
+        if (const char* what = damaged(b)) allocator_.corrupt(what);
     });
     std::sort(canceled.begin(), canceled.end());
     auto is_canceled = [&](const Block* b) {

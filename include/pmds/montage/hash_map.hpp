@@ -79,8 +79,7 @@ class BasicHashMap {
 
   // A new, empty map with `bucket_count` buckets in `pool`, which must hold no structure.
   BasicHashMap(CreateTag, pm::Pool& pool, std::size_t bucket_count = default_bucket_count,
-               const Options& options = {})
-      : pool_(pool) {
+               const Options& options = {}) {
     if (bucket_count == 0 || bucket_count > (std::size_t{1} << 40))
       throw PoolError(PoolErrc::bad_argument, std::string("pmds: ") + name + ": bucket count " +
                                                   std::to_string(bucket_count) +
@@ -92,14 +91,14 @@ class BasicHashMap {
   }
 
   // Opens the map a pool holds: the index is rebuilt from the payloads recovery keeps (§3.4).
-  BasicHashMap(OpenTag, pm::Pool& pool, const Options& options = {}) : pool_(pool) {
+  BasicHashMap(OpenTag, pm::Pool& pool, const Options& options = {}) {
     const auto [n, area] = StructureRoot::read(pool, tag, name);
     if (n == 0 || n > (std::uint64_t{1} << 40))
       throw PoolCorrupt(std::string("pmds: pool '") + pool.path() + "': " + name +
                         " with bucket count " + std::to_string(n));
     init_buckets(static_cast<std::size_t>(n));
     system_.emplace(open_existing, pool, area, options);
-    rebuild(system_->recover());
+    rebuild(system_->recover(&Keys::damaged));
   }
 
   BasicHashMap(const BasicHashMap&) = delete;
@@ -320,8 +319,8 @@ class BasicHashMap {
     const std::size_t threads = system_->recovery_threads();
     const BucketIndex index = index_;
     const auto bucket_of = [index](const Entry& e) { return index(Keys::hash(e)); };
-    const std::vector<Entry> entries = sorted_entries<Keys>(
-        r.payloads, pool_, name, threads, [bucket_of](const Entry& a, const Entry& b) {
+    const std::vector<Entry> entries =
+        sorted_entries<Keys>(r.payloads, threads, [bucket_of](const Entry& a, const Entry& b) {
           const std::size_t ia = bucket_of(a), ib = bucket_of(b);
           return ia != ib ? ia < ib : Keys::less(a, b);
         });
@@ -352,7 +351,6 @@ class BasicHashMap {
     system_->free_duplicates(duplicates, recovery_);
   }
 
-  pm::Pool& pool_;
   std::optional<EpochSystem<Bug>> system_;  // before domain_: its deleters call pdelete
   reclaim::EpochDomain domain_;
   std::size_t bucket_count_ = 0;

@@ -52,13 +52,6 @@ inline bool key_less(const KeyValueEntry& a, const KeyValueEntry& b) {
   return a.key < b.key;
 }
 
-// A payload recovery kept, as an entry; a block too small for a payload, or holding a reserved
-// key, is a damaged pool (docs/ARCHITECTURE.md §5): PoolCorrupt, nothing written.
-inline void throw_damaged_payload(const pm::Pool& pool, const char* name, const char* what) {
-  throw PoolCorrupt(std::string("pmds: pool '") + pool.path() + "': " + name + ": a payload " +
-                    what);
-}
-
 struct WordKeys {
   static constexpr bool byte_strings = false;
   using KeyArg = Key;
@@ -96,12 +89,17 @@ struct WordKeys {
     f(Key{order}, Value{c});
   }
 
-  static Entry entry(Block* b, const pm::Pool& pool, const char* name) {
+  // What is wrong with a payload recovery keeps (EpochSystem::recover's check), or nullptr.
+  static const char* damaged(const Block* b) {
+    if (b->kind_size.load() >> 8 < sizeof(Payload)) return "montage: a payload too small";
+    if (is_reserved_key(static_cast<const Payload*>(b)->key.load()))
+      return "montage: a payload with a reserved key";
+    return nullptr;
+  }
+  // A payload recovery kept (damaged() found nothing), as an entry.
+  static Entry entry(Block* b) {
     auto* p = static_cast<Payload*>(b);
-    const Key key = p->key.load();
-    if (b->kind_size.load() >> 8 < sizeof(Payload) || is_reserved_key(key))
-      throw_damaged_payload(pool, name, "with a reserved key or the wrong size");
-    return {key, p->value.load(), p};
+    return {p->key.load(), p->value.load(), p};
   }
   static std::uint64_t order(const Entry& e) { return e.key; }
   static std::uint64_t hash(const Entry& e) { return e.key; }
@@ -215,12 +213,18 @@ struct ByteStringKeys {
     f(std::string_view(key), std::string_view(value));
   }
 
-  static Entry entry(Block* b, const pm::Pool& pool, const char* name) {
-    auto* p = static_cast<Payload*>(b);
+  static const char* damaged(const Block* b) {
+    const auto* p = static_cast<const Payload*>(b);
+    if (b->kind_size.load() >> 8 < sizeof(Payload)) return "montage: a payload too small";
     const std::size_t ks = key_size(p), vs = value_size(p);
     if (ks > max_key_size || vs > max_value_size ||
         (b->kind_size.load() >> 8) < sizeof(Payload) + ks + vs)
-      throw_damaged_payload(pool, name, "whose key and value do not fit its block");
+      return "montage: a payload whose key and value do not fit its block";
+    return nullptr;
+  }
+  static Entry entry(Block* b) {
+    auto* p = static_cast<Payload*>(b);
+    const std::size_t ks = key_size(p);
     std::string key(ks, '\0');
     pm::read(key.data(), p->bytes(), ks);
     const std::uint64_t order = prefix_word(key);
@@ -246,16 +250,14 @@ int compare(std::uint64_t order, const typename Keys::Payload* payload,
   return Keys::tie(payload, probe);
 }
 
-// The payloads recovery kept (in address order: the pool is read sequentially), as entries
-// sorted by `less`, over `threads` threads (parallel.hpp). A damaged payload throws
-// PoolCorrupt (Keys::entry), nothing written.
+// The payloads recovery kept (in address order: the pool is read sequentially; checked by
+// Keys::damaged), as entries sorted by `less`, over `threads` threads (parallel.hpp).
 template <class Keys = WordKeys, class Less>
 std::vector<typename Keys::Entry> sorted_entries(const std::vector<Block*>& blocks,
-                                                 const pm::Pool& pool, const char* name,
                                                  std::size_t threads, Less less) {
   std::vector<typename Keys::Entry> out(blocks.size());
   in_parallel(threads, blocks.size(), [&](std::size_t first, std::size_t last) {
-    for (std::size_t i = first; i < last; ++i) out[i] = Keys::entry(blocks[i], pool, name);
+    for (std::size_t i = first; i < last; ++i) out[i] = Keys::entry(blocks[i]);
   });
   parallel_sort(out, less, threads);
   return out;

@@ -60,7 +60,7 @@ class NatarajanMittalTree {
   using Payload = KeyValuePayload;
 
   // A new, empty map in `pool`, which must hold no structure.
-  NatarajanMittalTree(CreateTag, pm::Pool& pool, const Options& options = {}) : pool_(pool) {
+  NatarajanMittalTree(CreateTag, pm::Pool& pool, const Options& options = {}) {
     StructureRoot::check_unused(pool, name);
     system_.emplace(create_new, pool, options);
     StructureRoot::write(pool, tag, 0, system_->area());
@@ -68,11 +68,11 @@ class NatarajanMittalTree {
   }
 
   // Opens the map a pool holds: the index is rebuilt from the payloads recovery keeps (§3.4).
-  NatarajanMittalTree(OpenTag, pm::Pool& pool, const Options& options = {}) : pool_(pool) {
+  NatarajanMittalTree(OpenTag, pm::Pool& pool, const Options& options = {}) {
     const auto [parameter, area] = StructureRoot::read(pool, tag, name);
     (void)parameter;
     system_.emplace(open_existing, pool, area, options);
-    rebuild(system_->recover());
+    rebuild(system_->recover(&WordKeys::damaged));
   }
 
   NatarajanMittalTree(const NatarajanMittalTree&) = delete;
@@ -386,8 +386,7 @@ class NatarajanMittalTree {
   void rebuild(typename EpochSystem<Bug>::Recovered r) {
     recovery_ = r.stats;
     const std::size_t threads = system_->recovery_threads();
-    const std::vector<KeyValueEntry> entries =
-        sorted_entries(r.payloads, pool_, name, threads, key_less);
+    const std::vector<KeyValueEntry> entries = sorted_entries(r.payloads, threads, key_less);
     std::vector<Node*> leaves(entries.size(), nullptr);  // nullptr: a duplicate
     in_parallel(threads, entries.size(), [&](std::size_t first, std::size_t last) {
       for (std::size_t i = first; i < last; ++i)
@@ -403,7 +402,6 @@ class NatarajanMittalTree {
     system_->free_duplicates(duplicates, recovery_);
   }
 
-  pm::Pool& pool_;
   std::optional<EpochSystem<Bug>> system_;  // before domain_: its deleters call pdelete
   reclaim::EpochDomain domain_;
   Node* root_ = nullptr;        // R

@@ -61,16 +61,14 @@ class Queue {
     const auto [parameter, area] = StructureRoot::read(pool, tag, name);
     (void)parameter;
     system_.emplace(open_existing, pool, area, options);
-    auto r = system_->recover();
+    auto r = system_->recover([](const Block* b) -> const char* {
+      return b->kind_size.load() >> 8 < sizeof(Payload) ? "montage queue: a payload too small"
+                                                        : nullptr;
+    });
     recovery_ = r.stats;
     std::vector<Payload*> payloads;
     payloads.reserve(r.payloads.size());
-    for (Block* b : r.payloads) {
-      if (b->kind_size.load() >> 8 < sizeof(Payload))
-        throw PoolCorrupt(std::string("pmds: pool '") + pool.path() + "': " + name +
-                          ": a payload of the wrong size");
-      payloads.push_back(static_cast<Payload*>(b));
-    }
+    for (Block* b : r.payloads) payloads.push_back(static_cast<Payload*>(b));
     std::sort(payloads.begin(), payloads.end(), [](const Payload* a, const Payload* b) {
       return a->serial.load() < b->serial.load();
     });

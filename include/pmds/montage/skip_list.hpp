@@ -72,18 +72,18 @@ class BasicSkipList {
   using Entry = typename Keys::Entry;
 
   // A new, empty map in `pool`, which must hold no structure.
-  BasicSkipList(CreateTag, pm::Pool& pool, const Options& options = {}) : pool_(pool) {
+  BasicSkipList(CreateTag, pm::Pool& pool, const Options& options = {}) {
     StructureRoot::check_unused(pool, name);
     system_.emplace(create_new, pool, options);
     StructureRoot::write(pool, tag, 0, system_->area());
   }
 
   // Opens the map a pool holds: the index is rebuilt from the payloads recovery keeps (§3.4).
-  BasicSkipList(OpenTag, pm::Pool& pool, const Options& options = {}) : pool_(pool) {
+  BasicSkipList(OpenTag, pm::Pool& pool, const Options& options = {}) {
     const auto [parameter, area] = StructureRoot::read(pool, tag, name);
     (void)parameter;
     system_.emplace(open_existing, pool, area, options);
-    rebuild(system_->recover());
+    rebuild(system_->recover(&Keys::damaged));
   }
 
   BasicSkipList(const BasicSkipList&) = delete;
@@ -367,8 +367,7 @@ class BasicSkipList {
   void rebuild(typename EpochSystem<Bug>::Recovered r) {
     recovery_ = r.stats;
     const std::size_t threads = system_->recovery_threads();
-    const std::vector<Entry> entries =
-        sorted_entries<Keys>(r.payloads, pool_, name, threads, &Keys::less);
+    const std::vector<Entry> entries = sorted_entries<Keys>(r.payloads, threads, &Keys::less);
     std::vector<Node*> nodes(entries.size(), nullptr);  // nullptr: a duplicate
     in_parallel(threads, entries.size(), [&](std::size_t first, std::size_t last) {
       for (std::size_t i = first; i < last; ++i) {
@@ -398,7 +397,6 @@ class BasicSkipList {
     system_->free_duplicates(duplicates, recovery_);
   }
 
-  pm::Pool& pool_;
   std::optional<EpochSystem<Bug>> system_;  // before domain_: its deleters call pdelete
   reclaim::EpochDomain domain_;
   struct NodeDeleter {

@@ -67,8 +67,7 @@ class SplitOrderedHash {
   SplitOrderedHash() requires(!durable) { init_buckets(1); }
 
   // A new, empty map in `pool`, which must hold no structure.
-  SplitOrderedHash(CreateTag, pm::Pool& pool, const Options& options = {}) requires(durable)
-      : pool_(&pool) {
+  SplitOrderedHash(CreateTag, pm::Pool& pool, const Options& options = {}) requires(durable) {
     StructureRoot::check_unused(pool, name);
     system_.emplace(create_new, pool, options);
     StructureRoot::write(pool, tag, 0, system_->area());
@@ -76,12 +75,11 @@ class SplitOrderedHash {
   }
 
   // Opens the map a pool holds: the index is rebuilt from the payloads recovery keeps (§3.4).
-  SplitOrderedHash(OpenTag, pm::Pool& pool, const Options& options = {}) requires(durable)
-      : pool_(&pool) {
+  SplitOrderedHash(OpenTag, pm::Pool& pool, const Options& options = {}) requires(durable) {
     const auto [parameter, area] = StructureRoot::read(pool, tag, name);
     (void)parameter;
     system_.emplace(open_existing, pool, area, options);
-    rebuild(system_->recover());
+    rebuild(system_->recover(&WordKeys::damaged));
   }
 
   SplitOrderedHash(const SplitOrderedHash&) = delete;
@@ -375,8 +373,8 @@ class SplitOrderedHash {
   void rebuild(typename EpochSystem<Bug>::Recovered r) requires(durable) {
     recovery_ = r.stats;
     const std::size_t threads = system_->recovery_threads();
-    const std::vector<KeyValueEntry> entries = sorted_entries(
-        r.payloads, *pool_, name, threads, [](const KeyValueEntry& a, const KeyValueEntry& b) {
+    const std::vector<KeyValueEntry> entries =
+        sorted_entries(r.payloads, threads, [](const KeyValueEntry& a, const KeyValueEntry& b) {
           const std::uint64_t sa = regular_so_key(a.key), sb = regular_so_key(b.key);
           return sa != sb ? sa < sb : a.key < b.key;
         });
@@ -448,7 +446,6 @@ class SplitOrderedHash {
   struct NoSystem {};
   using System = std::conditional_t<durable, EpochSystem<Bug>, NoSystem>;
 
-  pm::Pool* pool_ = nullptr;
   std::optional<System> system_;  // before domain_: its deleters call pdelete
   reclaim::EpochDomain domain_;
   std::array<std::atomic<std::atomic<std::uint64_t>*>, max_bucket_bits + 1> segments_{};

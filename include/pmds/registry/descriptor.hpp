@@ -84,6 +84,9 @@ struct CreateOptions {
   bool background_thread = true;
   // nbMontage structures (montage/): threads that rebuild the index when a pool is opened.
   std::size_t recovery_threads = 1;
+  // Byte-string maps (the "-bytes" entries, registry/fixed_size_strings.hpp): the bytes each
+  // key and each value is written as. Other entries ignore them.
+  std::size_t key_size = 8, value_size = 8;
 };
 
 // Seed 000 §6 runs 1M keys over 2^20 buckets: one bucket per key of the range, a power of two.
@@ -99,13 +102,18 @@ inline std::uint64_t capacity_for(const CreateOptions& o) {
   return std::max<std::uint64_t>(o.key_range, 256);
 }
 
-// Room for the whole key range in nodes of up to 192 bytes and buckets of up to 16 (Mirror's
-// words are a value and a sequence number), plus slack for per-thread chunks and nodes awaiting
-// reclamation, at least 64 MiB.
+// Room for the whole key range in nodes of up to 192 bytes (more by the key and value bytes
+// past 8 each, with a quarter for a byte-string payload's rounding) and buckets of up to 16
+// (Mirror's words are a value and a sequence number), plus slack for per-thread chunks and nodes
+// awaiting reclamation, at least 64 MiB.
 inline std::uint64_t default_pool_size(const CreateOptions& o) {
   if (o.pool_size != 0) return o.pool_size;
   const std::uint64_t mib = 1ull << 20;
-  const std::uint64_t want = 64 * mib + 192 * o.key_range + 16 * bucket_count_for(o);
+  const std::uint64_t extra_bytes =
+      (std::max<std::uint64_t>(o.key_size, 8) - 8 + std::max<std::uint64_t>(o.value_size, 8) - 8) *
+      5 / 4;
+  const std::uint64_t want =
+      64 * mib + (192 + extra_bytes) * o.key_range + 16 * bucket_count_for(o);
   return (want + mib - 1) / mib * mib;
 }
 

@@ -37,6 +37,7 @@
 #include "pmds/montage/split_ordered_hash.hpp"
 #include "pmds/reference/psync_bound.hpp"
 #include "pmds/registry/descriptor.hpp"
+#include "pmds/registry/fixed_size_strings.hpp"
 
 namespace pmds::registry {
 
@@ -122,6 +123,19 @@ struct Montage {
   }
   static std::unique_ptr<T> open(pm::Pool& pool, const CreateOptions& o) {
     return std::make_unique<T>(open_existing, pool, montage_options(o));
+  }
+};
+
+// A byte-string map, seen as an 8-byte map by FixedSizeStrings (fixed_size_strings.hpp): keys
+// and values written as CreateOptions::key_size and value_size bytes.
+template <class Inner>
+struct FixedSizeStringsOf {
+  using type = FixedSizeStrings<typename Inner::type>;
+  static std::unique_ptr<type> create(pm::Pool* pool, const CreateOptions& o) {
+    return std::make_unique<type>(Inner::create(pool, o), o.key_size, o.value_size);
+  }
+  static std::unique_ptr<type> open(pm::Pool& pool, const CreateOptions& o) {
+    return std::make_unique<type>(Inner::open(pool, o), o.key_size, o.value_size);
   }
 };
 

@@ -1,0 +1,93 @@
+// The byte-string registry entries (hash-bytes/montage, skiplist-bytes/montage) through
+// registry/fixed_size_strings.hpp: 8-byte keys and values written as key_size and value_size
+// bytes (seed 003's 32 and 1024 here) come back through the type-erased operations and across a
+// reopen; sizes out of range are refused before anything is created; a value whose bytes do not
+// match what was written is reported, not read as a number.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+
+#include "pmds/montage/hash_map.hpp"
+#include "pmds/registry.hpp"
+#include "pool/pool_test_util.hpp"
+
+namespace {
+
+using namespace pmds;
+using registry::OpCode;
+
+registry::CreateOptions seed003_sizes() {
+  registry::CreateOptions o;
+  o.key_range = 1000;
+  o.key_size = 32;
+  o.value_size = 1024;
+  o.background_thread = false;
+  return o;
+}
+
+TEST(FixedSizeStrings, KeysAndValuesOfSeed003SizesGoInAndComeBack) {
+  for (const char* name : {"hash-bytes/montage", "skiplist-bytes/montage"}) {
+    SCOPED_TRACE(name);
+    const registry::Entry& e = *registry::find(name);
+    pool_test::TempPath path{"fixed-size-strings"};
+    const registry::CreateOptions o = seed003_sizes();
+    std::vector<registry::Item> before;
+    {
+      auto inst = registry::Instance::create(e, o, path.str());
+      for (Key k = 1; k <= 500; ++k) ASSERT_TRUE(inst.apply({OpCode::insert, k, k * 7, 1}).ok);
+      for (Key k = 1; k <= 500; k += 3) ASSERT_TRUE(inst.apply({OpCode::remove, k, 0, 1}).ok);
+      const auto got = inst.apply({OpCode::get, 5, 0, 1});
+      EXPECT_TRUE(got.ok);
+      EXPECT_EQ(got.value, 35u);
+      EXPECT_THROW(inst.apply({OpCode::insert, 0, 0, 1}), ReservedKey);
+      before = inst.contents();
+      ASSERT_EQ(before.size(), 333u);
+      for (const auto& it : before) ASSERT_EQ(it.value, it.key * 7);
+    }
+    auto reopened = registry::Instance::open(e, path.str(), o);
+    EXPECT_EQ(reopened.contents(), before);
+  }
+}
+
+TEST(FixedSizeStrings, SizesOutOfRangeAreRefused) {
+  const registry::Entry& e = *registry::find("hash-bytes/montage");
+  for (auto [key_size, value_size] : {std::pair<std::size_t, std::size_t>{7, 8},
+                                      {8, 7},
+                                      {montage::ByteStringKeys::max_key_size + 1, 8},
+                                      {8, montage::ByteStringKeys::max_value_size + 1}}) {
+    pool_test::TempPath path{"fixed-size-strings"};
+    registry::CreateOptions o = seed003_sizes();
+    o.key_size = key_size;
+    o.value_size = value_size;
+    try {
+      registry::Instance::create(e, o, path.str());
+      FAIL() << key_size << " " << value_size;
+    } catch (const PoolError& err) {
+      EXPECT_EQ(err.code(), PoolErrc::bad_argument);
+    }
+  }
+}
+
+// A value replaced behind the adapter's back by bytes it did not write: get reports it.
+TEST(FixedSizeStrings, AValueWithOtherBytesIsReported) {
+  pool_test::TempPath path{"fixed-size-strings"};
+  auto pool = pm::Pool::create(path.str(), 64u << 20, "hash-bytes/montage");
+  using Map = montage::ByteStringHashMap<>;
+  montage::Options manual;
+  manual.background_thread = false;
+  registry::FixedSizeStrings<Map> m(std::make_unique<Map>(create_new, pool, 64, manual), 32, 64);
+  ASSERT_TRUE(m.insert(5, 55));
+  ASSERT_EQ(m.get(5), 55u);
+  std::string key;
+  m.map().for_each([&](std::string_view k, std::string_view) { key = k; });
+  ASSERT_EQ(key.size(), 32u);
+  std::string other(64, '\0');
+  other[7] = 55;  // the right number, wrong filler
+  m.map().put(key, other);
+  EXPECT_THROW(m.get(5), Error);
+  m.map().put(key, std::string(63, 'x'));  // the wrong size
+  EXPECT_THROW(m.get(5), Error);
+}
+
+}  // namespace
