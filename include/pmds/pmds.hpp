@@ -44,7 +44,7 @@ using MontageSkipList = montage::SkipList<>;         // skiplist/montage (ordere
 using MontageTree = montage::NatarajanMittalTree<>;  // bst/montage
 using MontageSplitOrderedHashMap = montage::SplitOrderedHashMap<>;  // hash-so/montage (grows)
 using MontageQueue = montage::Queue<>;                              // queue/montage
-// Byte-string keys and values (pmds::ByteStringMap; the skip list has no put yet).
+// Byte-string keys and values (pmds::ByteStringMap).
 using MontageByteStringHashMap = montage::ByteStringHashMap<>;    // hash-bytes/montage
 using MontageByteStringSkipList = montage::ByteStringSkipList<>;  // skiplist-bytes/montage
 // InCLL (seed 002): Masstree, an ordered map with put and scan, checkpointed in epochs (64 ms by

@@ -5,8 +5,8 @@
 // sync moves it twice); a clean close that keeps every completed operation; a killed process
 // whose recovery keeps everything before its last sync and a prefix of the rest; a stale
 // anti-node that must not cancel its payload at a later crash; concurrent stress with the
-// background advancer; contended keys; a full pool. Then put, on the hash table and the BST
-// (against a model, its linearizability on contended keys, a full pool).
+// background advancer; contended keys; a full pool. Then put, on the hash table, the skip list
+// and the BST (against a model, its linearizability on contended keys, a full pool).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -331,11 +331,13 @@ TEST_F(MontageSkipListScan, ScansInKeyOrderFromAnyBound) {
 }
 
 // put (insert or update) on the maps that have one: the hash table replaces the key's node in
-// one lin_cas on the old node's next word (montage/hash_map.hpp's header), the BST the key's leaf
-// in one lin_cas on the edge to it (montage/natarajan_mittal_bst.hpp's header).
+// one lin_cas on the old node's next word (montage/hash_map.hpp's header), the skip list likewise
+// on the old node's level-0 link (montage/skip_list.hpp's header), the BST the key's leaf in one
+// lin_cas on the edge to it (montage/natarajan_mittal_bst.hpp's header).
 template <class M>
 class MontagePut : public MontageMaps<M> {};
-using MontagePutTypes = ::testing::Types<montage::HashMap<>, montage::NatarajanMittalTree<>>;
+using MontagePutTypes =
+    ::testing::Types<montage::HashMap<>, montage::SkipList<>, montage::NatarajanMittalTree<>>;
 TYPED_TEST_SUITE(MontagePut, MontagePutTypes);
 
 TYPED_TEST(MontagePut, PutsAgainstAModelAndAcrossAReopen) {

@@ -20,9 +20,13 @@
 // a persistent root where nbMontage rebuilds from a pool scan). This file follows the algo/
 // code step for step, with the differences above; widening the seam would retire it.
 //
-// No put yet (so the byte-string form is not yet a full pmds::ByteStringMap): hash_map.hpp's put
-// (one lin_cas on the old node's next word, the new node linked after it) would need, here, the
-// replacement to take over the old node's tower too.
+// put replaces a present key's node as hash_map.hpp's put does: one lin_cas on the OLD node's
+// level-0 link, from its successor s to (new node | mark), the new node's level-0 link being s.
+// The old node's upper levels are marked first, as a remove marks them (top-down, level 0
+// last, which the wait-free search relies on); a remove, an insert after it or another put
+// CASes that same level-0 word and fails. A remove that finds its node marked looks again (the
+// key may be in the replacement) instead of reporting the key gone. The new node then links its
+// own upper levels, as an inserted one does, after a find has unlinked the old node.
 //
 // Pool layout: StructureRoot (epoch_system.hpp) with tag "SKIPMONT" ("SKIPMONB" for byte
 // strings); payload and anti-node blocks from the allocator.
@@ -101,68 +105,32 @@ class BasicSkipList {
   }
 
   // False if the key was present. Throws PoolFull (the map unchanged) when no block is left.
-  bool insert(KeyArg k, ValueArg value) {
-    const Probe key = Keys::probe(k);
-    Keys::check_value(value);
-    auto guard = domain_.pin();
-    const int height = static_cast<int>(random_height<max_height>());
-    raise_levels(height);
-    Window w;
-    Node* node = nullptr;  // made at the first attempt that needs it, reused by retries
-    for (;;) {
-      if (find(key, w)) {
-        if (node != nullptr) discard(node);
-        return false;
-      }
-      if (node == nullptr) node = make_node(key, k, value, height);
-      for (int i = 0; i < height; ++i)
-        node->link(i).store(word_of(w.succs[i]), std::memory_order_relaxed);
-      if (system_->lin_cas(w.preds[0]->link(0), word_of(w.succs[0]), word_of(node))) break;
-    }
-    // The key is in (level 0). Link the upper levels, stopping if the node gets marked.
-    for (int level = 1; level < height; ++level) {
-      for (;;) {
-        Node* succ = w.succs[level];
-        std::uint64_t link = node->link(level).load();
-        if (marked(link)) goto linked;
-        if (node_of(link) != succ &&
-            !node->link(level).compare_exchange_strong(link, word_of(succ)))
-          continue;  // marked meanwhile: seen at the top of the loop
-        std::uint64_t expected = word_of(succ);
-        if (w.preds[level]->link(level).compare_exchange_strong(expected, word_of(node))) break;
-        find(key, w);
-        if (w.succs[0] != node) goto linked;  // removed meanwhile
-      }
-    }
-  linked:
-    // If a remover marked the node, its find() may have run before one of our links above.
-    if (marked(system_->load(node->link(0)))) find(key, w);
-    release(node);
-    return true;
-  }
+  bool insert(KeyArg k, ValueArg v) { return upsert(k, v, false); }
+
+  // Insert or update: true if the key was absent. An update replaces the key's node (see the
+  // header). Throws PoolFull (the map unchanged) when no block is left.
+  bool put(KeyArg k, ValueArg v) { return upsert(k, v, true); }
 
   // False if the key was absent. Linearizes at the level-0 mark.
   bool remove(KeyArg k) {
     const Probe key = Keys::probe(k);
     auto guard = domain_.pin();
     Window w;
-    if (!find(key, w)) return false;
-    Node* node = w.succs[0];
-    for (int level = node->height - 1; level >= 1; --level) {
-      std::uint64_t link = node->link(level).load();
-      while (!marked(link)) node->link(level).compare_exchange_weak(link, link | mark_bit);
-    }
     for (;;) {
+      if (!find(key, w)) return false;
+      Node* node = w.succs[0];
+      mark_upper_levels(node);
       const std::uint64_t link = system_->load(node->link(0));
-      if (marked(link)) return false;  // another remover won: the key left before us
+      // Marked: removed, or replaced by a put (the key still in, in the next node): find again.
+      if (marked(link)) continue;
       // PoolFull here leaves the key in: its upper-level marks only take it off the express
       // lanes (searches still reach it at level 0), and a later remove finishes the job.
       system_->pdetach(node->payload);
-      if (system_->lin_cas(node->link(0), link, link | mark_bit)) break;
+      if (!system_->lin_cas(node->link(0), link, link | mark_bit)) continue;
+      find(key, w);  // unlinks it at every level
+      release(node);
+      return true;
     }
-    find(key, w);  // unlinks it at every level
-    release(node);
-    return true;
   }
 
   bool contains(KeyArg k) {
@@ -265,6 +233,80 @@ class BasicSkipList {
   bool cas_link(Node* n, int level, std::uint64_t expected, std::uint64_t desired) {
     if (level == 0) return system_->cas(n->link(0), expected, desired);
     return n->link(level).compare_exchange_strong(expected, desired);
+  }
+
+  // insert (update false) and put. Absent key: a new node linked at level 0 by lin_cas on its
+  // predecessor's link. Present key (put): the old node's upper levels are marked as a remove
+  // marks them, then one lin_cas on its level-0 link, from its successor s to (new node | mark),
+  // the new node's level-0 link being s: the old node is removed and the new one in, at once.
+  // Either way the new node's upper levels are then linked.
+  bool upsert(KeyArg k, ValueArg value, bool update) {
+    const Probe key = Keys::probe(k);
+    Keys::check_value(value);
+    auto guard = domain_.pin();
+    const int height = static_cast<int>(random_height<max_height>());
+    raise_levels(height);
+    Window w;
+    Node* node = nullptr;  // made at the first attempt that needs it, reused by retries
+    Node* replaced = nullptr;
+    for (;;) {
+      if (find(key, w)) {
+        if (!update) {
+          if (node != nullptr) discard(node);
+          return false;
+        }
+        Node* old = w.succs[0];
+        if (node == nullptr) node = make_node(key, k, value, height);
+        mark_upper_levels(old);
+        const std::uint64_t link = system_->load(old->link(0));
+        if (marked(link)) continue;  // removed or replaced meanwhile
+        node->link(0).store(link, std::memory_order_relaxed);
+        try {
+          system_->pdetach(old->payload);  // PoolFull: the key stays in (see remove)
+        } catch (...) {
+          discard(node);  // its payload must not stay pending for the thread's next lin_cas
+          throw;
+        }
+        if (!system_->lin_cas(old->link(0), link, word_of(node) | mark_bit)) continue;
+        replaced = old;
+        find(key, w);                         // unlinks the old node at every level
+        if (w.succs[0] != node) goto linked;  // removed meanwhile
+        break;
+      }
+      if (node == nullptr) node = make_node(key, k, value, height);
+      for (int i = 0; i < height; ++i)
+        node->link(i).store(word_of(w.succs[i]), std::memory_order_relaxed);
+      if (system_->lin_cas(w.preds[0]->link(0), word_of(w.succs[0]), word_of(node))) break;
+    }
+    // The key is in (level 0). Link the upper levels, stopping if the node gets marked.
+    for (int level = 1; level < height; ++level) {
+      for (;;) {
+        Node* succ = w.succs[level];
+        std::uint64_t link = node->link(level).load();
+        if (marked(link)) goto linked;
+        if (node_of(link) != succ &&
+            !node->link(level).compare_exchange_strong(link, word_of(succ)))
+          continue;  // marked meanwhile: seen at the top of the loop
+        std::uint64_t expected = word_of(succ);
+        if (w.preds[level]->link(level).compare_exchange_strong(expected, word_of(node))) break;
+        find(key, w);
+        if (w.succs[0] != node) goto linked;  // removed meanwhile
+      }
+    }
+  linked:
+    // If a remover marked the node, its find() may have run before one of our links above.
+    if (marked(system_->load(node->link(0)))) find(key, w);
+    release(node);
+    if (replaced != nullptr) release(replaced);  // its remover's release
+    return replaced == nullptr;
+  }
+
+  // Marks a node's upper levels, top-down (a remove's and a put's first step; level 0 last).
+  static void mark_upper_levels(Node* node) {
+    for (int level = node->height - 1; level >= 1; --level) {
+      std::uint64_t link = node->link(level).load();
+      while (!marked(link)) node->link(level).compare_exchange_weak(link, link | mark_bit);
+    }
   }
 
   // levels_ as algo/skip_list.hpp's: raised before a node of that height is linked.
