@@ -67,6 +67,10 @@ using Registered = TypeList<
     Describe<"hash/montage", Kind::map, factories::Montage<montage::HashMap<>>,
              "Michael hash table on nbMontage (seed 003): DRAM index, epoch-tagged payloads in "
              "the pool, buffered durable linearizability with sync">,
+    Describe<"hash-bytes/transient", Kind::map,
+             factories::FixedSizeStringsOf<factories::Hash<montage::TransientByteStringHashMap>>,
+             "hash-bytes/montage's transient twin: the same table in DRAM, payloads on the heap, "
+             "plain CASes (--key-size and --value-size bytes, default 8)">,
     Describe<"hash-bytes/montage", Kind::map,
              factories::FixedSizeStringsOf<factories::Montage<montage::ByteStringHashMap<>>>,
              "hash/montage over byte-string keys and values (seed 003 §5), each key and value "

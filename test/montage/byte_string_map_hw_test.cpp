@@ -3,8 +3,9 @@
 // (skiplist-bytes/montage). Keys that share their first 8 bytes, differ only in length, hold zero
 // bytes or are empty; values from empty to the largest; a random run against a model, closed
 // and recovered (over one and two threads); a process killed after a sync; sizes over the limits
-// and a full pool, which change nothing. Then put on the hash table, and the skip list's byte
-// order (for_each, scan). The epoch rules themselves are montage_map_hw_test.cpp's.
+// and a full pool, which change nothing; put against a model. Then the skip list's byte order
+// (for_each, scan), and the hash table's transient twin. The epoch rules themselves are
+// montage_map_hw_test.cpp's.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -180,11 +181,11 @@ TYPED_TEST(ByteStringMaps, AFullPoolThrowsAndLosesNothing) {
   EXPECT_EQ(contents(this->reopen()), before);
 }
 
-class ByteStringHashPut : public ByteStringMaps<montage::ByteStringHashMap<>> {};
+static_assert(ByteStringMap<montage::ByteStringHashMap<>>);
+static_assert(ByteStringMap<montage::ByteStringSkipList<>>);
 
-TEST_F(ByteStringHashPut, PutsAgainstAModelAndAcrossAReopen) {
-  static_assert(ByteStringMap<montage::ByteStringHashMap<>>);
-  auto& m = make();
+TYPED_TEST(ByteStringMaps, PutsAgainstAModelAndAcrossAReopen) {
+  TypeParam& m = this->make();
   Model model;
   std::mt19937_64 rng(4);
   for (std::uint64_t i = 0; i < 6000; ++i) {
@@ -199,7 +200,42 @@ TEST_F(ByteStringHashPut, PutsAgainstAModelAndAcrossAReopen) {
     }
   }
   EXPECT_EQ(contents(m), model);
-  EXPECT_EQ(contents(reopen()), model);
+  EXPECT_EQ(contents(this->reopen()), model);
+}
+
+// The transient twin (hash-bytes/transient): the same table with its payloads on the heap,
+// against a model with puts; destroyed with keys in it (the sanitizers see every payload freed).
+TEST(TransientByteStringHash, MatchesAModel) {
+  static_assert(ByteStringMap<montage::TransientByteStringHashMap>);
+  montage::TransientByteStringHashMap m(64);
+  Model model;
+  std::mt19937_64 rng(5);
+  for (std::uint64_t i = 0; i < 6000; ++i) {
+    const std::string k = random_key(rng);
+    switch (rng() % 4) {
+      case 0: {
+        const std::string v = random_value(rng, i);
+        ASSERT_EQ(m.insert(k, v), model.emplace(k, v).second);
+        break;
+      }
+      case 1: {
+        const std::string v = random_value(rng, i);
+        const bool absent = model.count(k) == 0;
+        model[k] = v;
+        ASSERT_EQ(m.put(k, v), absent);
+        break;
+      }
+      case 2:
+        ASSERT_EQ(m.remove(k), model.erase(k) == 1);
+        break;
+      default:
+        ASSERT_EQ(m.get(k), model.count(k) ? std::optional<std::string>(model[k]) : std::nullopt);
+    }
+  }
+  EXPECT_EQ(contents(m), model);
+  EXPECT_THROW(
+      m.insert(std::string(montage::TransientByteStringHashMap::max_key_size + 1, 'k'), ""), Error);
+  EXPECT_THROW(montage::TransientByteStringHashMap(0), PoolError);
 }
 
 class ByteStringSkipListOrder : public ByteStringMaps<montage::ByteStringSkipList<>> {};

@@ -33,6 +33,10 @@
 // new one, which has the same key; the old node is unlinked as any marked node is. The new
 // payload and the old payload's anti-node are tagged by that one lin_cas (seed 003 §3.2).
 //
+// The byte-string table's transient twin, "hash-bytes/transient", is this file with Durable
+// false: montage/transient_system.hpp in place of the epoch system (payloads on the heap, plain
+// CASes), so that the ratio between the two is nbMontage's cost alone.
+//
 // Pool layout: StructureRoot (epoch_system.hpp) with tag "HASHMONT" ("HASHMONB" for byte strings)
 // and the bucket count; payload and anti-node blocks from the allocator.
 #pragma once
@@ -44,6 +48,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "pmds/bucket_index.hpp"
@@ -52,21 +57,30 @@
 #include "pmds/montage/epoch_system.hpp"
 #include "pmds/montage/key_value_payload.hpp"
 #include "pmds/montage/parallel.hpp"
+#include "pmds/montage/transient_system.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/pool.hpp"
 #include "pmds/reclaim/epoch.hpp"
 
 namespace pmds::montage {
 
-// Keys: WordKeys or ByteStringKeys (key_value_payload.hpp). Use HashMap or ByteStringHashMap.
-template <class Keys, PlantedBug Bug = PlantedBug::none>
+// Keys: WordKeys or ByteStringKeys (key_value_payload.hpp). Durable false: the transient twin
+// (TransientSystem instead of the epoch system; byte strings only, the 8-byte table's twin being
+// algo/michael_hash.hpp's hash/transient). Use HashMap, ByteStringHashMap or
+// TransientByteStringHashMap.
+template <class Keys, bool Durable = true, PlantedBug Bug = PlantedBug::none>
 class BasicHashMap {
+  static_assert(Durable || Keys::byte_strings);
+
  public:
-  static constexpr Criterion criterion = Criterion::buffered;
+  static constexpr bool durable = Durable;
+  static constexpr Criterion criterion = durable ? Criterion::buffered : Criterion::none;
   static constexpr std::size_t default_bucket_count = std::size_t{1} << 20;
   static constexpr std::uint64_t tag = Keys::byte_strings ? 0x424e4f4d48534148   // "HASHMONB"
                                                           : 0x544e4f4d48534148;  // "HASHMONT"
-  static constexpr const char* name = Keys::byte_strings ? "hash-bytes/montage" : "hash/montage";
+  static constexpr const char* name =
+      !Keys::byte_strings ? "hash/montage"
+                          : (durable ? "hash-bytes/montage" : "hash-bytes/transient");
 
   using Payload = typename Keys::Payload;
   using KeyArg = typename Keys::KeyArg;
@@ -77,13 +91,17 @@ class BasicHashMap {
   static constexpr std::size_t max_key_size = Keys::max_key_size;
   static constexpr std::size_t max_value_size = Keys::max_value_size;
 
+  // The transient twin: an empty map with `bucket_count` buckets in DRAM.
+  explicit BasicHashMap(std::size_t bucket_count = default_bucket_count) requires(!durable) {
+    check_bucket_count(bucket_count);
+    init_buckets(bucket_count);
+    system_.emplace();
+  }
+
   // A new, empty map with `bucket_count` buckets in `pool`, which must hold no structure.
   BasicHashMap(CreateTag, pm::Pool& pool, std::size_t bucket_count = default_bucket_count,
-               const Options& options = {}) {
-    if (bucket_count == 0 || bucket_count > (std::size_t{1} << 40))
-      throw PoolError(PoolErrc::bad_argument, std::string("pmds: ") + name + ": bucket count " +
-                                                  std::to_string(bucket_count) +
-                                                  " is not in [1, 2^40]");
+               const Options& options = {}) requires(durable) {
+    check_bucket_count(bucket_count);
     StructureRoot::check_unused(pool, name);
     init_buckets(bucket_count);
     system_.emplace(create_new, pool, options);
@@ -91,7 +109,7 @@ class BasicHashMap {
   }
 
   // Opens the map a pool holds: the index is rebuilt from the payloads recovery keeps (§3.4).
-  BasicHashMap(OpenTag, pm::Pool& pool, const Options& options = {}) {
+  BasicHashMap(OpenTag, pm::Pool& pool, const Options& options = {}) requires(durable) {
     const auto [n, area] = StructureRoot::read(pool, tag, name);
     if (n == 0 || n > (std::uint64_t{1} << 40))
       throw PoolCorrupt(std::string("pmds: pool '") + pool.path() + "': " + name +
@@ -106,12 +124,13 @@ class BasicHashMap {
 
   // A clean close: everything completed is made durable (sync), then the DRAM index is freed.
   ~BasicHashMap() {
-    sync();
+    if constexpr (durable) sync();
     domain_.drain();
     for (std::size_t i = 0; i < bucket_count_; ++i) {
       Node* n = node_of(buckets_[i].load(std::memory_order_relaxed));
       while (n != nullptr) {
         Node* next = node_of(n->next.load(std::memory_order_relaxed));
+        if constexpr (!durable) system_->pdelete(n->payload);  // the twin's are on the heap
         delete n;
         n = next;
       }
@@ -202,9 +221,9 @@ class BasicHashMap {
   }
 
   // Everything completed before the call is durable when it returns (two epoch advances).
-  void sync() { system_->sync(); }
+  void sync() requires(durable) { system_->sync(); }
   // One epoch advance: what the background thread does every epoch (Options::epoch_length).
-  void background_step() { system_->background_step(); }
+  void background_step() requires(durable) { system_->background_step(); }
 
   // Quiescent: f(key, value) for every key, bucket by bucket, each in key order.
   template <class F>
@@ -217,9 +236,9 @@ class BasicHashMap {
   // Quiescent: runs every pending reclamation of DRAM nodes now.
   void drain() { domain_.drain(); }
 
-  const RecoveryStats& recovery_stats() const { return recovery_; }
+  const RecoveryStats& recovery_stats() const requires(durable) { return recovery_; }
   std::size_t bucket_count() const { return bucket_count_; }
-  std::uint64_t epoch() const { return system_->epoch(); }
+  std::uint64_t epoch() const requires(durable) { return system_->epoch(); }
 
  private:
   static constexpr std::uint64_t mark_bit = 1;
@@ -295,13 +314,18 @@ class BasicHashMap {
   // A node unlinked after its remove linearized: its payload is deleted (two epochs later, by
   // the epoch system) once no pinned thread can still read the node.
   void retire(Node* n) {
-    EpochSystem<Bug>* system = &*system_;
+    System* system = &*system_;
     domain_.retire(n, [system](Node* dead) noexcept {
       system->pdelete(dead->payload);
       delete dead;
     });
   }
 
+  static void check_bucket_count(std::size_t n) {
+    if (n == 0 || n > (std::size_t{1} << 40))
+      throw PoolError(PoolErrc::bad_argument, std::string("pmds: ") + name + ": bucket count " +
+                                                  std::to_string(n) + " is not in [1, 2^40]");
+  }
   void init_buckets(std::size_t n) {
     bucket_count_ = n;
     index_ = BucketIndex(n);
@@ -314,7 +338,7 @@ class BasicHashMap {
   // (each node's next is the next entry of its bucket, each bucket's head its first entry, so
   // no two threads write one word). A key found twice (impossible without a bug) keeps one
   // payload; the others are counted and freed.
-  void rebuild(typename EpochSystem<Bug>::Recovered r) {
+  void rebuild(typename EpochSystem<Bug>::Recovered r) requires(durable) {
     recovery_ = r.stats;
     const std::size_t threads = system_->recovery_threads();
     const BucketIndex index = index_;
@@ -351,7 +375,8 @@ class BasicHashMap {
     system_->free_duplicates(duplicates, recovery_);
   }
 
-  std::optional<EpochSystem<Bug>> system_;  // before domain_: its deleters call pdelete
+  using System = std::conditional_t<durable, EpochSystem<Bug>, TransientSystem>;
+  std::optional<System> system_;  // before domain_: its deleters call pdelete
   reclaim::EpochDomain domain_;
   std::size_t bucket_count_ = 0;
   BucketIndex index_;
@@ -361,11 +386,14 @@ class BasicHashMap {
 
 // "hash/montage": 8-byte keys and values (pmds::UpdatableMap).
 template <PlantedBug Bug = PlantedBug::none>
-using HashMap = BasicHashMap<WordKeys, Bug>;
+using HashMap = BasicHashMap<WordKeys, true, Bug>;
 
 // "hash-bytes/montage": byte-string keys and values (pmds::ByteStringMap), each key in a
 // ByteStringPayload of the size its bytes need.
 template <PlantedBug Bug = PlantedBug::none>
-using ByteStringHashMap = BasicHashMap<ByteStringKeys, Bug>;
+using ByteStringHashMap = BasicHashMap<ByteStringKeys, true, Bug>;
+
+// "hash-bytes/transient": its twin in DRAM, the payloads on the heap.
+using TransientByteStringHashMap = BasicHashMap<ByteStringKeys, false>;
 
 }  // namespace pmds::montage

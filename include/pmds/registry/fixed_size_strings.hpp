@@ -60,9 +60,10 @@ class FixedSizeStrings {
         [&](std::string_view k, std::string_view v) { f(decode_key(k), decode_value(v)); });
   }
 
-  void sync() { map_->sync(); }
-  void background_step() { map_->background_step(); }
-  const RecoveryStats& recovery_stats() const { return map_->recovery_stats(); }
+  void sync() requires Syncable<M> { map_->sync(); }
+  void background_step() requires HasBackgroundWork<M> { map_->background_step(); }
+  const RecoveryStats& recovery_stats() const requires requires(const M& m) { m.recovery_stats(); }
+  { return map_->recovery_stats(); }
   M& map() { return *map_; }
 
  private:
