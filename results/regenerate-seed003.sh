@@ -2,7 +2,8 @@
 # results/regenerate-seed003.sh — regenerates results/seed003/: seed 003's figures (Cai et al.,
 # "Fast Nonblocking Persistence for Concurrent Data Structures", nbMontage) at this machine's
 # scale, for what pmds has built of it so far: hash/montage, skiplist/montage, bst/montage,
-# hash-so/montage and queue/montage,
+# hash-so/montage, queue/montage, and the byte-string hash-bytes/montage and
+# skiplist-bytes/montage,
 # each in one `pmds bench` invocation with its transient twin and the other durable techniques
 # on the same algorithm, so every ratio compares records of one run, round by round; then the
 # latency of sync() (bench/montage_sync_bench) and recovery of 1M and 4M payloads. See
@@ -22,13 +23,19 @@ results_begin seed003 "${timing[*]}"
 # Figures 3-4: 2:1:1 get:insert:remove (the set workload at 50% reads) over 1M keys, 0.5M
 # prefilled (the default: half the range), 8-byte keys and values, 1, 2 and 4 threads (4 are
 # oversubscribed on 2 cores). Every durable technique pmds has for the algorithm runs beside
-# the twin. (Byte-string payloads, 32 B keys / 1 KB values, are not built yet.)
+# the twin. Then the same with 32-byte keys and 1 KB values (the -bytes entries).
 for s in hash skiplist; do
   run "$s-211-1m" --structure "$(family "$s" transient montage izraelevitz linkfree soft mirror)" \
     --workload set --reads 50 --key-range 1000000 --threads 1,2,4 --no-recovery "${timing[@]}"
 done
 run bst-211-1m --structure "$(family bst transient montage izraelevitz mirror)" \
   --workload set --reads 50 --key-range 1000000 --threads 1,2,4 --no-recovery "${timing[@]}"
+run hash-bytes-211-1m-32x1024 --structure hash-bytes/transient,hash-bytes/montage \
+  --workload set --reads 50 --key-range 1000000 --threads 1,2,4 --no-recovery \
+  --key-size 32 --value-size 1024 "${timing[@]}"
+run skiplist-bytes-211-1m-32x1024 --structure skiplist-bytes/montage \
+  --workload set --reads 50 --key-range 1000000 --threads 1,2,4 --no-recovery \
+  --key-size 32 --value-size 1024 "${timing[@]}"
 run hash-so-211-1m --structure "$(family hash-so transient montage)" \
   --workload set --reads 50 --key-range 1000000 --threads 1,2,4 --no-recovery "${timing[@]}"
 # The queue: enqueue/dequeue pairs from empty, local work up to 64 iterations between

@@ -26,7 +26,7 @@ using namespace pmds;
 using montage_test::manual_clock;
 using Model = std::map<std::string, std::string>;
 
-constexpr std::size_t kPoolSize = 64u << 20;
+constexpr std::size_t kPoolSize = montage_test::default_pool_size;
 
 // Quiescent: the map's contents.
 template <class M>
@@ -50,15 +50,7 @@ std::string random_value(std::mt19937_64& rng, std::uint64_t i) {
 }
 
 template <class M>
-class ByteStringMaps : public montage_test::InPool<M> {
- protected:
-  M& make(montage::Options o = manual_clock(), std::size_t pool_size = kPoolSize) {
-    if constexpr (requires { M::default_bucket_count; })
-      return this->create(pool_size, o, std::size_t{64});
-    else
-      return this->create(pool_size, o);
-  }
-};
+class ByteStringMaps : public montage_test::InPool<M> {};
 using ByteStringMapTypes =
     ::testing::Types<montage::ByteStringHashMap<>, montage::ByteStringSkipList<>>;
 TYPED_TEST_SUITE(ByteStringMaps, ByteStringMapTypes);
@@ -144,11 +136,7 @@ TYPED_TEST(ByteStringMaps, AKilledProcessKeepsEverythingBeforeItsSync) {
   const auto value = [](int i) { return std::string(1000 + i, static_cast<char>('a' + i % 26)); };
   pool_test::in_killed_child([&] {
     pm::Pool pool = pm::Pool::open(this->path_, TypeParam::name);
-    std::unique_ptr<TypeParam> owned;  // never destroyed: the child ends by _exit
-    if constexpr (requires { TypeParam::default_bucket_count; })
-      owned = std::make_unique<TypeParam>(create_new, pool, std::size_t{64}, manual_clock());
-    else
-      owned = std::make_unique<TypeParam>(create_new, pool, manual_clock());
+    auto owned = montage_test::create_map<TypeParam>(pool);  // never destroyed: the child _exits
     for (int i = 0; i < 100; ++i) owned->insert(key(i), value(i));
     owned->sync();
     for (int i = 100; i < 150; ++i) owned->insert(key(i), value(i));

@@ -29,33 +29,16 @@ namespace {
 
 using namespace pmds;
 
-constexpr std::size_t kPoolSize = 32u << 20;
+constexpr std::size_t kPoolSize = montage_test::default_pool_size;
 
 using montage_test::check_against_model;
 using montage_test::contents;
+using montage_test::create_map;
 using montage_test::expect_changes_match_presence;
 using montage_test::manual_clock;
 
-// A new map in `pool` (a hash table with 64 buckets), outside the fixture: for child processes.
 template <class M>
-std::unique_ptr<M> create_map(pm::Pool& pool) {
-  if constexpr (requires { M::default_bucket_count; })
-    return std::make_unique<M>(create_new, pool, std::size_t{64}, manual_clock());
-  else
-    return std::make_unique<M>(create_new, pool, manual_clock());
-}
-
-template <class M>
-class MontageMaps : public montage_test::InPool<M> {
- protected:
-  // A new map; a hash table gets 64 buckets, so that its lists are long enough to be exercised.
-  M& make(montage::Options o = manual_clock(), std::size_t pool_size = kPoolSize) {
-    if constexpr (requires { M::default_bucket_count; })
-      return this->create(pool_size, o, std::size_t{64});
-    else
-      return this->create(pool_size, o);
-  }
-};
+class MontageMaps : public montage_test::InPool<M> {};
 using MontageMapTypes =
     ::testing::Types<montage::HashMap<>, montage::SkipList<>, montage::NatarajanMittalTree<>,
                      montage::SplitOrderedHashMap<>>;

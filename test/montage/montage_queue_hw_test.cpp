@@ -18,7 +18,7 @@ namespace {
 using namespace pmds;
 using MontageQueueType = montage::Queue<>;
 
-constexpr std::size_t kPoolSize = 32u << 20;
+constexpr std::size_t kPoolSize = montage_test::default_pool_size;
 constexpr const char* kLayout = MontageQueueType::name;
 
 using montage_test::manual_clock;
@@ -29,12 +29,7 @@ std::vector<Value> drain(MontageQueueType& q) {
   return out;
 }
 
-class MontageQueue : public montage_test::InPool<MontageQueueType> {
- protected:
-  MontageQueueType& make(montage::Options o = manual_clock(), std::size_t pool_size = kPoolSize) {
-    return create(pool_size, o);
-  }
-};
+class MontageQueue : public montage_test::InPool<MontageQueueType> {};
 
 TEST_F(MontageQueue, FirstInFirstOut) {
   MontageQueueType& q = make();

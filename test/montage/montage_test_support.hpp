@@ -78,10 +78,28 @@ inline pmds::montage::Options manual_clock() {
   return o;
 }
 
+// A new S in `pool`; a hash table gets 64 buckets, so that its lists are long enough to be
+// exercised. Outside a fixture too: for child processes.
+template <class S>
+std::unique_ptr<S> create_map(pmds::pm::Pool& pool, pmds::montage::Options o = manual_clock()) {
+  if constexpr (requires { S::default_bucket_count; })
+    return std::make_unique<S>(pmds::create_new, pool, std::size_t{64}, o);
+  else
+    return std::make_unique<S>(pmds::create_new, pool, o);
+}
+
+inline constexpr std::size_t default_pool_size = 32u << 20;
+
 // S in a pool whose layout is S::name.
 template <class S>
 class InPool : public ::testing::Test {
  protected:
+  // create_map<S> in a new pool of pool_size bytes.
+  S& make(pmds::montage::Options o = manual_clock(), std::size_t pool_size = default_pool_size) {
+    pool_.emplace(pmds::pm::Pool::create(path_, pool_size, S::name));
+    s_ = create_map<S>(*pool_, o);
+    return *s_;
+  }
   // S(create_new, pool, args..., options) in a new pool of pool_size bytes.
   template <class... Args>
   S& create(std::size_t pool_size, pmds::montage::Options o, Args... args) {
