@@ -213,6 +213,10 @@ class WaitFreeCombiningQueue : public CombiningStructure<Mode> {
       node = successor(node, es);
       if (node == 0) trace.corrupt("the list from the head ends before it reaches the tail");
     }
+    // The tail links nowhere: a round links past it only after its own state is durable, and
+    // then the state names that round's tail. A dequeue would follow a link it holds.
+    if (reinterpret_cast<const Node*>(es[tail])->next.load() != 0)
+      trace.corrupt("the tail links to another node");
     if (es[old_tail] != 0 && !passed_old_tail) {
       // Dequeued already, but the state names it: the first enqueue round will connect it. It
       // stays allocated until that round has switched the state (see release()).
