@@ -73,6 +73,13 @@ inline std::size_t thread_id() {
   return holder.id;
 }
 
+// This thread's id if it has taken one, else `fallback`; never takes one (a background thread
+// that only advances an epoch need not occupy a slot).
+inline std::size_t thread_id_or(std::size_t fallback) {
+  const std::size_t id = detail::thread_id_holder.id;
+  return id == detail::ThreadIdHolder::kNone ? fallback : id;
+}
+
 // Number of ids currently held by live threads.
 inline std::size_t threads_in_use() {
   return detail::thread_id_table.in_use();

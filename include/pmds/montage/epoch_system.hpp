@@ -60,9 +60,12 @@
 //     blocks.
 //   - the to-be-freed container is one FIFO of (epoch, block) per thread rather than four
 //     vectors indexed by epoch mod 4: the same order of deletion, with no aliasing to argue.
-//   - the mindicator of §3.6 is a per-thread array of announced epochs scanned up to the highest
-//     thread id in use (pmds::max_threads = 128): with this machine's few threads the scan is
-//     shorter than a tree walk; advance() still only touches threads that lag.
+//   - the mindicator of §3.6 (mindicator.hpp) holds each thread's announced epoch; a thread
+//     announces max(its entry, the epoch it read): an advancer raises a lagging thread's entry to
+//     e only once the clock has reached e, so the thread's operations tagged with an older epoch
+//     cannot commit and need no write-back by advancers (their untagged blocks are the thread's
+//     own to write back, in its next begin_op). Entries therefore only grow after a thread's
+//     first announce, which the mindicator's lock-free tree relies on.
 //   - the epoch advances only when an operation committed in e-1 or e (App. C), so an idle
 //     structure's clock stands still and lin_cas's retry loop stays lock-free.
 //   - block uids: (thread id << 48) | per-thread counter; recovery restarts every counter above
@@ -81,6 +84,7 @@
 
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
+#include "pmds/montage/mindicator.hpp"
 #include "pmds/periodic_thread.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/allocator.hpp"
@@ -321,21 +325,19 @@ class EpochSystem {
   // whether the clock is past e when it returns.
   bool advance() {
     const std::uint64_t e = area_->epoch.load();
-    const std::size_t threads = threads_seen_.load(std::memory_order_acquire);
-    for (std::size_t t = 0; t < threads; ++t) {
-      ThreadState& ts = *states_[t];
-      std::uint64_t announced = ts.announced.load(std::memory_order_acquire);
-      if (announced >= e) continue;
-      ts.tbp[(e - 1) % 4].pop_all();
+    // The caller's own subtree first (§3.6), so concurrent sync() callers share the work.
+    const std::size_t start = pmds::thread_id_or(0);
+    mindicator_.for_each_below(e, start, [&](std::size_t t, std::uint64_t announced) {
+      states_[t]->tbp[(e - 1) % 4].pop_all();
       if constexpr (Bug != PlantedBug::descriptor_not_written_back) {
         pm::flush(&area_->descriptors[t]);
-        // Durable before `announced` moves: a concurrent advancer that then skips this thread
-        // may move the clock at once (on x86 the CAS below would order the flush; the
+        // Durable before the entry moves: a concurrent advancer that then skips this thread
+        // may move the clock at once (on x86 the CAS in raise() would order the flush; the
         // simulator does not see DRAM words, so the fence is explicit).
         pm::fence();
       }
-      ts.announced.compare_exchange_strong(announced, e, std::memory_order_acq_rel);
-    }
+      mindicator_.raise(t, announced, e);
+    });
     if (last_commit_epoch_.load(std::memory_order_acquire) + 1 < e) return false;
     std::uint64_t expected = e;
     area_->epoch.compare_exchange_strong(expected, e + 1);
@@ -520,7 +522,6 @@ class EpochSystem {
 
   struct alignas(64) ThreadState {
     std::uint64_t tid = 0;
-    std::atomic<std::uint64_t> announced{0};  // the epoch of its last operation (mindicator)
     Tbp tbp[4];
     // The descriptor's DRAM fields, read by helpers; valid while the status names `sn`.
     std::atomic<std::uint64_t> desc_old{0}, desc_new{0}, desc_epoch{0};
@@ -531,14 +532,7 @@ class EpochSystem {
     std::deque<ToFree> to_free;
   };
 
-  ThreadState& state() {
-    const std::size_t tid = pmds::thread_id();
-    std::size_t seen = threads_seen_.load(std::memory_order_relaxed);
-    while (seen <= tid &&
-           !threads_seen_.compare_exchange_weak(seen, tid + 1, std::memory_order_acq_rel)) {
-    }
-    return *states_[tid];
-  }
+  ThreadState& state() { return *states_[pmds::thread_id()]; }
 
   Block* new_block(ThreadState& ts, std::size_t bytes, std::uint64_t kind, std::uint64_t uid) {
     // Whole cache lines: a header never straddles two (see setup).
@@ -578,7 +572,7 @@ class EpochSystem {
       // Its last operation's status durable before it announces e: an advancer then skips it.
       pm::flush(&area_->descriptors[ts.tid]);
       pm::fence();
-      ts.announced.store(e, std::memory_order_release);
+      mindicator_.announce(ts.tid, e);
     }
     bool wrote = false;
     // Deletions due (Figure 2 lines 66-67): payloads two epochs after their pdelete, anti-nodes
@@ -672,7 +666,7 @@ class EpochSystem {
   Options options_;
   SystemArea* area_ = nullptr;
   std::vector<std::unique_ptr<ThreadState>> states_ = make_states();
-  std::atomic<std::size_t> threads_seen_{0};
+  Mindicator mindicator_;  // each thread's announced epoch (§3.6)
   std::atomic<std::uint64_t> last_commit_epoch_{0};
   PeriodicThread background_;
 
