@@ -90,4 +90,37 @@ TEST(FixedSizeStrings, AValueWithOtherBytesIsReported) {
   EXPECT_THROW(m.get(5), Error);
 }
 
+// The filler is checked eight bytes at a time: one wrong byte anywhere, the last chunk a short one
+// included, is reported at its position.
+TEST(FixedSizeStrings, OneWrongByteIsReportedWhereItIs) {
+  pool_test::TempPath path{"fixed-size-strings"};
+  auto pool = pm::Pool::create(path.str(), 64u << 20, "hash-bytes/montage");
+  using Map = montage::ByteStringHashMap<>;
+  montage::Options manual;
+  manual.background_thread = false;
+  registry::FixedSizeStrings<Map> m(std::make_unique<Map>(create_new, pool, 64, manual), 8, 61);
+  ASSERT_TRUE(m.insert(5, 55));
+  std::string key, value;
+  m.map().for_each([&](std::string_view k, std::string_view v) {
+    key = k;
+    value = v;
+  });
+  ASSERT_EQ(value.size(), 61u);
+  for (std::size_t at : {8, 15, 33, 56, 60}) {
+    std::string wrong = value;
+    wrong[at] = static_cast<char>(wrong[at] ^ 1);
+    m.map().put(key, wrong);
+    try {
+      m.get(5);
+      ADD_FAILURE() << "byte " << at << " not reported";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find("wrong byte at " + std::to_string(at)),
+                std::string::npos)
+          << err.what();
+    }
+  }
+  m.map().put(key, value);
+  EXPECT_EQ(m.get(5), 55u);
+}
+
 }  // namespace

@@ -5,13 +5,18 @@
 //   key:   its 8 bytes big-endian (so byte order is integer order, and a scan means the same),
 //          then filler bytes computed from the key;
 //   value: its 8 bytes big-endian, then filler bytes computed from the value.
+// The filler is made and checked eight bytes at a time (chunk j >= 1 holds w ^ j * a constant):
+// done a byte at a time it cost about a tenth of a 1 KB-value run's time, which the artifact
+// this is compared with (seed 003's, copying one prepared value) does not spend.
 // get checks the whole value it reads back (its size and every filler byte) and throws
 // pmds::Error on a mismatch, so a torn or mixed-up value is reported, never read as a number.
 // Sizes are checked at construction: at least 8, at most M::max_key_size / M::max_value_size.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -75,13 +80,27 @@ class FixedSizeStrings {
                                                   "]");
   }
 
-  // Byte i >= 8 of the string of word w.
-  static char filler(std::uint64_t w, std::size_t i) {
-    return static_cast<char>((w >> (8 * (i % 8))) ^ (i * 0x9d));
+  // Chunk j >= 1 (bytes 8j .. 8j+7, the last one possibly shorter) of the string of word w.
+  static std::uint64_t filler(std::uint64_t w, std::size_t j) {
+    return w ^ (j * 0x9e3779b97f4a7c15);
   }
   static void encode(std::uint64_t w, std::string& out) {
     for (std::size_t i = 0; i < 8; ++i) out[i] = static_cast<char>(w >> (56 - 8 * i));
-    for (std::size_t i = 8; i < out.size(); ++i) out[i] = filler(w, i);
+    for (std::size_t at = 8; at < out.size(); at += 8) {
+      const std::uint64_t chunk = filler(w, at / 8);
+      std::memcpy(out.data() + at, &chunk, std::min<std::size_t>(8, out.size() - at));
+    }
+  }
+  // The first byte of s (at 8 or after) that is not w's filler; s.size() when all are.
+  static std::size_t first_wrong_byte(std::uint64_t w, std::string_view s) {
+    for (std::size_t at = 8; at < s.size(); at += 8) {
+      const std::uint64_t chunk = filler(w, at / 8);
+      const std::size_t n = std::min<std::size_t>(8, s.size() - at);
+      if (std::memcmp(s.data() + at, &chunk, n) != 0)
+        for (std::size_t i = 0; i < n; ++i)
+          if (s[at + i] != reinterpret_cast<const char*>(&chunk)[i]) return at + i;
+    }
+    return s.size();
   }
   static std::uint64_t decode(std::string_view s) {
     std::uint64_t w = 0;
@@ -110,10 +129,9 @@ class FixedSizeStrings {
   Value decode_value(std::string_view v) const {
     if (v.size() != value_size_) damaged("value", v.size(), value_size_);
     const Value w = decode(v);
-    for (std::size_t i = 8; i < v.size(); ++i)
-      if (v[i] != filler(w, i))
-        throw Error(std::string("pmds: ") + M::name + ": value " + std::to_string(w) +
-                    " read back with a wrong byte at " + std::to_string(i));
+    if (const std::size_t wrong = first_wrong_byte(w, v); wrong != v.size())
+      throw Error(std::string("pmds: ") + M::name + ": value " + std::to_string(w) +
+                  " read back with a wrong byte at " + std::to_string(wrong));
     return w;
   }
   [[noreturn]] static void damaged(const char* what, std::size_t got, std::size_t want) {
