@@ -33,7 +33,7 @@ run bst-211-1m --structure "$(family bst transient montage izraelevitz mirror)" 
 run hash-bytes-211-1m-32x1024 --structure hash-bytes/transient,hash-bytes/montage \
   --workload set --reads 50 --key-range 1000000 --threads 1,2,4 --no-recovery \
   --key-size 32 --value-size 1024 "${timing[@]}"
-run skiplist-bytes-211-1m-32x1024 --structure skiplist-bytes/montage \
+run skiplist-bytes-211-1m-32x1024 --structure skiplist-bytes/transient,skiplist-bytes/montage \
   --workload set --reads 50 --key-range 1000000 --threads 1,2,4 --no-recovery \
   --key-size 32 --value-size 1024 "${timing[@]}"
 run hash-so-211-1m --structure "$(family hash-so transient montage)" \

@@ -110,6 +110,10 @@ using Registered = TypeList<
     Describe<"skiplist/montage", Kind::map, factories::Montage<montage::SkipList<>>,
              "lock-free skip list on nbMontage (seed 003): DRAM index, persistent payloads, "
              "buffered, sync, scan">,
+    Describe<"skiplist-bytes/transient", Kind::map,
+             factories::FixedSizeStringsOf<factories::Plain<montage::TransientByteStringSkipList>>,
+             "skiplist-bytes/montage's transient twin: the same list in DRAM, payloads on the "
+             "heap, plain CASes (--key-size and --value-size bytes, default 8)">,
     Describe<"skiplist-bytes/montage", Kind::map,
              factories::FixedSizeStringsOf<factories::Montage<montage::ByteStringSkipList<>>>,
              "skiplist/montage over byte-string keys and values in byte order, each key and "

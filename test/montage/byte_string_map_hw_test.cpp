@@ -191,11 +191,28 @@ TYPED_TEST(ByteStringMaps, PutsAgainstAModelAndAcrossAReopen) {
   EXPECT_EQ(contents(this->reopen()), model);
 }
 
-// The transient twin (hash-bytes/transient): the same table with its payloads on the heap,
-// against a model with puts; destroyed with keys in it (the sanitizers see every payload freed).
-TEST(TransientByteStringHash, MatchesAModel) {
-  static_assert(ByteStringMap<montage::TransientByteStringHashMap>);
-  montage::TransientByteStringHashMap m(64);
+// The transient twins (hash-bytes/transient, skiplist-bytes/transient): the same code with its
+// payloads on the heap, against a model with puts; destroyed with keys in it (the sanitizers see
+// every payload freed).
+template <class M>
+class TransientByteStringMaps : public ::testing::Test {
+ protected:
+  static std::unique_ptr<M> make() {
+    if constexpr (requires { M::default_bucket_count; })
+      return std::make_unique<M>(64);
+    else
+      return std::make_unique<M>();
+  }
+};
+using TransientByteStringMapTypes =
+    ::testing::Types<montage::TransientByteStringHashMap, montage::TransientByteStringSkipList>;
+TYPED_TEST_SUITE(TransientByteStringMaps, TransientByteStringMapTypes);
+
+TYPED_TEST(TransientByteStringMaps, MatchesAModel) {
+  static_assert(ByteStringMap<TypeParam>);
+  static_assert(TypeParam::criterion == Criterion::none);
+  auto made = this->make();
+  TypeParam& m = *made;
   Model model;
   std::mt19937_64 rng(5);
   for (std::uint64_t i = 0; i < 6000; ++i) {
@@ -221,8 +238,10 @@ TEST(TransientByteStringHash, MatchesAModel) {
     }
   }
   EXPECT_EQ(contents(m), model);
-  EXPECT_THROW(
-      m.insert(std::string(montage::TransientByteStringHashMap::max_key_size + 1, 'k'), ""), Error);
+  EXPECT_THROW(m.insert(std::string(TypeParam::max_key_size + 1, 'k'), ""), Error);
+}
+
+TEST(TransientByteStringHash, ABucketCountOfZeroIsRefused) {
   EXPECT_THROW(montage::TransientByteStringHashMap(0), PoolError);
 }
 

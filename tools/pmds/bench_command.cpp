@@ -73,7 +73,8 @@ int bench_command(const bench::ParsedBench& parsed, std::string_view command_lin
                      [](const registry::Entry* e) { return e->structure.ends_with("-bytes"); }))
       return usage_error(
           "pmds bench: --key-size and --value-size apply to the byte-string maps (the -bytes "
-          "entries: hash-bytes/montage, hash-bytes/transient, skiplist-bytes/montage), and none "
+          "entries: hash-bytes/montage, skiplist-bytes/montage and their -bytes/transient twins), "
+          "and none "
           "is selected");
   }
   const std::string& pool = parsed.config.pool_path;

@@ -1,8 +1,9 @@
 // pmds::montage::SkipList — a lock-free skip list on nbMontage (seed 003 §5: its skip list):
 // "skiplist/montage", an ordered map with scan, buffered durable linearizability, with sync();
 // and ByteStringSkipList, "skiplist-bytes/montage", the same list over byte-string keys and
-// values in byte order (pmds::ByteStringMap). One code over the Keys parameter
-// (key_value_payload.hpp).
+// values in byte order (pmds::ByteStringMap), and its transient twin
+// "skiplist-bytes/transient" (TransientByteStringSkipList). One code over the Keys and Durable
+// parameters (key_value_payload.hpp, transient_system.hpp).
 //
 // The index is the lock-free skip list of algo/skip_list.hpp (Herlihy & Shavit §14.4, after
 // Fraser; its header explains the algorithm and the two-owner reclamation of a node), in DRAM,
@@ -41,6 +42,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "pmds/error.hpp"
@@ -48,6 +50,7 @@
 #include "pmds/montage/epoch_system.hpp"
 #include "pmds/montage/key_value_payload.hpp"
 #include "pmds/montage/parallel.hpp"
+#include "pmds/montage/transient_system.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/pool.hpp"
 #include "pmds/random_height.hpp"
@@ -55,15 +58,22 @@
 
 namespace pmds::montage {
 
-// Keys: WordKeys or ByteStringKeys (key_value_payload.hpp). Use SkipList or ByteStringSkipList.
-template <class Keys, PlantedBug Bug = PlantedBug::none>
+// Keys: WordKeys or ByteStringKeys (key_value_payload.hpp). Durable false: the transient twin
+// (TransientSystem instead of the epoch system; byte strings only, the 8-byte list's twin being
+// algo/skip_list.hpp's skiplist/transient). Use SkipList, ByteStringSkipList or
+// TransientByteStringSkipList.
+template <class Keys, bool Durable = true, PlantedBug Bug = PlantedBug::none>
 class BasicSkipList {
+  static_assert(Durable || Keys::byte_strings);
+
  public:
-  static constexpr Criterion criterion = Criterion::buffered;
+  static constexpr bool durable = Durable;
+  static constexpr Criterion criterion = durable ? Criterion::buffered : Criterion::none;
   static constexpr std::uint64_t tag = Keys::byte_strings ? 0x424e4f4d50494b53   // "SKIPMONB"
                                                           : 0x544e4f4d50494b53;  // "SKIPMONT"
   static constexpr const char* name =
-      Keys::byte_strings ? "skiplist-bytes/montage" : "skiplist/montage";
+      !Keys::byte_strings ? "skiplist/montage"
+                          : (durable ? "skiplist-bytes/montage" : "skiplist-bytes/transient");
   static constexpr int max_height = 20;  // as algo/skip_list.hpp
   static constexpr std::size_t max_key_size = Keys::max_key_size;
   static constexpr std::size_t max_value_size = Keys::max_value_size;
@@ -75,15 +85,18 @@ class BasicSkipList {
   using Probe = typename Keys::Probe;
   using Entry = typename Keys::Entry;
 
+  // The transient twin: an empty map in DRAM.
+  BasicSkipList() requires(!durable) { system_.emplace(); }
+
   // A new, empty map in `pool`, which must hold no structure.
-  BasicSkipList(CreateTag, pm::Pool& pool, const Options& options = {}) {
+  BasicSkipList(CreateTag, pm::Pool& pool, const Options& options = {}) requires(durable) {
     StructureRoot::check_unused(pool, name);
     system_.emplace(create_new, pool, options);
     StructureRoot::write(pool, tag, 0, system_->area());
   }
 
   // Opens the map a pool holds: the index is rebuilt from the payloads recovery keeps (§3.4).
-  BasicSkipList(OpenTag, pm::Pool& pool, const Options& options = {}) {
+  BasicSkipList(OpenTag, pm::Pool& pool, const Options& options = {}) requires(durable) {
     const auto [parameter, area] = StructureRoot::read(pool, tag, name);
     (void)parameter;
     system_.emplace(open_existing, pool, area, options);
@@ -95,10 +108,11 @@ class BasicSkipList {
 
   // A clean close: everything completed is made durable (sync), then the DRAM index is freed.
   ~BasicSkipList() {
-    sync();
+    if constexpr (durable) sync();
     domain_.drain();  // the removed nodes; every other node is still linked at level 0
     for (Node* n = node_of(head_->link(0).load()); n != nullptr;) {
       Node* next = node_of(n->link(0).load());
+      if constexpr (!durable) system_->pdelete(n->payload);  // the twin's are on the heap
       Node::destroy(n);
       n = next;
     }
@@ -169,9 +183,9 @@ class BasicSkipList {
   }
 
   // Everything completed before the call is durable when it returns (two epoch advances).
-  void sync() { system_->sync(); }
+  void sync() requires(durable) { system_->sync(); }
   // One epoch advance: what the background thread does every epoch (Options::epoch_length).
-  void background_step() { system_->background_step(); }
+  void background_step() requires(durable) { system_->background_step(); }
 
   // Quiescent: f(key, value) for every key, in key order.
   template <class F>
@@ -186,8 +200,8 @@ class BasicSkipList {
   // Quiescent: runs every pending reclamation of DRAM nodes now.
   void drain() { domain_.drain(); }
 
-  const RecoveryStats& recovery_stats() const { return recovery_; }
-  std::uint64_t epoch() const { return system_->epoch(); }
+  const RecoveryStats& recovery_stats() const requires(durable) { return recovery_; }
+  std::uint64_t epoch() const requires(durable) { return system_->epoch(); }
 
  private:
   static constexpr std::uint64_t mark_bit = 1;
@@ -395,7 +409,7 @@ class BasicSkipList {
   // the epoch system) once no pinned thread can still read the node.
   void release(Node* node) {
     if (node->owners.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    EpochSystem<Bug>* system = &*system_;
+    System* system = &*system_;
     domain_.retire(node, [system](Node* dead) noexcept {
       system->pdelete(dead->payload);
       Node::destroy(dead);
@@ -406,7 +420,7 @@ class BasicSkipList {
   // only a future remover owns them. The entries are sorted and the nodes made over
   // Options::recovery_threads threads, then linked in one pass. A key found twice (impossible
   // without a bug) keeps one payload; the others are counted and freed.
-  void rebuild(typename EpochSystem<Bug>::Recovered r) {
+  void rebuild(typename EpochSystem<Bug>::Recovered r) requires(durable) {
     recovery_ = r.stats;
     const std::size_t threads = system_->recovery_threads();
     const std::vector<Entry> entries = sorted_entries<Keys>(r.payloads, threads, &Keys::less);
@@ -439,7 +453,8 @@ class BasicSkipList {
     system_->free_duplicates(duplicates, recovery_);
   }
 
-  std::optional<EpochSystem<Bug>> system_;  // before domain_: its deleters call pdelete
+  using System = std::conditional_t<durable, EpochSystem<Bug>, TransientSystem>;
+  std::optional<System> system_;  // before domain_: its deleters call pdelete
   reclaim::EpochDomain domain_;
   struct NodeDeleter {
     void operator()(Node* n) const { Node::destroy(n); }
@@ -452,10 +467,13 @@ class BasicSkipList {
 
 // "skiplist/montage": 8-byte keys and values.
 template <PlantedBug Bug = PlantedBug::none>
-using SkipList = BasicSkipList<WordKeys, Bug>;
+using SkipList = BasicSkipList<WordKeys, true, Bug>;
 
 // "skiplist-bytes/montage": byte-string keys and values (pmds::ByteStringMap), in byte order.
 template <PlantedBug Bug = PlantedBug::none>
-using ByteStringSkipList = BasicSkipList<ByteStringKeys, Bug>;
+using ByteStringSkipList = BasicSkipList<ByteStringKeys, true, Bug>;
+
+// "skiplist-bytes/transient": its twin in DRAM, the payloads on the heap.
+using TransientByteStringSkipList = BasicSkipList<ByteStringKeys, false>;
 
 }  // namespace pmds::montage
