@@ -483,8 +483,8 @@ TEST(Registry, EveryDurableEntrySurvivesADamagedPoolBody) {
           const std::vector<unsigned char> after = read_file(pool.path());
           EXPECT_TRUE(after.size() == image.size() &&
                       std::equal(after.begin() + 4096, after.end(), image.begin() + 4096))
-              << e.name << ", seed " << seed << ", " << to_string(d)
-              << ": PoolCorrupt after recovery wrote to the pool: " << message;
+              << e.name << ", seed " << seed << ", " << to_string(d) << " (" << where
+              << "): PoolCorrupt after recovery wrote to the pool: " << message;
         }
       }
     }

@@ -205,10 +205,15 @@ class WaitFreeCombiningQueue : public CombiningStructure<Mode> {
     deq_.emplace(dequeuers_, dequeue_area(), this->slots(), open_existing, trace);
     std::uint64_t es[3];
     enq_->read_state(es);
-    bool passed_old_tail = false;
+    // old_tail and local_head are both set (a round's local list local_head..tail, to be linked
+    // after old_tail) or both 0.
+    if ((es[old_tail] == 0) != (es[local_head] == 0))
+      trace.corrupt("the enqueuers' state names only one of old tail and local head");
+    bool passed_old_tail = false, passed_local_head = false;
     for (std::uint64_t node = deq_->state_word(0);;) {
       trace.visit_once(reinterpret_cast<const Node*>(node));
       passed_old_tail = passed_old_tail || node == es[old_tail];
+      passed_local_head = passed_local_head || (passed_old_tail && node == es[local_head]);
       if (node == es[tail]) break;
       node = successor(node, es);
       if (node == 0) trace.corrupt("the list from the head ends before it reaches the tail");
@@ -217,10 +222,17 @@ class WaitFreeCombiningQueue : public CombiningStructure<Mode> {
     // then the state names that round's tail. A dequeue would follow a link it holds.
     if (reinterpret_cast<const Node*>(es[tail])->next.load() != 0)
       trace.corrupt("the tail links to another node");
+    // The tail is in the local list, which is entered from old_tail only through local_head.
+    if (passed_old_tail && !passed_local_head)
+      trace.corrupt("the list reaches the tail from the old tail without the local head");
     if (es[old_tail] != 0 && !passed_old_tail) {
       // Dequeued already, but the state names it: the first enqueue round will connect it. It
       // stays allocated until that round has switched the state (see release()).
       trace.visit_once(reinterpret_cast<const Node*>(es[old_tail]));
+      // Its link is unwritten or already the connection that round would write.
+      const std::uint64_t link = reinterpret_cast<const Node*>(es[old_tail])->next.load();
+      if (link != 0 && link != es[local_head])
+        trace.corrupt("the old tail links elsewhere than to the enqueuers' local head");
       dequeue_rounds_[0].deferred.push_back(reinterpret_cast<Node*>(es[old_tail]));
     }
     trace.finish();
