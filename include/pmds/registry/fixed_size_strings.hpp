@@ -86,19 +86,27 @@ class FixedSizeStrings {
   }
   static void encode(std::uint64_t w, std::string& out) {
     for (std::size_t i = 0; i < 8; ++i) out[i] = static_cast<char>(w >> (56 - 8 * i));
-    for (std::size_t at = 8; at < out.size(); at += 8) {
+    std::size_t at = 8;
+    for (; at + 8 <= out.size(); at += 8) {  // whole chunks: a fixed-size copy, inlined
       const std::uint64_t chunk = filler(w, at / 8);
-      std::memcpy(out.data() + at, &chunk, std::min<std::size_t>(8, out.size() - at));
+      std::memcpy(out.data() + at, &chunk, 8);
     }
+    const std::uint64_t last = filler(w, at / 8);
+    std::memcpy(out.data() + at, &last, out.size() - at);
   }
   // The first byte of s (at 8 or after) that is not w's filler; s.size() when all are.
   static std::size_t first_wrong_byte(std::uint64_t w, std::string_view s) {
     for (std::size_t at = 8; at < s.size(); at += 8) {
       const std::uint64_t chunk = filler(w, at / 8);
       const std::size_t n = std::min<std::size_t>(8, s.size() - at);
-      if (std::memcmp(s.data() + at, &chunk, n) != 0)
-        for (std::size_t i = 0; i < n; ++i)
-          if (s[at + i] != reinterpret_cast<const char*>(&chunk)[i]) return at + i;
+      std::uint64_t read = chunk;  // a short last chunk: the bytes past its end compare equal
+      if (n == 8)
+        std::memcpy(&read, s.data() + at, 8);  // a fixed-size copy, inlined
+      else
+        std::memcpy(&read, s.data() + at, n);
+      if (read != chunk)
+        for (std::size_t i = at; i < at + n; ++i)
+          if (s[i] != reinterpret_cast<const char*>(&chunk)[i - at]) return i;
     }
     return s.size();
   }
