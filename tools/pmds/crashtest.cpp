@@ -96,7 +96,9 @@ SimOptions sim_options(const crashtest::Options& o, const std::optional<ReplayPo
                  .key_range = o.keys,
                  .read_percent = o.reads,
                  .sync_percent = 5,
-                 .prefill = o.prefill};
+                 .prefill = o.prefill,
+                 .key_size = o.key_size,
+                 .value_size = o.value_size};
   so.vary_mix = o.mix == "vary";
   so.seed = o.seed;
   so.crashes = o.crashes;

@@ -25,6 +25,7 @@ struct Options {
   bool all = false, fixtures = false, soak = false;
   std::uint64_t crashes = 500, process_crashes = 20;
   std::size_t images = 3, threads = 3, ops = 30, process_ops = 100, prefill = 0;
+  std::size_t key_size = 8, value_size = 8;  // the -bytes entries' strings
   std::uint64_t keys = 16, seed = 1, pool_mib = 16;
   unsigned reads = 20, recovery_crashes = 20, return_crashes = 40;
   std::size_t crashes_per_run = 25;
@@ -110,6 +111,14 @@ inline void add_options(CLI::App& app, Options& o) {
                  "elements inserted before the workload (default R/2; 4 for queues)")
       ->type_name("N")
       ->transform(whole_number(0, any));
+  app.add_option("--key-size", o.key_size,
+                 "bytes each key is written as, byte-string maps (-bytes entries; default 8)")
+      ->type_name("BYTES")
+      ->transform(whole_number(8, any));
+  app.add_option("--value-size", o.value_size,
+                 "bytes each value is written as, byte-string maps (-bytes entries; default 8)")
+      ->type_name("BYTES")
+      ->transform(whole_number(8, any));
   app.add_option("--switch", o.switch_probability,
                  "simulated scheduler: chance to switch thread per access (0.01)")
       ->type_name("P")

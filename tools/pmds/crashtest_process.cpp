@@ -30,7 +30,9 @@ int main(int argc, char** argv) {
                      .key_range = o.keys,
                      .read_percent = o.reads,
                      .sync_percent = 5,
-                     .prefill = o.prefill};
+                     .prefill = o.prefill,
+                     .key_size = o.key_size,
+                     .value_size = o.value_size};
       po.seed = o.seed;
       po.crashes = o.process_crashes;
       po.stop_at_first_violation = o.stop_at_first;

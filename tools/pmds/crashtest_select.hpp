@@ -1,6 +1,7 @@
 // pmds crashtest — which structures a command line selects (registered ones and fixtures).
 #pragma once
 
+#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -51,6 +52,13 @@ inline std::optional<std::vector<const registry::Entry*>> select(const Options& 
   if (out.empty()) {
     std::cerr << "pmds crashtest: no durable structure selected (registered: "
               << registry::known_names() << ")\n";
+    return std::nullopt;
+  }
+  if ((o.key_size != 8 || o.value_size != 8) &&
+      std::none_of(out.begin(), out.end(),
+                   [](const registry::Entry* e) { return e->structure.ends_with("-bytes"); })) {
+    std::cerr << "pmds crashtest: --key-size and --value-size apply to the byte-string maps (the "
+                 "-bytes entries), and none is selected\n";
     return std::nullopt;
   }
   return out;

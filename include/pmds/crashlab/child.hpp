@@ -199,6 +199,8 @@ inline std::string reports_text(const registry::Instance& inst, const std::strin
     if (entry == nullptr) throw Error("unknown structure " + get("entry"));
     registry::CreateOptions options;
     options.key_range = std::stoull(get("keys"));
+    options.key_size = std::stoull(get("key_size"));
+    options.value_size = std::stoull(get("value_size"));
 #if defined(PMDS_BACKEND_SIMULATED)
     // No unscheduled thread: the recovery's event numbers (recovery crash points) must replay.
     options.background_thread = false;

@@ -98,8 +98,7 @@ class SharedLogFile {
                                              const std::string& pool_path, HistoryLog log,
                                              const Workload& w, bool prefill, int ready_fd) {
   try {
-    registry::CreateOptions co;
-    co.key_range = o.workload.key_range;
+    const registry::CreateOptions co = create_options(o.workload);
     auto inst = registry::Instance::open(e, pool_path, co);
     const std::size_t threads = o.workload.threads;
     if (prefill)
@@ -144,8 +143,7 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
   }
   const std::string tag = work_directory() + "/pmds-crashlab-proc-" + std::to_string(::getpid());
   ScratchFile pool_file(tag + ".pool"), out_file(tag + ".out");
-  registry::CreateOptions co;
-  co.key_range = o.workload.key_range;
+  registry::CreateOptions co = create_options(o.workload);
   co.pool_size = o.pool_size;
   // A new register holds its initial value, not nothing: record it as the first round's initial
   // state (as the simulated lab does); every other kind starts empty.
@@ -223,6 +221,8 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
                  {"image", pool_file.path()},
                  {"out", out_file.path()},
                  {"keys", std::to_string(o.workload.key_range)},
+                 {"key_size", std::to_string(o.workload.key_size)},
+                 {"value_size", std::to_string(o.workload.value_size)},
                  {"timeout", std::to_string(static_cast<unsigned>(o.recovery_timeout_s))},
                  {"close", "1"},
                  {"tickets", e.criterion == Criterion::detectable ? last_tickets(records) : ""}};
@@ -234,8 +234,9 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
     base.replay = o.command + " --structure " + std::string(e.name) + " --process-crashes " +
                   std::to_string(o.crashes) + " --crashes 0 --threads " + std::to_string(threads) +
                   " --process-ops " + std::to_string(o.workload.ops) + " --keys " +
-                  std::to_string(o.workload.key_range) + " --seed " + std::to_string(o.seed) +
-                  "   (round " + std::to_string(round) + "; kill times are real time: approximate)";
+                  std::to_string(o.workload.key_range) + size_options(o.workload) + " --seed " +
+                  std::to_string(o.seed) + "   (round " + std::to_string(round) +
+                  "; kill times are real time: approximate)";
     Judge j{.entry = e,
             .checker = checker,
             .threads = threads,

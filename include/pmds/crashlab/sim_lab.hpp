@@ -175,6 +175,7 @@ inline std::string lab_command(const registry::Entry& e, const SimOptions& o) {
                   std::to_string(o.workload.read_percent) + " --switch " + sw + " --images " +
                   std::to_string(o.images);
   if (o.workload.prefill != 0) s += " --prefill " + std::to_string(o.workload.prefill);
+  s += size_options(o.workload);
   if (o.pool_size != SimOptions{}.pool_size)
     s += " --pool-mib " + std::to_string(o.pool_size >> 20);
   if (o.persist_switch_probability != SimOptions{}.persist_switch_probability) {
@@ -263,8 +264,7 @@ class WorkloadProcess {
     recovery_ = std::make_unique<RecoveryServer>();
     pm::sim::set_mutants(o_.mutants);
 
-    registry::CreateOptions co;
-    co.key_range = workload_.key_range;
+    registry::CreateOptions co = create_options(workload_);
     co.pool_size = o_.pool_size;
     co.background_thread = false;  // the scheduler runs it (below)
     // Creation is not under test: it ends as a clean close would, with everything durable. Most
@@ -435,6 +435,8 @@ class WorkloadProcess {
            {"image", image_file_.path()},
            {"out", out_file_.path()},
            {"keys", std::to_string(workload_.key_range)},
+           {"key_size", std::to_string(workload_.key_size)},
+           {"value_size", std::to_string(workload_.value_size)},
            {"timeout", std::to_string(static_cast<unsigned>(o_.recovery_timeout_s))}};
     if (o_.continue_after_recovery) a["continue"] = std::to_string(continuation_length(workload_));
     if (!o_.mutants.empty()) a["mutant"] = pm::sim::Mutant::text_of(o_.mutants);

@@ -25,7 +25,27 @@ struct WorkloadOptions {
   unsigned read_percent = 20;    // contains/get (sets, maps), get_min (pq), read (register)
   unsigned sync_percent = 5;     // sync(), for structures that have it
   std::size_t prefill = 0;       // 0: key_range/2 for sets and maps, 4 items otherwise
+  // The byte-string maps (the -bytes entries): bytes each key and value is written as
+  // (registry::CreateOptions::key_size, value_size; registry/fixed_size_strings.hpp).
+  std::size_t key_size = 8, value_size = 8;
 };
+
+// The creation options the lab's processes use for a workload (every open of one pool must name
+// the same key and value sizes: they are how its byte strings were written).
+inline registry::CreateOptions create_options(const WorkloadOptions& w) {
+  registry::CreateOptions co;
+  co.key_range = w.key_range;
+  co.key_size = w.key_size;
+  co.value_size = w.value_size;
+  return co;
+}
+
+// The options a command line adds for non-default key and value sizes (replay lines).
+inline std::string size_options(const WorkloadOptions& w) {
+  if (w.key_size == 8 && w.value_size == 8) return "";
+  return " --key-size " + std::to_string(w.key_size) + " --value-size " +
+         std::to_string(w.value_size);
+}
 
 // splitmix64: derives independent seeds from one (crash index, thread, ...).
 inline std::uint64_t mix_seed(std::uint64_t a, std::uint64_t b = 0) {
