@@ -5,6 +5,7 @@
 // match what was written is reported, not read as a number.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -16,6 +17,15 @@ namespace {
 
 using namespace pmds;
 using registry::OpCode;
+
+// hash-bytes/montage in `pool` (64 buckets, the advancer off) through the adapter.
+auto hash_bytes(pm::Pool& pool, std::size_t key_size, std::size_t value_size) {
+  using Map = montage::ByteStringHashMap<>;
+  montage::Options manual;
+  manual.background_thread = false;
+  return std::make_unique<registry::FixedSizeStrings<Map>>(
+      std::make_unique<Map>(create_new, pool, 64, manual), key_size, value_size);
+}
 
 registry::CreateOptions seed003_sizes() {
   registry::CreateOptions o;
@@ -73,10 +83,8 @@ TEST(FixedSizeStrings, SizesOutOfRangeAreRefused) {
 TEST(FixedSizeStrings, AValueWithOtherBytesIsReported) {
   pool_test::TempPath path{"fixed-size-strings"};
   auto pool = pm::Pool::create(path.str(), 64u << 20, "hash-bytes/montage");
-  using Map = montage::ByteStringHashMap<>;
-  montage::Options manual;
-  manual.background_thread = false;
-  registry::FixedSizeStrings<Map> m(std::make_unique<Map>(create_new, pool, 64, manual), 32, 64);
+  auto made = hash_bytes(pool, 32, 64);
+  auto& m = *made;
   ASSERT_TRUE(m.insert(5, 55));
   ASSERT_EQ(m.get(5), 55u);
   std::string key;
@@ -95,10 +103,8 @@ TEST(FixedSizeStrings, AValueWithOtherBytesIsReported) {
 TEST(FixedSizeStrings, OneWrongByteIsReportedWhereItIs) {
   pool_test::TempPath path{"fixed-size-strings"};
   auto pool = pm::Pool::create(path.str(), 64u << 20, "hash-bytes/montage");
-  using Map = montage::ByteStringHashMap<>;
-  montage::Options manual;
-  manual.background_thread = false;
-  registry::FixedSizeStrings<Map> m(std::make_unique<Map>(create_new, pool, 64, manual), 8, 61);
+  auto made = hash_bytes(pool, 8, 61);
+  auto& m = *made;
   ASSERT_TRUE(m.insert(5, 55));
   std::string key, value;
   m.map().for_each([&](std::string_view k, std::string_view v) {
