@@ -10,11 +10,13 @@
 //
 // Concurrency. A leaf changes by `announce` (its owner, at its first operation in an epoch) and by
 // `raise` (an advancer that has written back a lagging thread); afterwards the writer refreshes
-// every ancestor twice: load the node, read its two children, CAS the recomputed node in (Jayanti's
-// f-array refresh). If both CASes of a level fail, another refresh succeeded in between whose
-// children were read after this leaf changed, so when the writer returns the root reflects its
-// leaf (or a later value of it) — the property advance() needs: a thread's announce is in the root
-// before any of its operations can commit.
+// the ancestors: load the node, read its two children, CAS the recomputed node in, once more if
+// that CAS failed (Jayanti's f-array refresh). If both CASes of a level fail, another refresh
+// succeeded in between whose children were read after this leaf changed, so when a join returns
+// the root reflects its leaf (or a later value of it) — the property advance() needs: a thread's
+// first announce is in the root before any of its operations can commit. A rise may stop at the
+// first ancestor it leaves unchanged: a root below the leaves only makes an advance look at a
+// thread that does not lag.
 //
 // The double refresh needs a CAS that fails whenever the node changed since its load (no ABA).
 // Here every node word only grows, in the order (joined leaves below, minimum epoch): a leaf
