@@ -13,7 +13,6 @@
 #pragma once
 
 #include <algorithm>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -140,8 +139,8 @@ struct ByteStringKeys {
     std::string_view key;
   };
 
-  // A payload block is at most 8 KiB (block_size says why), so keys are at most 1 KiB and values
-  // at most what is left of the block.
+  // A payload block is at most 8 KiB (pm::ChunkAllocator::block_size says why), so keys are at most
+  // 1 KiB and values at most what is left of the block.
   static constexpr std::size_t max_payload_size = 8192;
   static constexpr std::size_t max_key_size = 1024;
   static constexpr std::size_t max_value_size =
@@ -180,20 +179,10 @@ struct ByteStringKeys {
     return (c > 0) - (c < 0);
   }
 
-  // The block size of a payload of n bytes: whole cache lines up to 512 bytes, then four sizes
-  // per doubling (640, 768, 896, 1024, 1280, ...). Values of any mix of sizes then need at most
-  // 24 block sizes up to max_payload_size, within the allocator's 32 slot sizes per pool
-  // (pm/allocator.hpp), and a block wastes at most a fifth of itself.
-  static std::size_t block_size(std::size_t n) {
-    n = (n + pm::cache_line_size - 1) / pm::cache_line_size * pm::cache_line_size;
-    if (n <= 512) return n;
-    const std::size_t step = std::bit_floor(n - 1) / 4;
-    return (n + step - 1) / step * step;
-  }
-
   template <class System>
   static Payload* make_payload(System& system, std::string_view k, std::string_view v) {
-    Payload* p = system.template pnew<Payload>(block_size(sizeof(Payload) + k.size() + v.size()));
+    Payload* p = system.template pnew<Payload>(
+        pm::ChunkAllocator::block_size(sizeof(Payload) + k.size() + v.size()));
     p->sizes.store(k.size() | std::uint64_t{v.size()} << 32, std::memory_order_relaxed);
     if (!k.empty()) pm::write(p->bytes(), k.data(), k.size());
     if (!v.empty()) pm::write(p->bytes() + k.size(), v.data(), v.size());

@@ -52,6 +52,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -90,6 +91,17 @@ class ChunkAllocator {
   // The slot size an allocation of n bytes gets: n rounded up to 16 (at least 16).
   static constexpr std::size_t slot_size_for(std::size_t n) {
     return n == 0 ? slot_alignment : (n + slot_alignment - 1) / slot_alignment * slot_alignment;
+  }
+
+  // The slot size for a block of n bytes among blocks of any mix of sizes (byte strings): whole
+  // cache lines up to 512 bytes, then four sizes per doubling (640, 768, 896, 1024, 1280, ...).
+  // Blocks up to 8 KiB then need at most 24 slot sizes, within max_slot_sizes, and a block
+  // wastes at most a fifth of itself.
+  static std::size_t block_size(std::size_t n) {
+    n = (n + cache_line_size - 1) / cache_line_size * cache_line_size;
+    if (n <= 512) return n;
+    const std::size_t step = std::bit_floor(n - 1) / 4;
+    return (n + step - 1) / step * step;
   }
 
   ChunkAllocator(const ChunkAllocator&) = delete;
