@@ -70,12 +70,11 @@ int bench_command(const bench::ParsedBench& parsed, std::string_view command_lin
   }
   if (parsed.config.key_size != 8 || parsed.config.value_size != 8) {
     if (std::none_of(chosen.begin(), chosen.end(),
-                     [](const registry::Entry* e) { return e->structure.ends_with("-bytes"); }))
+                     [](const registry::Entry* e) { return e->byte_strings; }))
       return usage_error(
           "pmds bench: --key-size and --value-size apply to the byte-string maps (the -bytes "
-          "entries: hash-bytes/montage, skiplist-bytes/montage and their -bytes/transient twins), "
-          "and none "
-          "is selected");
+          "entries: hash-bytes, skiplist-bytes and masstree-bytes; see pmds list), and none is "
+          "selected");
   }
   const std::string& pool = parsed.config.pool_path;
   std::error_code exists_ec;

@@ -56,7 +56,7 @@ inline std::optional<std::vector<const registry::Entry*>> select(const Options& 
   }
   if ((o.key_size != 8 || o.value_size != 8) &&
       std::none_of(out.begin(), out.end(),
-                   [](const registry::Entry* e) { return e->structure.ends_with("-bytes"); })) {
+                   [](const registry::Entry* e) { return e->byte_strings; })) {
     std::cerr << "pmds crashtest: --key-size and --value-size apply to the byte-string maps (the "
                  "-bytes entries), and none is selected\n";
     return std::nullopt;

@@ -277,6 +277,9 @@ struct Entry {
   bool can_scan = false;     // scan (YCSB E)
   bool can_sync = false;     // sync (buffered techniques)
   bool can_iterate = false;  // for_each
+  // A byte-string map seen as an 8-byte one (registry/fixed_size_strings.hpp): its keys and
+  // values are CreateOptions::key_size and value_size bytes. The entries named <structure>-bytes.
+  bool byte_strings = false;
   // How its pool is created (durable): the policy's pool_options() if it has one (Mirror's
   // volatile twin), else the defaults.
   pm::PoolOptions pool_options{};
@@ -497,6 +500,7 @@ Entry make_entry(std::size_t index) {
   e.name = D::name;
   e.structure = D::name.substr(0, D::name.find('/'));
   e.technique = D::name.substr(D::name.find('/') + 1);
+  e.byte_strings = e.structure.ends_with("-bytes");
   e.description = D::description;
   e.kind = D::kind;
   e.criterion = D::criterion;
