@@ -51,6 +51,9 @@ using MontageByteStringSkipList = montage::ByteStringSkipList<>;  // skiplist-by
 // default); a crash loses the operations of the epoch it hit, sync() ends the epoch at once.
 using InCLLMasstree = incll::InCLLMasstree<>;      // masstree/incll
 using LoggingMasstree = incll::LoggingMasstree<>;  // masstree/logging (external log only)
+// Byte-string keys and values (pmds::ByteStringMap), in pool blocks; recovered eagerly.
+using InCLLStringMasstree = incll::InCLLStringMasstree<>;      // masstree-bytes/incll
+using LoggingStringMasstree = incll::LoggingStringMasstree<>;  // masstree-bytes/logging
 // The general Izraelevitz transformation of the lock-free algorithms (every shared access
 // flushed and fenced): durable, but one to two orders of magnitude slower than the above.
 using IzraelevitzList = algo::HarrisMichaelList<algo::izraelevitz>;    // list/izraelevitz

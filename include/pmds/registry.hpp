@@ -148,6 +148,18 @@ using Registered = TypeList<
     Describe<"masstree/logging", Kind::map, factories::Incll<incll::LoggingMasstree<>>,
              "Masstree, seed 002's LOGGING mode: epoch checkpoints, every node logged whole to an "
              "external undo log before its first write in an epoch">,
+    Describe<"masstree-bytes/transient", Kind::map,
+             factories::FixedSizeStringsOf<factories::Plain<incll::StringMasstree>, true>,
+             "masstree/transient over byte-string keys and values (--key-size and --value-size "
+             "bytes, default 8; from 16, each 8 consecutive keys share a prefix: layers)">,
+    Describe<"masstree-bytes/incll", Kind::map,
+             factories::FixedSizeStringsOf<factories::Incll<incll::InCLLStringMasstree<>>, true>,
+             "masstree/incll over byte-string keys and values in pool blocks (--key-size and "
+             "--value-size bytes, default 8; from 16, each 8 consecutive keys share a prefix)">,
+    Describe<"masstree-bytes/logging", Kind::map,
+             factories::FixedSizeStringsOf<factories::Incll<incll::LoggingStringMasstree<>>, true>,
+             "masstree/logging over byte-string keys and values in pool blocks (--key-size and "
+             "--value-size bytes, default 8; from 16, each 8 consecutive keys share a prefix)">,
     // Michael-Scott queue, Treiber stack, lock-protected heap
     Describe<"queue/transient", Kind::queue,
              factories::Plain<algo::MichaelScottQueue<algo::transient>>,

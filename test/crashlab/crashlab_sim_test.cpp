@@ -55,6 +55,16 @@ void print_rate(const LabResult& r) {
       r.sim_seconds > 0 ? static_cast<double>(r.simulated_crashes) / r.sim_seconds : 0.0);
 }
 
+// A byte-string entry's workload writes keys of three slices (in masstree-bytes each 8 keys
+// share a prefix: layers) and values of five.
+SimOptions with_strings_for(const registry::Entry& e, SimOptions o) {
+  if (e.byte_strings) {
+    o.workload.key_size = 24;
+    o.workload.value_size = 40;
+  }
+  return o;
+}
+
 // ---- every registered durable structure ------------------------------------------------------
 
 std::vector<std::string> durable_names() {
@@ -75,10 +85,11 @@ class CrashlabSimulated : public testing::TestWithParam<std::string> {};
 TEST_P(CrashlabSimulated, SurvivesSimulatedCrashes) {
   const registry::Entry* e = registry::find(GetParam());
   ASSERT_NE(e, nullptr);
-  const LabResult r = run_simulated(*e, default_options());
+  const SimOptions o = with_strings_for(*e, default_options());
+  const LabResult r = run_simulated(*e, o);
   print_rate(r);
   EXPECT_TRUE(r.errors.empty()) << report(r);
-  EXPECT_GE(r.simulated_crashes, default_options().crashes);
+  EXPECT_GE(r.simulated_crashes, o.crashes);
   EXPECT_GE(r.images_checked, r.simulated_crashes);
   EXPECT_EQ(r.violations, 0u) << report(r);
 }
@@ -117,7 +128,7 @@ SimOptions fixture_options(const std::string& fixture) {
   } else {
     o.crashes = 500;  // the default budget, soak or not
   }
-  return o;
+  return with_strings_for(*find_entry(fixture), o);
 }
 
 TEST_P(CrashlabSimulatedPlantedBug, IsReportedWithinTheDefaultBudget) {

@@ -108,7 +108,7 @@ SimOptions sim_options(const crashtest::Options& o, const std::optional<ReplayPo
   so.switch_probability = o.switch_probability;
   so.persist_switch_probability = o.persist_switch_probability;
   so.return_crash_percent = o.return_crashes;
-  so.pool_size = o.pool_mib << 20;
+  so.pool_size = o.pool_mib << 20;  // (0: the lab's default)
   so.stop_at_first_violation = o.stop_at_first;
   so.keep_histories = o.keep_histories || replay.has_value();
   so.keep_details = 5;

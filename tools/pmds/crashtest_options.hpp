@@ -26,7 +26,7 @@ struct Options {
   std::uint64_t crashes = 500, process_crashes = 20;
   std::size_t images = 3, threads = 3, ops = 30, process_ops = 100, prefill = 0;
   std::size_t key_size = 8, value_size = 8;  // the -bytes entries' strings
-  std::uint64_t keys = 16, seed = 1, pool_mib = 16;
+  std::uint64_t keys = 16, seed = 1, pool_mib = 0;
   unsigned reads = 20, recovery_crashes = 20, return_crashes = 40;
   std::size_t crashes_per_run = 25;
   double switch_probability = 0.01, persist_switch_probability = 0.2;
@@ -141,7 +141,9 @@ inline void add_options(CLI::App& app, Options& o) {
                  "crash points per simulated workload run (default 25)")
       ->type_name("N")
       ->transform(whole_number(1, any));
-  app.add_option("--pool-mib", o.pool_mib, "pool size of a simulated run, MiB (default 16)")
+  app.add_option(
+         "--pool-mib", o.pool_mib,
+         "pool size of a simulated run, MiB (default 16, or 32 with byte strings past 8 bytes)")
       ->type_name("N")
       ->transform(whole_number(2, any >> 20));
   app.add_option("--seed", o.seed, "seed of everything (default 1)")

@@ -129,7 +129,9 @@ struct SimOptions {
   // thread waits at the flush that would make its stores durable (crashlab/scheduler.hpp);
   // the rest are drawn uniformly over the run's events.
   unsigned return_crash_percent = 40;
-  std::uint64_t pool_size = 16ull << 20;
+  // 0: 16 MiB, or 32 MiB when keys or values are byte strings past 8 bytes (their blocks add
+  // slot sizes, and each thread claims a chunk of each size it allocates).
+  std::uint64_t pool_size = 0;
   double recovery_timeout_s = 30;
   double check_timeout_s = 30;  // lincheck's limit per history (then "undecided")
   bool stop_at_first_violation = false;
@@ -265,7 +267,9 @@ class WorkloadProcess {
     pm::sim::set_mutants(o_.mutants);
 
     registry::CreateOptions co = create_options(workload_);
-    co.pool_size = o_.pool_size;
+    co.pool_size = o_.pool_size != 0                                      ? o_.pool_size
+                   : workload_.key_size == 8 && workload_.value_size == 8 ? 16ull << 20
+                                                                          : 32ull << 20;
     co.background_thread = false;  // the scheduler runs it (below)
     // Creation is not under test: it ends as a clean close would, with everything durable. Most
     // runs then close the pool and work on it opened again, so the open (its mark of an open

@@ -51,7 +51,10 @@
 // node_epoch_before_permutation_log (InCLL_p's epoch is stored before the permutation it logs),
 // value_tag_before_saved_value (a value InCLL's tag is stored before the value it saves) and
 // lazy_recovery_skips_node (the first border lazy recovery should roll back is marked recovered
-// with its permutation left as the failed epoch made it).
+// with its permutation left as the failed epoch made it). One more, bytes_freed_in_their_epoch
+// (a freed byte string's block goes back to the allocator within the epoch that freed it), is
+// not a lab fixture: the lab's short workloads rarely free a block at all (the tree's epoch
+// domain runs deleters after 64 retires per thread), so durable_string_masstree_hw_test pins it.
 #pragma once
 
 #include <algorithm>
@@ -89,6 +92,7 @@ enum class PlantedBug {
   node_epoch_before_permutation_log,  // InCLL mode only
   value_tag_before_saved_value,       // InCLL mode only
   lazy_recovery_skips_node,           // InCLL mode only
+  bytes_freed_in_their_epoch,         // byte-string form only
 };
 
 struct Options {
@@ -195,11 +199,15 @@ class Checkpoints {
   static constexpr std::size_t segment_bytes = checkpoint_detail::segment_bytes;
 
   // A new anchor in `pool`, which must hold no structure; `object_sizes` are the sizes the
-  // structure allocates (each at most 512 bytes). The structure then builds its empty state and
-  // calls finish_create().
+  // structure allocates (each at most 512 bytes), `byte_strings` whether its entries are byte
+  // strings (make_bytes; else 8-byte keys and values). The structure then builds its empty state
+  // and calls finish_create().
   Checkpoints(CreateTag, pm::Pool& pool, const char* name, const Options& options,
-              std::vector<std::size_t> object_sizes)
-      : pool_(pool), options_(options), sizes_(std::move(object_sizes)) {
+              std::vector<std::size_t> object_sizes, bool byte_strings)
+      : pool_(pool),
+        options_(options),
+        sizes_(std::move(object_sizes)),
+        byte_strings_(byte_strings) {
     check_sizes();
     pm::StructureRoot::check_unused(pool, name);
     anchor_ = static_cast<Anchor*>(pool.allocator().allocate(sizeof(Anchor)));
@@ -217,8 +225,11 @@ class Checkpoints {
   // step). The structure then clears its nodes' locks, calls recover_allocator() and
   // finish_recovery().
   Checkpoints(OpenTag, pm::Pool& pool, void* area, const char* name, const Options& options,
-              std::vector<std::size_t> object_sizes)
-      : pool_(pool), options_(options), sizes_(std::move(object_sizes)) {
+              std::vector<std::size_t> object_sizes, bool byte_strings)
+      : pool_(pool),
+        options_(options),
+        sizes_(std::move(object_sizes)),
+        byte_strings_(byte_strings) {
     check_sizes();
     const pm::ChunkAllocator& a = pool.allocator();
     if (a.is_slot(area, sizeof(checkpoint_detail::RootBox)) &&
@@ -263,6 +274,7 @@ class Checkpoints {
   WriteScope begin_write() {
     ThreadState& t = state();
     make_room(t);
+    release_freed(t, epoch());
     for (;;) {  // Dekker with the advancer: both store, then read the other's word (seq_cst)
       t.active.store(1, std::memory_order_seq_cst);
       if (barrier_.load(std::memory_order_seq_cst) == 0) break;
@@ -287,6 +299,34 @@ class Checkpoints {
     return p;
   }
   void release(void*) {}  // never called: owns_nodes is false
+
+  // Byte strings (the byte-string tree's keys and values): a pool block each
+  // (pm::ChunkAllocator::block_size: at most 8 KiB), written and recorded for the boundary flush
+  // like a new node — new in this epoch, nothing to log. Called inside a write operation,
+  // before it changes anything (PoolFull then changes nothing).
+  static constexpr std::size_t max_bytes_block = 8192;
+  static constexpr std::size_t max_key_size = 1024;
+  static constexpr std::size_t max_value_size = max_bytes_block - sizeof(masstree_detail::Bytes);
+  masstree_detail::Bytes* make_bytes(std::string_view s) {
+    const std::size_t bytes = sizeof(masstree_detail::Bytes) + s.size();
+    auto* b = static_cast<masstree_detail::Bytes*>(
+        pool_.allocator().allocate(pm::ChunkAllocator::block_size(bytes)));
+    const std::uint64_t size = s.size();
+    pm::write(&b->size, &size, sizeof size);
+    if (!s.empty()) pm::write(b + 1, s.data(), s.size());
+    state().written.push_back({b, bytes});
+    return b;
+  }
+  // A byte string the tree no longer names (once no reader can hold it). Its block returns to
+  // the allocator only after the epoch it was freed in has ended: until then a crash rolls the
+  // tree back to a state that may name it, with its bytes. (The frees of the epochs a crash
+  // ends are lost with them; recovery frees every block no live entry names.)
+  void free_bytes(masstree_detail::Bytes* b) {
+    ThreadState& t = state();
+    const std::uint64_t e = epoch();
+    release_freed(t, e);
+    t.freed.push_back({b, e});
+  }
   // A new object counts as logged in the current epoch.
   std::uint64_t new_node_stamp() const { return epoch_.load(std::memory_order_relaxed) << 1; }
 
@@ -472,9 +512,19 @@ class Checkpoints {
   }
 
   // Checks a border as recover_border() would find it (PoolCorrupt when damaged), writing
-  // nothing: the eager recovery checks every border before it writes the first.
-  void check_border(const masstree_detail::Border& b) const {
-    check_border(b, is_failed(b.node_epoch.load(std::memory_order_relaxed) >> 1));
+  // nothing, and returns the permutation it will have: the eager recovery checks every border
+  // before it writes the first.
+  masstree_detail::Permutation check_border(const masstree_detail::Border& b) const {
+    return check_border(b, is_failed(b.node_epoch.load(std::memory_order_relaxed) >> 1));
+  }
+  // The value word `slot` of a border will hold once recover_border() has run.
+  std::uint64_t value_after_recovery(const masstree_detail::Border& b, int slot) const {
+    constexpr int per_line = masstree_detail::ValueLine::values;
+    const masstree_detail::ValueLine& line = b.value_lines[slot / per_line];
+    const std::uint64_t tag = line.log_tag.load(std::memory_order_relaxed);
+    if (tag != 0 && is_failed(tag >> 3) && static_cast<int>(tag & 7) == slot % per_line)
+      return line.log_value.load(std::memory_order_relaxed);
+    return line.value[slot % per_line].load(std::memory_order_relaxed);
   }
 
   // Recovers one border (above); the eager recovery calls it for every border, with `flush`.
@@ -533,7 +583,18 @@ class Checkpoints {
     std::uint64_t log_epoch = 0;  // the epoch the cursor's entries belong to
     std::vector<std::pair<const void*, std::size_t>> written;  // this epoch's objects
     std::array<std::vector<void*>, 4> spare;                   // per declared size
+    // Byte strings freed by this thread, with the epoch each was freed in (nondecreasing).
+    std::vector<std::pair<masstree_detail::Bytes*, std::uint64_t>> freed;
   };
+
+  // The blocks of byte strings freed in an epoch before `now` go back to the allocator.
+  void release_freed(ThreadState& t, std::uint64_t now) {
+    if constexpr (Bug == PlantedBug::bytes_freed_in_their_epoch) ++now;
+    std::size_t n = 0;
+    while (n < t.freed.size() && t.freed[n].second < now)
+      pool_.allocator().free(t.freed[n++].first);
+    if (n != 0) t.freed.erase(t.freed.begin(), t.freed.begin() + static_cast<std::ptrdiff_t>(n));
+  }
 
   void check_sizes() {
     if (sizes_.empty() || sizes_.size() > 4)
@@ -665,9 +726,13 @@ class Checkpoints {
       a.corrupt("a border's permutation is not a permutation");
     for (int p = 0; p < perm.size(); ++p) {
       const int s = perm.slot(p);
-      if (b.kind[s].load(std::memory_order_relaxed) != 8 ||
-          b.suffix[s].load(std::memory_order_relaxed) != nullptr)
+      const std::uint8_t kind = b.kind[s].load(std::memory_order_relaxed);
+      const bool suffix = b.suffix[s].load(std::memory_order_relaxed) != nullptr;
+      if (!byte_strings_ && (kind != 8 || suffix))
         a.corrupt("a border entry that is not an 8-byte key");
+      if (byte_strings_ &&
+          (kind > masstree_detail::has_layer || suffix != (kind == masstree_detail::has_suffix)))
+        a.corrupt("a border entry of no kind");
     }
     const masstree_detail::Border* next = b.next.load(std::memory_order_relaxed);
     if (next != nullptr) {
@@ -683,7 +748,9 @@ class Checkpoints {
     masstree_detail::LayerKey previous = b.low();
     for (int p = 0; p < perm.size(); ++p) {
       const int s = perm.slot(p);
-      const masstree_detail::LayerKey k{b.slice[s].load(std::memory_order_relaxed), 8};
+      const masstree_detail::LayerKey k{
+          b.slice[s].load(std::memory_order_relaxed),
+          masstree_detail::length_class_of(b.kind[s].load(std::memory_order_relaxed))};
       if (k < previous || (p > 0 && !(previous < k)) || (next != nullptr && !(k < next->low())))
         a.corrupt("a border's keys are out of order or out of its range");
       previous = k;
@@ -757,6 +824,7 @@ class Checkpoints {
   pm::Pool& pool_;
   Options options_;
   std::vector<std::size_t> sizes_;
+  bool byte_strings_;
   Anchor* anchor_ = nullptr;
   std::atomic<std::uint64_t> epoch_{0};   // the volatile copy; the pool's is never behind it
   pm::atomic<std::uint64_t> barrier_{0};  // DRAM; 1 while a boundary is passed

@@ -1,15 +1,26 @@
 // pmds::incll::DurableMasstree — seed 002's durable Masstree, buffered durable linearizability,
-// with sync(); 8-byte keys and values (pmds::Map, UpdatableMap, Scannable). Two modes over the
-// same tree (incll/masstree.hpp, unchanged) and the same epochs (incll/checkpoints.hpp: the
-// boundary flush, the external log, recovery of the failed epoch):
+// with sync(). Two modes over the same tree (incll/masstree.hpp, unchanged) and the same epochs
+// (incll/checkpoints.hpp: the boundary flush, the external log, recovery of the failed epoch):
 //   InCLLMasstree    `masstree/incll`: inserts and removes log a border's permutation in its own
 //                    cache line (InCLL_p, §4.1), updates the old value in the value's line (the
 //                    value InCLLs) — the external log only where §4.1.1 and §4.1.3 need it;
-//   LoggingMasstree  `masstree/logging`: the paper's LOGGING mode (§6: the external log only).
+//   LoggingMasstree  `masstree/logging`: the paper's LOGGING mode (§6: the external log only);
+// and two forms: 8-byte keys and values (pmds::Map, UpdatableMap, Scannable: the aliases above)
+// or byte-string keys and values (pmds::ByteStringMap: InCLLStringMasstree
+// `masstree-bytes/incll`, LoggingStringMasstree `masstree-bytes/logging`; keys up to 1 KiB,
+// values up to 8 KiB less 8 bytes). In the byte-string form a value, and a key that ends in a
+// suffix, are byte strings in pool blocks (Checkpoints::make_bytes), made in the operation's
+// epoch and flushed at its boundary; a value word or a suffix pointer is logged as the 8-byte
+// value word is (an update's old value pointer in its line's InCLL); a block the tree frees
+// returns to the allocator only after the epoch that freed it ended. Seed 002 §5 keeps such
+// blocks in free lists the epochs checkpoint (next/nextInCLL); here the recovery walk finds the
+// live ones instead, which reads every border — so the byte-string form recovers eagerly only,
+// until that allocator is built (Options::lazy_recovery is refused).
 //
-// Pool layout: pm::StructureRoot with tag "MTINCLL_" or "MTLOGGIN", its area the checkpoint
-// anchor (the top layer's root pointer, the epoch, each thread's log); border nodes (512 bytes),
-// interior nodes (320 bytes) and log segments (256 KiB) from the allocator.
+// Pool layout: pm::StructureRoot with tag "MTINCLL_" or "MTLOGGIN" ("MTBYINCL", "MTBYLOGG" for
+// byte strings), its area the checkpoint anchor (the top layer's root pointer, the epoch, each
+// thread's log); border nodes (512 bytes), interior nodes (320 bytes), log segments (256 KiB)
+// and byte-string blocks from the allocator.
 //
 // Recovery (seed 002 §4.3). At open: the failed epoch's log entries are copied back
 // (Checkpoints); one walk of the interior nodes checks each (a damaged pool ends in PoolCorrupt,
@@ -17,7 +28,10 @@
 // rebuilds the parent links an interior split of the failed epoch moved (derived state, not
 // logged: masstree.hpp's split_interior); borders are reached as children, not read (their
 // slots have their own size). The failed epoch joins the pool's record of failed epochs; the
-// allocator gets back every slot the walk did not reach (the nodes made in the failed epoch);
+// allocator gets back every slot the walk did not reach (the nodes and byte strings made in the
+// failed epoch or freed before it); a layer (byte strings) is walked from the node its entry
+// names, its root found by climbing parent links along its left edge (a layer's first node stays
+// its leftmost, and its ancestors' parent links change only in root splits, which log them);
 // operations start two epochs on (Checkpoints::finish_recovery says why). Each border is then
 // recovered on its first access (Checkpoints::before_border_access: InCLL_p and the value
 // InCLLs of a failed epoch put back, the border checked), so opening a tree of 10M keys reads
@@ -34,6 +48,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -52,52 +67,56 @@ namespace pmds::incll {
 
 enum class Mode { incll, logging };
 
-template <Mode M, PlantedBug Bug = PlantedBug::none>
-class DurableMasstree
-    : public MasstreeMap<
-          std::conditional_t<M == Mode::incll, InCLLCheckpoints<Bug>, Checkpoints<Bug>>> {
-  using Base =
-      MasstreeMap<std::conditional_t<M == Mode::incll, InCLLCheckpoints<Bug>, Checkpoints<Bug>>>;
+namespace durable_detail {
+template <Mode M, PlantedBug Bug>
+using MemoryOf = std::conditional_t<M == Mode::incll, InCLLCheckpoints<Bug>, Checkpoints<Bug>>;
+template <Mode M, PlantedBug Bug, bool ByteStrings>
+using TreeOf = std::conditional_t<ByteStrings, StringMasstreeMap<MemoryOf<M, Bug>>,
+                                  MasstreeMap<MemoryOf<M, Bug>>>;
+}  // namespace durable_detail
+
+template <Mode M, PlantedBug Bug = PlantedBug::none, bool ByteStrings = false>
+class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
+  using Memory = durable_detail::MemoryOf<M, Bug>;
+  using Base = durable_detail::TreeOf<M, Bug, ByteStrings>;
   using Node = masstree_detail::Node;
   using Border = masstree_detail::Border;
   using Interior = masstree_detail::Interior;
+  using Bytes = masstree_detail::Bytes;
 
  public:
   static constexpr Criterion criterion = Criterion::buffered;
-  static constexpr std::uint64_t tag = M == Mode::incll ? 0x5f4c4c434e49544d   // "MTINCLL_"
-                                                        : 0x4e4947474f4c544d;  // "MTLOGGIN"
-  static constexpr const char* name = M == Mode::incll ? "masstree/incll" : "masstree/logging";
+  static constexpr std::uint64_t tag = ByteStrings
+                                           ? (M == Mode::incll ? 0x4c434e495942544d    // "MTBYINCL"
+                                                               : 0x47474f4c5942544d)   // "MTBYLOGG"
+                                           : (M == Mode::incll ? 0x5f4c4c434e49544d    // "MTINCLL_"
+                                                               : 0x4e4947474f4c544d);  // "MTLOGGIN"
+  static constexpr const char* name =
+      ByteStrings ? (M == Mode::incll ? "masstree-bytes/incll" : "masstree-bytes/logging")
+                  : (M == Mode::incll ? "masstree/incll" : "masstree/logging");
 
   // A new, empty tree in `pool`, which must hold no structure.
   DurableMasstree(CreateTag, pm::Pool& pool, const Options& options = {})
-      : Base(create_new, pool, name, options, object_sizes()) {
+      : Base(create_new, pool, name, checked(options), object_sizes(), ByteStrings) {
     this->memory_.finish_create(tag);
   }
 
   // Opens the tree a pool holds, recovering it (above) after a clean or a dirty shutdown.
   DurableMasstree(OpenTag, pm::Pool& pool, const Options& options = {},
                   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now())
-      : Base(open_existing, pool, pm::StructureRoot::read(pool, tag, name).second, name, options,
-             object_sizes()) {
+      : Base(open_existing, pool, pm::StructureRoot::read(pool, tag, name).second, name,
+             checked(options), object_sizes(), ByteStrings) {
     auto& memory = this->memory_;
     const pm::ChunkAllocator& a = pool.allocator();
     pm::ChunkAllocator::SlotBits reached(a);
     const bool lazy = memory.recovers_lazily();
-    const Walk walk = walk_interiors(a, reached, /*list_borders=*/!lazy);
-    if (lazy) {
+    // Eager: every border is checked (and every layer and byte string found) before the first
+    // is written.
+    const Walk walk = walk_tree(a, reached, /*check_borders=*/!lazy);
+    if (lazy)
       memory.record_failed_epoch();
-    } else {  // every border checked before the first is written
-      for (const Border* b : walk.borders) {
-        if (!masstree_detail::is_border(b->version.load()) ||
-            masstree_detail::is_root(b->version.load()) !=
-                (b == walk.borders.front() && walk.interiors.empty()))
-          a.corrupt("a border slot holds no border, or a border has the wrong root bit");
-        memory.check_border(*b);  // (a next link it keeps is a border slot: reached.test works)
-        if (const Border* next = b->next.load(); next != nullptr && !reached.test(next))
-          a.corrupt("a border's next link leads out of the tree");
-      }
-      for (Border* b : walk.borders) memory.recover_border(*b, /*flush=*/true);
-    }
+    else
+      for (const BorderAt& b : walk.borders) memory.recover_border(*b.node, /*flush=*/true);
     for (auto [child, parent] : walk.parent_links)
       if (child->parent.load(std::memory_order_relaxed) != parent) child->parent.store(parent);
     constexpr std::uint64_t transient_bits =
@@ -114,7 +133,8 @@ class DurableMasstree
     }
     memory.finish_recovery();
     recovery_.slots_scanned = allocator.live_slots + allocator.free_slots;
-    recovery_.live_slots = walk.interiors.size() + walk.border_count + memory.own_slots();
+    recovery_.live_slots =
+        walk.interiors.size() + walk.border_count + walk.byte_strings + memory.own_slots();
     recovery_.freed_slots = allocator.free_slots;
     recovery_.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -137,11 +157,19 @@ class DurableMasstree
   std::size_t failed_epochs_recorded() const { return this->memory_.failed_epochs_recorded(); }
 
  private:
-  // What recovery's walk of the interior nodes found; nothing is written until it is complete.
+  // A border the walk reached: its layer's first key byte (8 per layer above it) and whether it
+  // is its layer's root.
+  struct BorderAt {
+    Border* node;
+    std::size_t offset;
+    bool root;
+  };
+  // What recovery's walk found; nothing is written until it is complete.
   struct Walk {
     std::vector<Interior*> interiors;
     std::size_t border_count = 0;
-    std::vector<Border*> borders;  // when asked for (eager recovery)
+    std::vector<BorderAt> borders;  // when the borders are checked (eager recovery)
+    std::size_t byte_strings = 0;
     // Each interior node's interior children, and its border children when the log restored it
     // (its split in the failed epoch may have moved them) or when the recovery is eager (which
     // rebuilds every link, so a damaged one is mended): their parent links to set. In a lazy
@@ -150,25 +178,46 @@ class DurableMasstree
     std::vector<std::pair<Node*, Interior*>> parent_links;
   };
 
-  // Recovery: the interior nodes of the tree (after the log was applied), each checked before
-  // anything is written — a slot of its kind's size (borders and interior nodes have slots of
-  // different sizes, so a child's kind is known without reading it), reached once, 1 to width
-  // keys, children of one kind that are no roots — else PoolCorrupt. Borders are counted, not
-  // read: each is checked when recovered (Checkpoints::recover_border).
-  Walk walk_interiors(const pm::ChunkAllocator& a, pm::ChunkAllocator::SlotBits& reached,
-                      bool list_borders) const {
-    const std::size_t border_slot = pm::ChunkAllocator::slot_size_for(sizeof(Border));
-    const std::size_t interior_slot = pm::ChunkAllocator::slot_size_for(sizeof(Interior));
-    // The node at p, checked: true for a border, false for an interior node.
-    const auto kind_at = [&](const void* p, const char* what) {
-      a.checked_slot(p, sizeof(Interior), what);
-      const std::size_t slot = a.slot_size_of(p);
-      if (slot != border_slot && slot != interior_slot)
-        a.corrupt(std::string(what) + " names a slot of no node's size");
-      if (!reached.set(p)) a.corrupt("a node is reached twice");
-      return slot == border_slot;
-    };
+  static Options checked(const Options& options) {
+    if (ByteStrings && options.lazy_recovery)
+      throw Error(std::string("pmds: ") + name +
+                  " recovers eagerly only: lazy recovery would need seed 002 §5's allocator for "
+                  "its byte strings (incll/durable_masstree.hpp)");
+    return options;
+  }
+
+  // Recovery's walk (after the log was applied): the top layer's interior nodes, and, when
+  // `check_borders`, every border, checked as recover_border() will find it, with the layers and
+  // byte strings its entries name after recovery (walked and checked in turn) — all before
+  // anything is written; a damaged pool ends in PoolCorrupt.
+  Walk walk_tree(const pm::ChunkAllocator& a, pm::ChunkAllocator::SlotBits& reached,
+                 bool check_borders) const {
     Walk walk;
+    walk_layer(a, reached, walk, reinterpret_cast<Node*>(this->memory_.root_word().load()),
+               "the root pointer", 0, check_borders);
+    for (std::size_t i = 0; check_borders && i < walk.borders.size(); ++i)
+      check_border_at(a, reached, walk, walk.borders[i]);  // (a copy: the walk may grow)
+    return walk;
+  }
+
+  // The node at p, checked as a node slot reached once: true for a border, false for an
+  // interior node (borders and interior nodes have slots of different sizes, so a child's kind
+  // is known without reading it).
+  static bool kind_at(const pm::ChunkAllocator& a, pm::ChunkAllocator::SlotBits& reached,
+                      const void* p, const std::string& what) {
+    a.checked_slot(p, sizeof(Interior), what);
+    const std::size_t slot = a.slot_size_of(p);
+    if (slot != border_slot && slot != interior_slot)
+      a.corrupt(what + " names a slot of no node's size");
+    if (!reached.set(p)) a.corrupt("a node is reached twice");
+    return slot == border_slot;
+  }
+
+  // One layer's interior nodes from its root, each checked — a slot of its kind's size, reached
+  // once, 1 to width keys in order within its parent's bounds, children of one kind that are no
+  // roots — else PoolCorrupt. Borders are counted (and listed when checked), not read here.
+  void walk_layer(const pm::ChunkAllocator& a, pm::ChunkAllocator::SlotBits& reached, Walk& walk,
+                  Node* root, const char* what, std::size_t offset, bool list_borders) const {
     // Each interior node to visit, with the separators that bound its keys (none at the edges).
     using LayerKey = masstree_detail::LayerKey;
     struct Pending {
@@ -176,15 +225,14 @@ class DurableMasstree
       std::optional<LayerKey> low, high;
     };
     std::vector<Pending> stack;
-    Node* root = reinterpret_cast<Node*>(this->memory_.root_word().load());
-    const bool root_border = kind_at(root, "the root pointer");
+    const bool root_border = kind_at(a, reached, root, what);
     const std::uint64_t root_version = root->version.load();
     if (!masstree_detail::is_root(root_version) ||
         masstree_detail::is_border(root_version) != root_border)
-      a.corrupt("the root pointer names a node that is not a root of its slot's kind");
+      a.corrupt(std::string(what) + " names a node that is not a root of its slot's kind");
     if (root_border) {
       ++walk.border_count;
-      if (list_borders) walk.borders.push_back(static_cast<Border*>(root));
+      if (list_borders) walk.borders.push_back({static_cast<Border*>(root), offset, true});
     } else {
       stack.push_back({static_cast<Interior*>(root), std::nullopt, std::nullopt});
     }
@@ -203,7 +251,7 @@ class DurableMasstree
       bool first_border = false;
       for (int i = 0; i <= keys; ++i) {
         Node* c = in->child[i].load();
-        const bool border = kind_at(c, "an interior node's child link");
+        const bool border = kind_at(a, reached, c, "an interior node's child link");
         if (i == 0) first_border = border;
         if (border != first_border) a.corrupt("an interior node's children are of two kinds");
         const std::optional<LayerKey> child_low =
@@ -216,7 +264,7 @@ class DurableMasstree
           if (list_borders && i > 0 && !(static_cast<Border*>(c)->low() == *child_low))
             a.corrupt("a border's low key is not its separator in the parent");
           ++walk.border_count;
-          if (list_borders) walk.borders.push_back(static_cast<Border*>(c));
+          if (list_borders) walk.borders.push_back({static_cast<Border*>(c), offset, false});
           if (restored || list_borders) walk.parent_links.emplace_back(c, in);
           continue;
         }
@@ -227,9 +275,82 @@ class DurableMasstree
         stack.push_back({static_cast<Interior*>(c), child_low, child_high});
       }
     }
-    return walk;
   }
 
+  // One border as recovery will leave it: its kind and root bit, its permutation, entries and
+  // next link (Checkpoints::check_border), and in the byte-string form the layers (walked) and
+  // byte strings (checked, reached once) its entries name.
+  void check_border_at(const pm::ChunkAllocator& a, pm::ChunkAllocator::SlotBits& reached,
+                       Walk& walk, const BorderAt at) const {
+    const Border& b = *at.node;
+    const std::uint64_t v = b.version.load();
+    if (!masstree_detail::is_border(v) || masstree_detail::is_root(v) != at.root)
+      a.corrupt("a border slot holds no border, or a border has the wrong root bit");
+    const masstree_detail::Permutation perm = this->memory_.check_border(b);
+    // (a next link it keeps is a border slot, and its layer is walked whole: reached.test works)
+    if (const Border* next = b.next.load(); next != nullptr && !reached.test(next))
+      a.corrupt("a border's next link leads out of the tree");
+    if constexpr (ByteStrings) {
+      for (int p = 0; p < perm.size(); ++p) {
+        const int s = perm.slot(p);
+        const std::uint64_t value = this->memory_.value_after_recovery(b, s);
+        const std::uint8_t kind = b.kind[s].load();
+        if (kind == masstree_detail::has_layer) {
+          auto* first = reinterpret_cast<Node*>(value);
+          walk_layer(a, reached, walk, layer_root(a, first), "a layer link", at.offset + 8, true);
+          if (!reached.test(first)) a.corrupt("a layer link names a node its layer does not hold");
+          continue;
+        }
+        check_bytes(a, reached, walk, value, "a value");
+        if (kind != masstree_detail::has_suffix) continue;
+        const Bytes* key = check_bytes(
+            a, reached, walk, reinterpret_cast<std::uint64_t>(b.suffix[s].load()), "a key suffix");
+        std::uint64_t big_endian;
+        if (key->size <= at.offset + 8) a.corrupt("a key suffix shorter than its entry's key");
+        std::memcpy(&big_endian, key->view().data() + at.offset, 8);
+        if (__builtin_bswap64(big_endian) != b.slice[s].load())
+          a.corrupt("a key suffix that is not its entry's key");
+      }
+    }
+  }
+
+  // The root of the layer whose first node is `first`, by parent links up its left edge: the
+  // node a layer link names stays its layer's leftmost (splits move keys right, nothing
+  // merges), and a parent link on the left edge changes only when a root splits, which logs the
+  // node — so the log restored it where the failed epoch changed it.
+  static Node* layer_root(const pm::ChunkAllocator& a, Node* first) {
+    Node* n = first;
+    for (int level = 0;; ++level) {
+      a.checked_slot(n, sizeof(Interior), "a layer link");
+      const std::size_t slot = a.slot_size_of(n);
+      if (slot != border_slot && slot != interior_slot)
+        a.corrupt("a layer link names a slot of no node's size");
+      if (masstree_detail::is_root(n->version.load())) return n;
+      Interior* parent = n->parent.load();
+      if (level == 64 || !a.is_slot(parent, sizeof(Interior)) ||
+          a.slot_size_of(parent) != interior_slot || parent->child[0].load() != n)
+        a.corrupt("a layer's left edge does not lead to its root");
+      n = parent;
+    }
+  }
+
+  // The byte string a value word or a suffix link names: a block of its size, named once.
+  static const Bytes* check_bytes(const pm::ChunkAllocator& a,
+                                  pm::ChunkAllocator::SlotBits& reached, Walk& walk,
+                                  std::uint64_t word, const char* what) {
+    const auto* p = reinterpret_cast<const Bytes*>(word);
+    a.checked_slot(p, sizeof(Bytes), what);
+    const std::uint64_t size = p->size;
+    if (size > Memory::max_bytes_block - sizeof(Bytes) ||
+        a.slot_size_of(p) != pm::ChunkAllocator::block_size(sizeof(Bytes) + size))
+      a.corrupt(std::string(what) + " names a block of another size");
+    if (!reached.set(p)) a.corrupt(std::string(what) + " names a block named elsewhere");
+    ++walk.byte_strings;
+    return p;
+  }
+
+  static constexpr std::size_t border_slot = pm::ChunkAllocator::slot_size_for(sizeof(Border));
+  static constexpr std::size_t interior_slot = pm::ChunkAllocator::slot_size_for(sizeof(Interior));
   static constexpr int width = masstree_detail::width;
 
   static std::vector<std::size_t> object_sizes() {
@@ -243,5 +364,9 @@ template <PlantedBug Bug = PlantedBug::none>
 using InCLLMasstree = DurableMasstree<Mode::incll, Bug>;
 template <PlantedBug Bug = PlantedBug::none>
 using LoggingMasstree = DurableMasstree<Mode::logging, Bug>;
+template <PlantedBug Bug = PlantedBug::none>
+using InCLLStringMasstree = DurableMasstree<Mode::incll, Bug, true>;
+template <PlantedBug Bug = PlantedBug::none>
+using LoggingStringMasstree = DurableMasstree<Mode::logging, Bug, true>;
 
 }  // namespace pmds::incll

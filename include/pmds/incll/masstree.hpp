@@ -10,9 +10,10 @@
 // the next 8 bytes big-endian and zero-padded, the class 0..8 the number of key bytes left when
 // the key ends in this slice, or 9 when it goes on — ordered as the byte strings are. A border
 // (leaf) node holds up to `width` entries in unordered slots with a permutation word giving their
-// order; an entry whose key goes on holds the rest of the key as a suffix, or, once a second key
-// shares its slice, a pointer to the next layer's root. Interior nodes hold separators and
-// children.
+// order; an entry whose key goes on holds the key as a suffix (the whole key, of which the entry
+// compares the bytes after its slice: a key pushed a layer down keeps the same copy), or, once a
+// second key shares its slice, a pointer to the next layer's root. Interior nodes hold separators
+// and children.
 //
 // Concurrency, as in the Masstree paper (§4): every node has a version word (lock bit,
 // "inserting" and "splitting" dirty bits, an insert counter and a split counter). Readers take
@@ -122,12 +123,15 @@ inline void append_slice(std::string& out, std::uint64_t slice, std::size_t byte
   out.append(reinterpret_cast<const char*>(&big_endian), bytes);
 }
 
-// An immutable byte string on the heap: a value of StringMasstree, or a key's suffix. Replaced,
-// never changed, so a reader holding an epoch pin may read it after validating the node.
+// An immutable byte string: a value of StringMasstree, or a key kept as an entry's suffix. Made
+// by the memory mode (on the heap, or in a pool slot: make_bytes), replaced, never changed, so a
+// reader holding an epoch pin may read it after validating the node.
 struct Bytes {
-  std::size_t size;
+  std::uint64_t size;
 
   std::string_view view() const { return {reinterpret_cast<const char*>(this + 1), size}; }
+  // The bytes from `from` on (of a key kept as a suffix: the part below the layers it passed).
+  std::string_view rest(std::size_t from) const { return view().substr(from); }
   static Bytes* make(std::string_view s) {
     auto* b = ::new (::operator new(sizeof(Bytes) + s.size())) Bytes{s.size()};
     if (!s.empty()) std::memcpy(b + 1, s.data(), s.size());
@@ -208,7 +212,9 @@ static_assert(4 + 4 * width <= 64, "the permutation must fit one word");
 // none), and its value at the epoch's start (log_value). The paper packs the InCLL in one word
 // beside 7 value *pointers* (a 44-bit pointer, a 4-bit index, 16 epoch bits); the 8-byte form
 // keeps its values inline, and a 64-bit value does not pack, so here the InCLL takes two words
-// and a line holds 6 values: 14 values take three lines (6, 6, 2), each with its own InCLL.
+// and a line holds 6 values: 14 values take three lines (6, 6, 2), each with its own InCLL. The
+// byte-string form's values are pointers and could pack, but every form and mode shares this
+// one border layout (one tree, one recovery walk), so it keeps the two-word InCLL too.
 struct alignas(64) ValueLine {
   static constexpr int values = 6;
   pm::atomic<std::uint64_t> value[values];
@@ -406,6 +412,13 @@ class TransientMemory {
   static constexpr bool recovers_borders = false;  // (so the tree skips before_border_access)
   void before_border_access(masstree_detail::Border&) const {}
 
+  // Byte strings (StringMasstree's keys and values): on the heap; the tree frees one once no
+  // reader can hold it.
+  static constexpr std::size_t max_key_size = std::size_t{1} << 20;
+  static constexpr std::size_t max_value_size = std::size_t{1} << 20;
+  masstree_detail::Bytes* make_bytes(std::string_view s) { return masstree_detail::Bytes::make(s); }
+  void free_bytes(masstree_detail::Bytes* b) { masstree_detail::Bytes::destroy(b); }
+
   pm::atomic<std::uint64_t>& root_word() { return root_; }
   const pm::atomic<std::uint64_t>& root_word() const { return root_; }
   void before_root_write() {}
@@ -439,7 +452,7 @@ class BasicMasstree {
 
  public:
   static constexpr Criterion criterion = Criterion::none;
-  static constexpr std::size_t max_key_size = std::size_t{1} << 20;
+  static constexpr std::size_t max_key_size = Memory::max_key_size;
 
   // The memory mode is built from `args`; a memory without a root (a new one) gets an empty tree.
   template <class... Args>
@@ -495,11 +508,32 @@ class BasicMasstree {
     }
   }
 
-  // Inserts the key with `value` (a word, or a Bytes* the tree then owns), or in insert_or_update
-  // mode replaces the present value. Returns whether the key was absent. In insert_only mode a
-  // present key is left alone and `value` is not taken (the caller frees a Bytes*).
-  bool store(KeyCursor key, std::uint64_t value, PutMode mode) {
+  // Inserts the key with `value_in` (a word, or the bytes of a StringValues value), or in
+  // insert_or_update mode replaces the present value. Returns whether the key was absent; in
+  // insert_only mode a present key is left alone.
+  template <class V>
+  bool store(KeyCursor key, V value_in, PutMode mode) {
     [[maybe_unused]] auto writing = memory_.begin_write();
+    // A StringValues value and the key (kept if it ends in a suffix) are copied first, inside the
+    // operation (a durable memory flushes them at its epoch's boundary) and before anything
+    // changes (a full pool stops the operation here); what the tree does not take is freed.
+    struct Copies {
+      Memory& memory;
+      Bytes* value = nullptr;
+      Bytes* key = nullptr;
+      ~Copies() {
+        if (value != nullptr) memory.free_bytes(value);
+        if (key != nullptr) memory.free_bytes(key);
+      }
+    } copies{memory_};
+    std::uint64_t value;
+    if constexpr (StringValues) {
+      copies.value = memory_.make_bytes(value_in);
+      if (key.remaining() > 8) copies.key = memory_.make_bytes(key.key);
+      value = reinterpret_cast<std::uint64_t>(copies.value);
+    } else {
+      value = value_in;
+    }
     Node* layer = top_root();
     for (;;) {
       const LayerKey k = key.layer_key();
@@ -516,6 +550,7 @@ class BasicMasstree {
               // of the same key (the slot's key changes only under the dirty mark).
               memory_.before_value_write(*b, slot);
               b->value(slot).store(value, std::memory_order_release);
+              copies.value = nullptr;
               masstree_detail::unlock(b);
               retire_value(e.value);
             } else {
@@ -526,9 +561,8 @@ class BasicMasstree {
             masstree_detail::unlock(b);
             break;
           case Match::absent:  // the slice holds another key that goes on: push it a layer down
-            layer = make_layer(b, slot, e);
+            layer = make_layer(b, slot, e, key.offset + 8);
             masstree_detail::unlock(b);
-            retire_suffix(e.suffix);
             key.descend();
             continue;
         }
@@ -537,7 +571,8 @@ class BasicMasstree {
         continue;
       }
       Entry fresh{k.length_class, k.slice, value, nullptr};
-      if (k.length_class == masstree_detail::has_suffix) fresh.suffix = Bytes::make(key.suffix());
+      copies.value = nullptr;
+      if (k.length_class == masstree_detail::has_suffix) std::swap(fresh.suffix, copies.key);
       if (perm.size() < width)
         insert_entry(b, perm, position, fresh);
       else
@@ -593,7 +628,7 @@ class BasicMasstree {
   static void check_key_size(std::string_view key) {
     if (key.size() > max_key_size)
       throw Error("pmds: Masstree keys are at most " + std::to_string(max_key_size) +
-                  " bytes (got " + std::to_string(key.size()) + ")");
+                  " bytes here (got " + std::to_string(key.size()) + ")");
   }
 
   struct NoDomain {};
@@ -720,19 +755,22 @@ class BasicMasstree {
   // Whether an entry with the key's layer key is the key itself, another key, or a layer.
   static Match match(const Entry& e, const KeyCursor& key) {
     if (e.kind == masstree_detail::has_layer) return Match::layer;
-    if (e.kind == masstree_detail::has_suffix && e.suffix->view() != key.suffix())
+    if (e.kind == masstree_detail::has_suffix && e.suffix->rest(key.offset + 8) != key.suffix())
       return Match::absent;
     return Match::found;
   }
 
   // The entry in `slot` (a key that goes on, with a suffix) becomes a layer whose one key is
-  // the rest of that key; returns the new layer's root. b is locked.
-  Node* make_layer(Border* b, int slot, const Entry& e) {
+  // the rest of that key, from byte `below` on; returns the new layer's root. b is locked.
+  Node* make_layer(Border* b, int slot, const Entry& e, std::size_t below) {
     Border* layer = new_border(masstree_detail::root_bit);
-    const KeyCursor rest{e.suffix->view()};
+    const KeyCursor rest{e.suffix->view(), below};
     const LayerKey k = rest.layer_key();
     Entry moved{k.length_class, k.slice, e.value, nullptr};
-    if (k.length_class == masstree_detail::has_suffix) moved.suffix = Bytes::make(rest.suffix());
+    if (k.length_class == masstree_detail::has_suffix)
+      moved.suffix = e.suffix;  // the same copy of the key, read from further on
+    else
+      retire_suffix(e.suffix);
     layer->set_entry(0, moved);
     layer->permutation.store(Permutation::empty().inserted(0).word, std::memory_order_relaxed);
     will_write(b);
@@ -916,8 +954,8 @@ class BasicMasstree {
         bool go_on = true;
         if (e.kind == masstree_detail::has_layer) {
           go_on = scan_layer(reinterpret_cast<Node*>(e.value), prefix, inner, visit);
-        } else if (!inner || e.suffix->view() >= *inner) {
-          if (e.kind == masstree_detail::has_suffix) prefix.append(e.suffix->view());
+        } else if (!inner || e.suffix->rest(size + 8) >= *inner) {
+          if (e.kind == masstree_detail::has_suffix) prefix.append(e.suffix->rest(size + 8));
           go_on = visit(std::string_view(prefix), e.value);
         }
         prefix.resize(size);
@@ -930,11 +968,11 @@ class BasicMasstree {
 
   void retire_value(std::uint64_t value) {
     if constexpr (StringValues)
-      domain_.retire(reinterpret_cast<Bytes*>(value), [](Bytes* p) { Bytes::destroy(p); });
+      domain_.retire(reinterpret_cast<Bytes*>(value), [this](Bytes* p) { memory_.free_bytes(p); });
   }
   void retire_suffix(Bytes* suffix) {
     if constexpr (StringValues)  // (the 8-byte form has no suffixes)
-      if (suffix != nullptr) domain_.retire(suffix, [](Bytes* p) { Bytes::destroy(p); });
+      if (suffix != nullptr) domain_.retire(suffix, [this](Bytes* p) { memory_.free_bytes(p); });
   }
 
   // Quiescent: frees the subtree (live entries only: a split leaves stale copies in free slots).
@@ -948,8 +986,8 @@ class BasicMasstree {
           destroy(root_of(reinterpret_cast<Node*>(e.value)));
           continue;
         }
-        if (e.suffix != nullptr) Bytes::destroy(e.suffix);
-        if constexpr (StringValues) Bytes::destroy(reinterpret_cast<Bytes*>(e.value));
+        if (e.suffix != nullptr) memory_.free_bytes(e.suffix);
+        if constexpr (StringValues) memory_.free_bytes(reinterpret_cast<Bytes*>(e.value));
       }
       memory_.release(b);
       return;
@@ -1039,10 +1077,21 @@ class MasstreeMap : public BasicMasstree<false, Memory> {
 
 using Masstree = MasstreeMap<TransientMemory>;
 
-// Masstree over byte-string keys and values (pmds::ByteStringMap). Values are copied in and
-// out; visit(key, f) runs f(std::string_view) on the stored value without a copy.
-class StringMasstree : public BasicMasstree<true> {
+// Masstree over byte-string keys and values (pmds::ByteStringMap), over any memory mode;
+// StringMasstree below is the transient one. Values are copied in and out; visit(key, f) runs
+// f(std::string_view) on the stored value without a copy.
+template <class Memory>
+class StringMasstreeMap : public BasicMasstree<true, Memory> {
+  using Base = BasicMasstree<true, Memory>;
+  using typename Base::Bytes;
+  using typename Base::KeyCursor;
+  using typename Base::PutMode;
+
  public:
+  using Base::Base;
+  static constexpr const char* name = "masstree-bytes/transient";  // (a durable one names itself)
+  static constexpr std::size_t max_value_size = Memory::max_value_size;
+
   bool insert(std::string_view key, std::string_view value) {
     return put_value(key, value, PutMode::insert_only);
   }
@@ -1050,9 +1099,9 @@ class StringMasstree : public BasicMasstree<true> {
     return put_value(key, value, PutMode::insert_or_update);
   }
   bool remove(std::string_view key) {
-    check_key_size(key);
-    auto guard = domain_.pin();
-    return erase(KeyCursor{key});
+    this->check_key_size(key);
+    auto guard = this->domain_.pin();
+    return this->erase(KeyCursor{key});
   }
   std::optional<std::string> get(std::string_view key) const {
     std::optional<std::string> out;
@@ -1065,9 +1114,9 @@ class StringMasstree : public BasicMasstree<true> {
   // f(value) if the key is present; returns whether it was.
   template <class F>
   bool visit(std::string_view key, F&& f) const {
-    check_key_size(key);
-    auto guard = domain_.pin();
-    const auto word = find(KeyCursor{key});
+    this->check_key_size(key);
+    auto guard = this->domain_.pin();
+    const auto word = this->find(KeyCursor{key});
     if (!word) return false;
     f(reinterpret_cast<const Bytes*>(*word)->view());
     return true;
@@ -1077,11 +1126,11 @@ class StringMasstree : public BasicMasstree<true> {
   // during the call); returns how many.
   template <class F>
   std::size_t scan(std::string_view from, std::size_t max_count, F&& visit) const {
-    check_key_size(from);
+    this->check_key_size(from);
     std::size_t count = 0;
     if (max_count == 0) return 0;
-    auto guard = domain_.pin();
-    scan_from(from, [&](std::string_view key, std::uint64_t value) {
+    auto guard = this->domain_.pin();
+    this->scan_from(from, [&](std::string_view key, std::uint64_t value) {
       visit(key, reinterpret_cast<const Bytes*>(value)->view());
       return ++count < max_count;
     });
@@ -1099,13 +1148,15 @@ class StringMasstree : public BasicMasstree<true> {
 
  private:
   bool put_value(std::string_view key, std::string_view value, PutMode mode) {
-    check_key_size(key);
-    Bytes* copy = Bytes::make(value);
-    auto guard = domain_.pin();
-    const bool absent = store(KeyCursor{key}, reinterpret_cast<std::uint64_t>(copy), mode);
-    if (!absent && mode == PutMode::insert_only) Bytes::destroy(copy);
-    return absent;
+    this->check_key_size(key);
+    if (value.size() > max_value_size)
+      throw Error("pmds: Masstree values are at most " + std::to_string(max_value_size) +
+                  " bytes here (got " + std::to_string(value.size()) + ")");
+    auto guard = this->domain_.pin();
+    return this->store(KeyCursor{key}, value, mode);
   }
 };
+
+using StringMasstree = StringMasstreeMap<TransientMemory>;
 
 }  // namespace pmds::incll

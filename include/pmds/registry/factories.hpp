@@ -127,10 +127,11 @@ struct Montage {
 };
 
 // A byte-string map, seen as an 8-byte map by FixedSizeStrings (fixed_size_strings.hpp): keys
-// and values written as CreateOptions::key_size and value_size bytes.
-template <class Inner>
+// and values written as CreateOptions::key_size and value_size bytes (keys in groups sharing a
+// prefix when SharedPrefixes).
+template <class Inner, bool SharedPrefixes = false>
 struct FixedSizeStringsOf {
-  using type = FixedSizeStrings<typename Inner::type>;
+  using type = FixedSizeStrings<typename Inner::type, SharedPrefixes>;
   static std::unique_ptr<type> create(pm::Pool* pool, const CreateOptions& o) {
     return std::make_unique<type>(Inner::create(pool, o), o.key_size, o.value_size);
   }
