@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # results/regenerate-seed002.sh — regenerates results/seed002/: seed 002's figures (Cohen, Aksun,
-# Avni, Larus, "Fine-Grain Checkpointing with In-Cache-Line Logging") at this machine's scale, so
-# far for the 8-byte Masstree: masstree/incll (InCLL) and masstree/logging (the paper's LOGGING
-# mode) beside masstree/transient (the twin every ratio is taken against), in one `pmds bench`
-# invocation per run, so every ratio compares records of one run, round by round. See
-# results/README.md. About 20 minutes on the idle 2-core machine.
+# Avni, Larus, "Fine-Grain Checkpointing with In-Cache-Line Logging") at this machine's scale:
+# masstree/incll (InCLL) and masstree/logging (the paper's LOGGING mode) beside masstree/transient
+# (the twin every ratio is taken against), and the same three over byte-string keys
+# (masstree-bytes/*), in one `pmds bench` invocation per run, so every ratio compares records of
+# one run, round by round. See results/README.md. About 25 minutes on the idle 2-core machine.
 #
 # usage: results/regenerate-seed002.sh       (from anywhere; builds nothing)
 # environment: PMDS_BIN (default build/release/bin/pmds), DURATION (s per repetition, default
@@ -40,6 +40,20 @@ done
 for ns in 250 500 1000; do
   run "ycsb-a-uniform-1m-fence-$ns" --structure "$trees" --workload ycsb-a --key-range 1000000 \
     --fence-latency "$ns" --threads 1 --no-recovery "${timing[@]}"
+done
+
+# Byte-string keys with common prefixes (the paper's keys are 8 bytes; 16 and 64 here): each
+# 8 consecutive keys share all but their last 8 bytes, so the tree makes layers; 8-byte values
+# in pool blocks (masstree-bytes/*), YCSB A and C, 1M entries. The pool is sized by hand: with
+# 64-byte keys each group of 8 keys takes six layers of one entry (512-byte borders), more than
+# the default sizing's 192 bytes a key.
+bytes_trees=$(family masstree-bytes transient incll logging)
+for size in 16 64; do
+  for w in a c; do
+    run "ycsb-$w-uniform-1m-key-$size" --structure "$bytes_trees" --workload "ycsb-$w" \
+      --key-range 1000000 --key-size "$size" --value-size 8 --pool-size 1G --threads 1,2 \
+      --no-recovery "${timing[@]}"
+  done
 done
 
 plot throughput "$out"/json/*.json

@@ -39,7 +39,7 @@ def main(out):
                 tra = techniques.get("transient") if tech != "transient" else None
                 log = techniques.get("logging") if tech == "incll" else None
                 rec = r.get("recovery_ms")
-                print(f"| {name} | masstree/{tech} | {thr} | {fmt(r.get('mops'))} | "
+                print(f"| {name} | {r['structure']} | {thr} | {fmt(r.get('mops'))} | "
                       f"{fmt_ratio(per_round(r, tra))} | {fmt_ratio(per_round(r, log))} | "
                       f"{fmt(r.get('flushes_per_op'), 3)} | {fmt(r.get('fences_per_op'), 3)} | "
                       f"{fmt(r.get('logged_per_epoch'), 0)} | "

@@ -36,7 +36,7 @@ SWEEPS = {
 }
 # The run parameters that define a configuration (besides the structure).
 PARAMS = ["workload", "distribution", "threads", "key_range", "reads_pct", "fence_latency_ns",
-          "zipf_theta", "local_work", "backend"]
+          "zipf_theta", "local_work", "backend", "key_size", "value_size"]
 
 
 def load(paths):
@@ -75,6 +75,8 @@ def context_label(ctx):
             parts.append(str(value))
         elif key == "fence_latency_ns" and value:
             parts.append(f"+{value} ns/fence")
+        elif key in ("key_size", "value_size") and value not in (None, 8):
+            parts.append(f"{value}-byte {key.split('_')[0]}s")
     return ", ".join(parts)
 
 
