@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "incll/durable_tree_fixture.hpp"
 #include "pmds/incll/durable_masstree.hpp"
 #include "pool/pool_test_util.hpp"
 
@@ -21,7 +22,7 @@ namespace {
 
 using namespace pmds;
 
-constexpr std::size_t kPoolSize = 64u << 20;
+using incll_test::kPoolSize;
 
 // No advancer thread; lazy recovery (the eager default is tested apart, below).
 incll::Options manual_clock() {
@@ -38,46 +39,12 @@ std::map<Key, Value> contents(const Tree& t) {
   return out;
 }
 
+// Lazy recovery, unless a test says otherwise.
 template <class T>
-class DurableMasstree : public ::testing::Test {
+class DurableMasstree : public incll_test::DurableTreeTest<T> {
  protected:
-  using Tree = T;
   static constexpr bool incll = std::is_same_v<T, incll::InCLLMasstree<>>;
-
-  Tree& create(incll::Options o = manual_clock(), std::size_t pool_size = kPoolSize) {
-    pool_.emplace(pm::Pool::create(path_.str(), pool_size, Tree::name));
-    tree_ = std::make_unique<Tree>(create_new, *pool_, o);
-    return *tree_;
-  }
-  Tree& reopen(incll::Options o = manual_clock()) {
-    tree_.reset();
-    pool_.reset();
-    pool_.emplace(pm::Pool::open(path_.str(), Tree::name));
-    tree_ = std::make_unique<Tree>(open_existing, *pool_, o);
-    return *tree_;
-  }
-  // Closes the tree, then runs body(tree) in a child process that opens it (recovering it
-  // lazily) and dies without closing it, every store left in the pool file as after kill -9;
-  // body may end the child with an exit code of its own.
-  template <class F>
-  void in_dying_child(F&& body) {
-    tree_.reset();
-    pool_.reset();
-    pool_test::in_killed_child([&] {
-      pm::Pool pool = pm::Pool::open(path_.str(), Tree::name);
-      auto owned = std::make_unique<Tree>(open_existing, pool, manual_clock());  // never closed
-      body(*owned);
-      ::_exit(0);
-    });
-  }
-  void TearDown() override {
-    tree_.reset();
-    pool_.reset();
-  }
-
-  pool_test::TempPath path_{"masstree-durable"};
-  std::optional<pm::Pool> pool_;
-  std::unique_ptr<Tree> tree_;
+  DurableMasstree() : incll_test::DurableTreeTest<T>(manual_clock(), "masstree-durable") {}
 };
 
 using Modes = ::testing::Types<incll::InCLLMasstree<>, incll::LoggingMasstree<>>;
@@ -87,22 +54,9 @@ TYPED_TEST(DurableMasstree, CleanCloseKeepsEveryOperation) {
   auto& t = this->create();
   std::map<Key, Value> model;
   std::mt19937_64 rng(1);
-  for (int i = 0; i < 30'000; ++i) {
-    const Key k = 1 + rng() % 5'000;
-    const Value v = rng();
-    switch (rng() % 4) {
-      case 0:
-        ASSERT_EQ(t.remove(k), model.erase(k) == 1);
-        break;
-      case 1:
-        ASSERT_EQ(t.put(k, v), !model.contains(k));
-        model[k] = v;
-        break;
-      default:
-        ASSERT_EQ(t.insert(k, v), model.emplace(k, v).second);
-    }
-    if (i % 1'000 == 0) t.background_step();
-  }
+  ASSERT_NO_FATAL_FAILURE(incll_test::random_operations(
+      t, model, rng, 30'000, [](std::mt19937_64& r) -> Key { return 1 + r() % 5'000; },
+      [](std::mt19937_64& r) -> Value { return r(); }));
   EXPECT_GT(t.checkpoint_stats().logged_objects, 0u);
   auto& r = this->reopen();
   EXPECT_EQ(contents(r), model);

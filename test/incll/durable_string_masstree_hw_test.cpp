@@ -12,6 +12,7 @@
 #include <string>
 #include <type_traits>
 
+#include "incll/durable_tree_fixture.hpp"
 #include "pmds/incll/durable_masstree.hpp"
 #include "pool/pool_test_util.hpp"
 
@@ -19,7 +20,7 @@ namespace {
 
 using namespace pmds;
 
-constexpr std::size_t kPoolSize = 64u << 20;
+using incll_test::kPoolSize;
 
 incll::Options manual_clock() {
   incll::Options o;
@@ -50,43 +51,10 @@ std::string value_of(std::uint64_t v, std::size_t size) {
 }
 
 template <class T>
-class DurableStringMasstree : public ::testing::Test {
+class DurableStringMasstree : public incll_test::DurableTreeTest<T> {
  protected:
-  using Tree = T;
-
-  Tree& create(std::size_t pool_size = kPoolSize) {
-    pool_.emplace(pm::Pool::create(path_.str(), pool_size, Tree::name));
-    tree_ = std::make_unique<Tree>(create_new, *pool_, manual_clock());
-    return *tree_;
-  }
-  Tree& reopen() {
-    tree_.reset();
-    pool_.reset();
-    pool_.emplace(pm::Pool::open(path_.str(), Tree::name));
-    tree_ = std::make_unique<Tree>(open_existing, *pool_, manual_clock());
-    return *tree_;
-  }
-  // Closes the tree, then runs body(tree) in a child process that opens it and dies without
-  // closing it, every store left in the pool file as after kill -9.
-  template <class F>
-  void in_dying_child(F&& body) {
-    tree_.reset();
-    pool_.reset();
-    pool_test::in_killed_child([&] {
-      pm::Pool pool = pm::Pool::open(path_.str(), Tree::name);
-      auto owned = std::make_unique<Tree>(open_existing, pool, manual_clock());  // never closed
-      body(*owned);
-      ::_exit(0);
-    });
-  }
-  void TearDown() override {
-    tree_.reset();
-    pool_.reset();
-  }
-
-  pool_test::TempPath path_{"masstree-bytes-durable"};
-  std::optional<pm::Pool> pool_;
-  std::unique_ptr<Tree> tree_;
+  DurableStringMasstree()
+      : incll_test::DurableTreeTest<T>(manual_clock(), "masstree-bytes-durable") {}
 };
 
 using Modes = ::testing::Types<incll::InCLLStringMasstree<>, incll::LoggingStringMasstree<>>;
@@ -96,22 +64,12 @@ TYPED_TEST(DurableStringMasstree, CleanCloseKeepsEveryOperation) {
   auto& t = this->create();
   Model model;
   std::mt19937_64 rng(1);
-  for (int i = 0; i < 30'000; ++i) {
-    const std::string k = key_of(rng() % 3'000);
-    const std::string v = value_of(rng(), rng() % 4 == 0 ? rng() % 2'000 : rng() % 40);
-    switch (rng() % 4) {
-      case 0:
-        ASSERT_EQ(t.remove(k), model.erase(k) == 1);
-        break;
-      case 1:
-        ASSERT_EQ(t.put(k, v), !model.contains(k));
-        model[k] = v;
-        break;
-      default:
-        ASSERT_EQ(t.insert(k, v), model.emplace(k, v).second);
-    }
-    if (i % 1'000 == 0) t.background_step();
-  }
+  ASSERT_NO_FATAL_FAILURE(incll_test::random_operations(
+      t, model, rng, 30'000, [](std::mt19937_64& r) { return key_of(r() % 3'000); },
+      [](std::mt19937_64& r) {
+        const std::uint64_t v = r();
+        return value_of(v, r() % 4 == 0 ? r() % 2'000 : r() % 40);
+      }));
   ASSERT_EQ(contents(t), model);
   auto& r = this->reopen();
   EXPECT_EQ(contents(r), model);  // in byte order, as std::map orders them
@@ -203,7 +161,7 @@ TEST(DurableStringMasstreePlantedBug, BlocksReusedInTheirEpochLoseTheReplacedVal
 }
 
 TYPED_TEST(DurableStringMasstree, AFullPoolIsRefusedAndLosesNothing) {
-  auto& t = this->create(8u << 20);
+  auto& t = this->create(manual_clock(), 8u << 20);
   Model model;
   std::uint64_t i = 0;
   try {
