@@ -19,6 +19,7 @@
 
 #include "pmds/crashlab/fixtures.hpp"
 #include "pmds/crashlab/sim_lab.hpp"
+#include "registry_test_names.hpp"
 
 namespace {
 
@@ -67,19 +68,6 @@ SimOptions with_strings_for(const registry::Entry& e, SimOptions o) {
 
 // ---- every registered durable structure ------------------------------------------------------
 
-std::vector<std::string> durable_names() {
-  std::vector<std::string> names;
-  for (const auto* e : durable_entries()) names.emplace_back(e->name);
-  return names;
-}
-
-std::string test_name(const testing::TestParamInfo<std::string>& info) {
-  std::string n = info.param;
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return n;
-}
-
 class CrashlabSimulated : public testing::TestWithParam<std::string> {};
 
 TEST_P(CrashlabSimulated, SurvivesSimulatedCrashes) {
@@ -94,8 +82,9 @@ TEST_P(CrashlabSimulated, SurvivesSimulatedCrashes) {
   EXPECT_EQ(r.violations, 0u) << report(r);
 }
 
-INSTANTIATE_TEST_SUITE_P(Registered, CrashlabSimulated, testing::ValuesIn(durable_names()),
-                         test_name);
+INSTANTIATE_TEST_SUITE_P(Registered, CrashlabSimulated,
+                         testing::ValuesIn(pmds::test::durable_entry_names()),
+                         pmds::test::entry_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CrashlabSimulated);
 
 // ---- planted bugs ------------------------------------------------------------------------------
@@ -161,7 +150,7 @@ std::vector<std::string> bug_names() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CrashlabSimulatedPlantedBug, testing::ValuesIn(bug_names()),
-                         test_name);
+                         pmds::test::entry_test_name);
 
 class CrashlabSimulatedControl : public testing::TestWithParam<std::string> {};
 
@@ -184,7 +173,7 @@ std::vector<std::string> control_names() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CrashlabSimulatedControl, testing::ValuesIn(control_names()),
-                         test_name);
+                         pmds::test::entry_test_name);
 
 // A structure's background work runs as a scheduled thread: it runs, and the same seed replays
 // the same interleavings (its control passes above).

@@ -16,6 +16,7 @@
 
 #include "pmds/crashlab/fixtures.hpp"
 #include "pmds/crashlab/process_lab.hpp"
+#include "registry_test_names.hpp"
 
 namespace {
 
@@ -36,19 +37,6 @@ std::string report(const LabResult& r) {
   return s;
 }
 
-std::vector<std::string> durable_names() {
-  std::vector<std::string> names;
-  for (const auto* e : durable_entries()) names.emplace_back(e->name);
-  return names;
-}
-
-std::string test_name(const testing::TestParamInfo<std::string>& info) {
-  std::string n = info.param;
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return n;
-}
-
 class CrashlabProcess : public testing::TestWithParam<std::string> {};
 
 TEST_P(CrashlabProcess, SurvivesProcessCrashes) {
@@ -67,8 +55,9 @@ TEST_P(CrashlabProcess, SurvivesProcessCrashes) {
   EXPECT_EQ(r.violations, 0u) << report(r);
 }
 
-INSTANTIATE_TEST_SUITE_P(Registered, CrashlabProcess, testing::ValuesIn(durable_names()),
-                         test_name);
+INSTANTIATE_TEST_SUITE_P(Registered, CrashlabProcess,
+                         testing::ValuesIn(pmds::test::durable_entry_names()),
+                         pmds::test::entry_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CrashlabProcess);
 
 TEST(CrashlabProcessPlantedBug, ARecoveryThatDropsANodeIsReported) {

@@ -25,6 +25,7 @@
 
 #include "pmds/bench/runner.hpp"
 #include "pmds/registry.hpp"
+#include "registry_test_names.hpp"
 
 namespace {
 
@@ -432,7 +433,10 @@ std::string run_in_child(const Entry& e, const std::string& path, const registry
 
 }  // namespace bad_body
 
-TEST(Registry, EveryDurableEntrySurvivesADamagedPoolBody) {
+// One test per durable entry (ctest runs them in parallel: as one test it was the last to end).
+class RegistryDamagedPool : public testing::TestWithParam<std::string> {};
+
+TEST_P(RegistryDamagedPool, SurvivesADamagedPoolBody) {
   using namespace bad_body;
 #if defined(__SANITIZE_THREAD__)
   // One thread opens each pool: ThreadSanitizer has nothing to find, and its fork handling made
@@ -446,51 +450,52 @@ TEST(Registry, EveryDurableEntrySurvivesADamagedPoolBody) {
   const int usual_seeds = 6;
 #endif
   const int seeds = soak != nullptr && std::string(soak) == "1" ? 60 : usual_seeds;
-  for (const Entry& e : registry::entries()) {
-    if (!e.durable) continue;
-    SCOPED_TRACE(std::string(e.name));
-    registry::CreateOptions o;
-    o.key_range = 256;
-    o.pool_size = 16u << 20;
-    o.background_thread = false;
-    TempPool pool(e.name);
-    {
-      auto inst = registry::Instance::create(e, o, pool.path());
-      prefill(inst, e.kind);
-    }
-    const Layout layout = survey(pool.path(), e.name);
-    const std::vector<unsigned char> pristine = read_file(pool.path());
-    ASSERT_EQ(pristine.size(), layout.size);
-    std::size_t counts[3] = {};  // recovered, PoolCorrupt, other pmds::Error
-    for (int seed = 0; seed < seeds; ++seed) {
-      for (const Damage d : all_damages) {
-        std::mt19937_64 rng(static_cast<std::uint64_t>(seed) * 1000003u + e.index * 31u +
-                            static_cast<std::uint64_t>(d));
-        std::vector<unsigned char> image = pristine;
-        const std::string where = damage(image, layout, d, rng);
-        write_file(pool.path(), image);
-        int outcome = -1;
-        std::string message;
-        const std::string failure = run_in_child(e, pool.path(), o, outcome, message);
-        EXPECT_EQ(failure, "") << e.name << ", seed " << seed << ", " << to_string(d) << " ("
-                               << where << ")";
-        if (!failure.empty()) continue;
-        counts[outcome == recovered ? 0 : outcome == corrupt ? 1 : 2]++;
-        if (outcome == corrupt) {
-          // Found before recovery wrote: the body is as the damage left it (Pool::open
-          // rewrites only its header page: the clean-shutdown flag).
-          EXPECT_THAT(message, ::testing::HasSubstr("corrupt structure"));
-          const std::vector<unsigned char> after = read_file(pool.path());
-          EXPECT_TRUE(after.size() == image.size() &&
-                      std::equal(after.begin() + 4096, after.end(), image.begin() + 4096))
-              << e.name << ", seed " << seed << ", " << to_string(d) << " (" << where
-              << "): PoolCorrupt after recovery wrote to the pool: " << message;
-        }
+  const Entry& e = *registry::find(GetParam());
+  registry::CreateOptions o;
+  o.key_range = 256;
+  o.pool_size = 16u << 20;
+  o.background_thread = false;
+  TempPool pool(e.name);
+  {
+    auto inst = registry::Instance::create(e, o, pool.path());
+    prefill(inst, e.kind);
+  }
+  const Layout layout = survey(pool.path(), e.name);
+  const std::vector<unsigned char> pristine = read_file(pool.path());
+  ASSERT_EQ(pristine.size(), layout.size);
+  std::size_t counts[3] = {};  // recovered, PoolCorrupt, other pmds::Error
+  for (int seed = 0; seed < seeds; ++seed) {
+    for (const Damage d : all_damages) {
+      std::mt19937_64 rng(static_cast<std::uint64_t>(seed) * 1000003u + e.index * 31u +
+                          static_cast<std::uint64_t>(d));
+      std::vector<unsigned char> image = pristine;
+      const std::string where = damage(image, layout, d, rng);
+      write_file(pool.path(), image);
+      int outcome = -1;
+      std::string message;
+      const std::string failure = run_in_child(e, pool.path(), o, outcome, message);
+      EXPECT_EQ(failure, "") << e.name << ", seed " << seed << ", " << to_string(d) << " (" << where
+                             << ")";
+      if (!failure.empty()) continue;
+      counts[outcome == recovered ? 0 : outcome == corrupt ? 1 : 2]++;
+      if (outcome == corrupt) {
+        // Found before recovery wrote: the body is as the damage left it (Pool::open
+        // rewrites only its header page: the clean-shutdown flag).
+        EXPECT_THAT(message, ::testing::HasSubstr("corrupt structure"));
+        const std::vector<unsigned char> after = read_file(pool.path());
+        EXPECT_TRUE(after.size() == image.size() &&
+                    std::equal(after.begin() + 4096, after.end(), image.begin() + 4096))
+            << e.name << ", seed " << seed << ", " << to_string(d) << " (" << where
+            << "): PoolCorrupt after recovery wrote to the pool: " << message;
       }
     }
-    std::printf("[ bad body ] %-22s recovered %3zu, PoolCorrupt %3zu, other pmds::Error %3zu\n",
-                std::string(e.name).c_str(), counts[0], counts[1], counts[2]);
   }
+  std::printf("[ bad body ] %-22s recovered %3zu, PoolCorrupt %3zu, other pmds::Error %3zu\n",
+              std::string(e.name).c_str(), counts[0], counts[1], counts[2]);
 }
+
+INSTANTIATE_TEST_SUITE_P(Registered, RegistryDamagedPool,
+                         testing::ValuesIn(pmds::test::durable_entry_names()),
+                         pmds::test::entry_test_name);
 
 }  // namespace
