@@ -205,11 +205,17 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
   // is known without reading it).
   static bool kind_at(const pm::ChunkAllocator& a, pm::ChunkAllocator::SlotBits& reached,
                       const void* p, const std::string& what) {
+    const bool border = is_border_slot(a, p, what);
+    if (!reached.set(p)) a.corrupt("a node is reached twice");
+    return border;
+  }
+  // Whether the node slot at p is a border's (else an interior node's); PoolCorrupt when p is
+  // no slot of either size.
+  static bool is_border_slot(const pm::ChunkAllocator& a, const void* p, const std::string& what) {
     a.checked_slot(p, sizeof(Interior), what);
     const std::size_t slot = a.slot_size_of(p);
     if (slot != border_slot && slot != interior_slot)
       a.corrupt(what + " names a slot of no node's size");
-    if (!reached.set(p)) a.corrupt("a node is reached twice");
     return slot == border_slot;
   }
 
@@ -321,10 +327,7 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
   static Node* layer_root(const pm::ChunkAllocator& a, Node* first) {
     Node* n = first;
     for (int level = 0;; ++level) {
-      a.checked_slot(n, sizeof(Interior), "a layer link");
-      const std::size_t slot = a.slot_size_of(n);
-      if (slot != border_slot && slot != interior_slot)
-        a.corrupt("a layer link names a slot of no node's size");
+      is_border_slot(a, n, "a layer link");
       if (masstree_detail::is_root(n->version.load())) return n;
       Interior* parent = n->parent.load();
       if (level == 64 || !a.is_slot(parent, sizeof(Interior)) ||
