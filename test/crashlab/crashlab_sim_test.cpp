@@ -56,13 +56,9 @@ void print_rate(const LabResult& r) {
       r.sim_seconds > 0 ? static_cast<double>(r.simulated_crashes) / r.sim_seconds : 0.0);
 }
 
-// A byte-string entry's workload writes keys of three slices (in masstree-bytes each 8 keys
-// share a prefix: layers) and values of five.
+// A byte-string entry's workload writes keys and values longer than 8 bytes.
 SimOptions with_strings_for(const registry::Entry& e, SimOptions o) {
-  if (e.byte_strings) {
-    o.workload.key_size = 24;
-    o.workload.value_size = 40;
-  }
+  o.workload = with_suite_strings(e, o.workload);
   return o;
 }
 

@@ -43,10 +43,7 @@ TEST_P(CrashlabProcess, SurvivesProcessCrashes) {
   const registry::Entry* e = registry::find(GetParam());
   ASSERT_NE(e, nullptr);
   ProcessOptions o = default_options();
-  if (e->byte_strings) {  // keys of three slices (masstree-bytes: 8 keys share a prefix: layers)
-    o.workload.key_size = 24;
-    o.workload.value_size = 40;
-  }
+  o.workload = with_suite_strings(*e, o.workload);
   const LabResult r = run_process_crashes(*e, o);
   std::printf("[ crashlab ] %s: %llu process crashes in %.1f s\n", r.structure.c_str(),
               static_cast<unsigned long long>(r.process_crashes), r.process_seconds);

@@ -40,6 +40,17 @@ inline registry::CreateOptions create_options(const WorkloadOptions& w) {
   return co;
 }
 
+// The key and value sizes the lab's test suite gives a byte-string entry (Entry::byte_strings):
+// keys of three slices (in masstree-bytes each 8 keys share a prefix, so layers are made) and
+// values of five. Other entries keep their 8-byte keys and values.
+inline WorkloadOptions with_suite_strings(const registry::Entry& e, WorkloadOptions w) {
+  if (e.byte_strings) {
+    w.key_size = 24;
+    w.value_size = 40;
+  }
+  return w;
+}
+
 // The options a command line adds for non-default key and value sizes (replay lines).
 inline std::string size_options(const WorkloadOptions& w) {
   if (w.key_size == 8 && w.value_size == 8) return "";
