@@ -24,12 +24,9 @@ using namespace pmds;
 
 using incll_test::kPoolSize;
 
-// No advancer thread; lazy recovery (the eager default is tested apart, below).
+// Lazy recovery (the eager default is tested apart, below).
 incll::Options manual_clock() {
-  incll::Options o;
-  o.background_thread = false;
-  o.lazy_recovery = true;
-  return o;
+  return incll_test::manual_clock(/*lazy_recovery=*/true);
 }
 
 template <class Tree>

@@ -22,10 +22,9 @@ using namespace pmds;
 
 using incll_test::kPoolSize;
 
+// Eager recovery: the byte-string form refuses lazy recovery (tested below).
 incll::Options manual_clock() {
-  incll::Options o;
-  o.background_thread = false;
-  return o;
+  return incll_test::manual_clock(/*lazy_recovery=*/false);
 }
 
 using Model = std::map<std::string, std::string>;

@@ -19,6 +19,15 @@ namespace pmds::incll_test {
 
 inline constexpr std::size_t kPoolSize = 64u << 20;
 
+// The tests' options: no advancer thread (a test passes epochs with sync()), and lazy or eager
+// recovery.
+inline incll::Options manual_clock(bool lazy_recovery) {
+  incll::Options o;
+  o.background_thread = false;
+  o.lazy_recovery = lazy_recovery;
+  return o;
+}
+
 template <class T>
 class DurableTreeTest : public ::testing::Test {
  protected:
