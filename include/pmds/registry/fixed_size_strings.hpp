@@ -36,7 +36,10 @@ class FixedSizeStrings {
   static constexpr Criterion criterion = M::criterion;
 
   FixedSizeStrings(std::unique_ptr<M> map, std::size_t key_size, std::size_t value_size)
-      : map_(std::move(map)), key_size_(key_size), value_size_(value_size) {
+      : map_(std::move(map)),
+        key_size_(key_size),
+        value_size_(value_size),
+        shared_prefixes_(SharedPrefixes && key_size >= 16) {
     check_size("key", key_size, M::max_key_size);
     check_size("value", value_size, M::max_value_size);
   }
@@ -123,7 +126,7 @@ class FixedSizeStrings {
     check_key(k);
     thread_local std::string buffer;
     buffer.resize(key_size_);
-    if (SharedPrefixes && key_size_ >= 16) {
+    if (shared_prefixes_) {
       encode(k / 8, buffer);
       for (std::size_t i = 0; i < 8; ++i)
         buffer[key_size_ - 8 + i] = static_cast<char>(k >> (56 - 8 * i));
@@ -140,7 +143,7 @@ class FixedSizeStrings {
   }
   Key decode_key(std::string_view k) const {
     if (k.size() != key_size_) damaged("key", k.size(), key_size_);
-    return SharedPrefixes && key_size_ >= 16 ? decode(k.substr(key_size_ - 8)) : decode(k);
+    return shared_prefixes_ ? decode(k.substr(key_size_ - 8)) : decode(k);
   }
   Value decode_value(std::string_view v) const {
     if (v.size() != value_size_) damaged("value", v.size(), value_size_);
@@ -157,6 +160,7 @@ class FixedSizeStrings {
 
   std::unique_ptr<M> map_;
   std::size_t key_size_, value_size_;
+  bool shared_prefixes_;  // keys are a prefix of k / 8, then k (SharedPrefixes, 16 bytes or more)
 };
 
 }  // namespace pmds::registry
