@@ -154,6 +154,34 @@ TYPED_TEST(DurableMasstree, ReservedKeysAndForeignPoolsAreRefused) {
   }
 }
 
+// A pool whose anchor an earlier pmds wrote (its magic word says which format) is refused with
+// that reason, and left as it was.
+TYPED_TEST(DurableMasstree, APoolOfAnEarlierFormatIsRefused) {
+  ASSERT_TRUE(this->create().insert(1, 1));
+  this->tree_.reset();
+  this->pool_.reset();
+  for (const std::uint64_t old_magic : incll::checkpoint_detail::old_magic_values) {
+    {
+      pm::Pool pool = pm::Pool::open(this->path_.str(), TypeParam::name);
+      auto* anchor = static_cast<incll::checkpoint_detail::Anchor*>(
+          pm::StructureRoot::read(pool, TypeParam::tag, TypeParam::name).second);
+      anchor->magic.store(old_magic);
+      pm::persist(&anchor->magic, sizeof anchor->magic);
+      try {
+        TypeParam refused(open_existing, pool, manual_clock());
+        ADD_FAILURE() << "an anchor of an earlier format was opened";
+      } catch (const PoolCorrupt& e) {
+        EXPECT_NE(std::string(e.what()).find("earlier pmds"), std::string::npos) << e.what();
+      }
+      anchor->magic.store(incll::checkpoint_detail::magic_value);
+      pm::persist(&anchor->magic, sizeof anchor->magic);
+    }
+    EXPECT_EQ(this->reopen().get(1), std::optional<Value>(1));
+    this->tree_.reset();
+    this->pool_.reset();
+  }
+}
+
 // A crash in the first epoch, the one the tree was created in: the nodes made at creation must
 // be logged before that epoch changes them (a root split clears the first root's root bit), so
 // the tree comes back empty.

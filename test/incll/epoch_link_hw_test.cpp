@@ -36,8 +36,11 @@ TEST(EpochLink, ReadsWhatWasWrittenWhenNoEpochFailed) {
   l.init(a);
   Failed none;
   EXPECT_EQ(l.read(none), a);
+  EXPECT_FALSE(l.written_in(5));
   l.write(b, 5, none);
   EXPECT_EQ(l.read(none), b);
+  EXPECT_TRUE(l.written_in(5));
+  EXPECT_FALSE(l.written_in(6));
   l.write(c, 5, none);  // same epoch: next alone
   EXPECT_EQ(l.read(none), c);
   l.write(nullptr, 6, none);
@@ -68,11 +71,12 @@ TEST(EpochLink, EachPrefixOfAFirstWriteReadsAsTheEpochsStart) {
   torn.next.store(before.next.load());
   torn.next_log.store(after.next_log.load());
   const Failed six{{6}};
-  EXPECT_EQ(before.read(six), b);  // nothing persisted
-  EXPECT_EQ(torn.read(six), b);    // next_log alone: the counters differ
-  EXPECT_EQ(torn.read(none), b);   // ... whether or not the record names the epoch
-  EXPECT_EQ(after.read(six), b);   // both: the epoch failed
-  EXPECT_EQ(after.read(none), c);  // both, epoch 6 completed
+  EXPECT_EQ(before.read(six), b);    // nothing persisted
+  EXPECT_EQ(torn.read(six), b);      // next_log alone: the counters differ
+  EXPECT_EQ(torn.read(none), b);     // ... whether or not the record names the epoch
+  EXPECT_FALSE(torn.written_in(6));  // (a write in 6 logs again)
+  EXPECT_EQ(after.read(six), b);     // both: the epoch failed
+  EXPECT_EQ(after.read(none), c);    // both, epoch 6 completed
 }
 
 TEST(EpochLink, AWriteAfterAFailedEpochLogsTheRecoveredValue) {

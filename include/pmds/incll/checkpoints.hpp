@@ -40,6 +40,15 @@
 // at open (recover_border with flush; then the record is emptied). Nothing is consumed before
 // the record and the new epoch are durable, so a crash during recovery recovers again.
 //
+// Byte strings (seed 002 §5). The byte-string tree's keys and values are pool blocks, each with
+// a 16-byte EpochLink before its bytes (incll/epoch_link.hpp, §5.1). A block the tree frees goes
+// on its thread's free list of that block size in an epoch after the one that freed it, and
+// make_bytes takes blocks from there first: the lists are objects the epochs checkpoint, written
+// with no flush or fence (their links and heads are recorded for the boundary flush), and read
+// after a crash as they were at the start of the failed epoch. Eager recovery walks them
+// (walk_block_lists: checked, and kept by the allocator) and rewrites their links before the
+// record of failed epochs is emptied (settle_block_lists).
+//
 // Room. A write operation must not fail half-way: begin_write() first makes sure the thread has
 // `reserve_per_size` free slots of each object size and room for `log_room` entries in its log
 // (a new 256 KiB segment when not), and throws pmds::PoolFull there, before anything changed.
@@ -52,14 +61,15 @@
 // value_tag_before_saved_value (a value InCLL's tag is stored before the value it saves) and
 // lazy_recovery_skips_node (the first border lazy recovery should roll back is marked recovered
 // with its permutation left as the failed epoch made it). One more, bytes_freed_in_their_epoch
-// (a freed byte string's block goes back to the allocator within the epoch that freed it), is
-// not a lab fixture: the lab's short workloads rarely free a block at all (the tree's epoch
-// domain runs deleters after 64 retires per thread), so durable_string_masstree_hw_test pins it.
+// (a freed byte string's block goes on a free list within the epoch that freed it), is pinned
+// by durable_string_masstree_hw_test: as a lab fixture it went unreported in 500 simulated
+// crashes (and 300 with 100 operations per thread), so it is not one.
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -73,6 +83,7 @@
 
 #include "pmds/backoff.hpp"
 #include "pmds/error.hpp"
+#include "pmds/incll/epoch_link.hpp"
 #include "pmds/incll/masstree.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/periodic_thread.hpp"
@@ -116,6 +127,7 @@ struct CheckpointStats {
   std::uint64_t epochs = 0;           // boundaries passed
   std::uint64_t logged_objects = 0;   // external log entries written
   std::uint64_t flushed_objects = 0;  // objects the boundaries flushed
+  std::uint64_t reused_blocks = 0;    // byte-string blocks taken from the free lists
 };
 
 namespace checkpoint_detail {
@@ -127,8 +139,9 @@ inline constexpr std::size_t segment_bytes = std::size_t{256} << 10;
 inline constexpr std::size_t entries_per_segment = (segment_bytes - line) / entry_bytes;
 inline constexpr std::size_t log_room = 128;  // entries one operation may need: see begin_write
 inline constexpr std::size_t reserve_per_size = 16;
-inline constexpr std::uint64_t magic_value = 0x32544f50484b4843;      // "CHKHPOT2"
-inline constexpr std::uint64_t old_magic_value = 0x54494f50484b4843;  // before the failed epochs
+inline constexpr std::uint64_t magic_value = 0x33544f50484b4843;  // "CHKHPOT3"
+// Anchors of earlier pmds: before the record of failed epochs, before the block free lists.
+inline constexpr std::uint64_t old_magic_values[] = {0x54494f50484b4843, 0x32544f50484b4843};
 inline constexpr std::size_t failed_capacity = 63;
 
 // A log entry: this header, alone in its line, then the object's image.
@@ -145,6 +158,26 @@ struct Segment {
 
   char* entry(std::size_t i) { return reinterpret_cast<char*>(this) + line + i * entry_bytes; }
 };
+
+// Seed 002 §5: each thread's free lists of byte-string blocks, one per block size
+// (pm::ChunkAllocator::block_size: 64 to 512 bytes by lines, then four sizes per doubling up to
+// 8 KiB). A block starts with its EpochLink; the Bytes follow.
+inline constexpr std::size_t block_classes = 24;
+inline constexpr std::size_t block_header = sizeof(EpochLink);
+struct alignas(64) BlockLists {
+  EpochLink heads[block_classes];
+  // To a border's 512 bytes: the records share the borders' chunks instead of taking a chunk of
+  // a slot size of their own (a small pool has few chunks).
+  unsigned char unused[512 - block_classes * sizeof(EpochLink)];
+};
+static_assert(sizeof(BlockLists) == 512);
+// The list of blocks of `size` bytes (a block_size).
+inline std::size_t block_class(std::size_t size) {
+  if (size <= 512) return size / line - 1;
+  const std::size_t group_start = std::bit_floor(size - 1);  // 512, 1024, 2048, 4096
+  return 8 + 4 * static_cast<std::size_t>(std::countr_zero(group_start) - 9) +
+         (size - group_start) / (group_start / 4) - 1;
+}
 
 // The top layer's root pointer, logged like a node when a root split replaces it.
 struct alignas(64) RootBox {
@@ -167,6 +200,7 @@ struct alignas(64) Anchor {
   pm::atomic<std::uint64_t> epoch;  // the current epoch: a crash makes it the failed one
   pm::atomic<Segment*> logs[pmds::max_threads];  // each thread's first log segment
   FailedEpochs failed;
+  pm::atomic<BlockLists*> block_lists[pmds::max_threads];  // each thread's, once it made a block
 };
 
 inline std::uint64_t checksum(const EntryHeader& h, const unsigned char* image) {
@@ -194,7 +228,15 @@ class Checkpoints {
   using EntryHeader = checkpoint_detail::EntryHeader;
 
  public:
-  static constexpr bool owns_nodes = false;       // nodes live in the pool
+  static constexpr bool owns_nodes = false;  // nodes live in the pool
+  // The tree frees the blocks it replaced every this many retires. Under the crash lab's
+  // simulator 4, not 64: its workloads (tens of operations) then reuse blocks, so the free lists
+  // are crashed too.
+#if defined(PMDS_BACKEND_SIMULATED)
+  static constexpr std::uint32_t retires_per_collect = 4;
+#else
+  static constexpr std::uint32_t retires_per_collect = reclaim::EpochDomain::default_collect_every;
+#endif
   static constexpr bool recovers_borders = true;  // lazily: before_border_access
   static constexpr std::size_t segment_bytes = checkpoint_detail::segment_bytes;
 
@@ -215,6 +257,7 @@ class Checkpoints {
     anchor_->root_box.root.store(0, std::memory_order_relaxed);
     anchor_->epoch.store(1, std::memory_order_relaxed);
     for (auto& l : anchor_->logs) l.store(nullptr, std::memory_order_relaxed);
+    for (auto& l : anchor_->block_lists) l.store(nullptr, std::memory_order_relaxed);
     anchor_->failed.count.store(0, std::memory_order_relaxed);
     anchor_->magic.store(checkpoint_detail::magic_value, std::memory_order_relaxed);
     pm::persist(anchor_, sizeof(Anchor));
@@ -233,9 +276,11 @@ class Checkpoints {
     check_sizes();
     const pm::ChunkAllocator& a = pool.allocator();
     if (a.is_slot(area, sizeof(checkpoint_detail::RootBox)) &&
-        static_cast<Anchor*>(area)->magic.load() == checkpoint_detail::old_magic_value)
+        std::ranges::count(checkpoint_detail::old_magic_values,
+                           static_cast<Anchor*>(area)->magic.load()) != 0)
       a.corrupt(std::string(name) +
-                ": the pool was written by an earlier pmds, without a record of failed epochs");
+                ": the pool was written by an earlier pmds, in a format "
+                "this one does not read (docs/ARCHITECTURE.md §5)");
     if (!a.is_slot(area, sizeof(Anchor)) ||
         static_cast<Anchor*>(area)->magic.load() != checkpoint_detail::magic_value)
       a.corrupt(std::string(name) + ": its root does not name a checkpoint anchor");
@@ -274,13 +319,13 @@ class Checkpoints {
   WriteScope begin_write() {
     ThreadState& t = state();
     make_room(t);
-    release_freed(t, epoch());
     for (;;) {  // Dekker with the advancer: both store, then read the other's word (seq_cst)
       t.active.store(1, std::memory_order_seq_cst);
       if (barrier_.load(std::memory_order_seq_cst) == 0) break;
       t.active.store(0, std::memory_order_seq_cst);
       for (int spins = 0; barrier_.load(std::memory_order_acquire) != 0;) pmds::backoff(spins);
     }
+    release_freed(t, epoch());  // (inside the operation: it writes the free lists)
     return WriteScope(&t.active);
   }
 
@@ -300,35 +345,47 @@ class Checkpoints {
   }
   void release(void*) {}  // never called: owns_nodes is false
 
-  // Byte strings (the byte-string tree's keys and values): a pool block each
-  // (pm::ChunkAllocator::block_size: at most 8 KiB), written and recorded for the boundary flush
-  // like a new node — new in this epoch, nothing to log. Called inside a write operation,
-  // before it changes anything (PoolFull then changes nothing).
+  // Byte strings (the byte-string tree's keys and values): a pool block each, its EpochLink
+  // then the Bytes (pm::ChunkAllocator::block_size of both: at most 8 KiB), taken from the
+  // thread's free list of that size (seed 002 §5), else from the allocator; written and recorded
+  // for the boundary flush like a new node — new in this epoch, nothing to log. Called inside a
+  // write operation, before it changes anything (PoolFull then changes nothing).
   static constexpr std::size_t max_bytes_block = 8192;
   static constexpr std::size_t max_key_size = 1024;
-  static constexpr std::size_t max_value_size = max_bytes_block - sizeof(masstree_detail::Bytes);
+  static constexpr std::size_t max_value_size =
+      max_bytes_block - checkpoint_detail::block_header - sizeof(masstree_detail::Bytes);
+  // The block a byte string of `length` bytes takes.
+  static std::size_t block_size_for(std::size_t length) {
+    return pm::ChunkAllocator::block_size(checkpoint_detail::block_header +
+                                          sizeof(masstree_detail::Bytes) + length);
+  }
   masstree_detail::Bytes* make_bytes(std::string_view s) {
+    ThreadState& t = state();
     const std::size_t bytes = sizeof(masstree_detail::Bytes) + s.size();
-    auto* b = static_cast<masstree_detail::Bytes*>(
-        pool_.allocator().allocate(pm::ChunkAllocator::block_size(bytes)));
-    const std::uint64_t size = s.size();
-    pm::write(&b->size, &size, sizeof size);
+    const std::size_t size = block_size_for(s.size());
+    void* block = pop_block(t, size);
+    if (block == nullptr) block = pool_.allocator().allocate(size);
+    auto* b = bytes_in(block);
+    const std::uint64_t length = s.size();
+    pm::write(&b->size, &length, sizeof length);
     if (!s.empty()) pm::write(b + 1, s.data(), s.size());
-    state().written.push_back({b, bytes});
+    t.written.push_back({b, bytes});
     return b;
   }
-  // A byte string the tree no longer names (once no reader can hold it). Its block returns to
-  // the allocator only after the epoch it was freed in has ended: until then a crash rolls the
-  // tree back to a state that may name it, with its bytes. (The frees of the epochs a crash
-  // ends are lost with them; recovery frees every block no live entry names.)
+  // A byte string the tree no longer names (once no reader can hold it). Its block goes on the
+  // thread's free list only in an epoch after the one it was freed in: until that one ends a
+  // crash rolls the tree back to a state that may name it, with its bytes. (Blocks freed but not
+  // yet listed when a crash comes are named by nothing: recovery returns them to the
+  // allocator.) Pushed at once when the thread is inside a write operation, else by its next.
   void free_bytes(masstree_detail::Bytes* b) {
     ThreadState& t = state();
-    const std::uint64_t e = epoch();
-    release_freed(t, e);
-    t.freed.push_back({b, e});
+    t.freed.push_back({b, epoch()});
+    if (t.active.load(std::memory_order_relaxed) != 0) release_freed(t, epoch());
   }
   // A new object counts as logged in the current epoch.
-  std::uint64_t new_node_stamp() const { return epoch_.load(std::memory_order_relaxed) << 1; }
+  std::uint64_t new_node_stamp() const {
+    return epoch_.load(std::memory_order_relaxed) << 1;
+  }
 
   // Before the first write in this epoch to an object that existed before it: log it (above).
   // The caller holds the object's lock.
@@ -351,15 +408,21 @@ class Checkpoints {
     before_write(b.logged, &b, sizeof(Border));
   }
 
-  pm::atomic<std::uint64_t>& root_word() { return anchor_->root_box.root; }
-  const pm::atomic<std::uint64_t>& root_word() const { return anchor_->root_box.root; }
+  pm::atomic<std::uint64_t>& root_word() {
+    return anchor_->root_box.root;
+  }
+  const pm::atomic<std::uint64_t>& root_word() const {
+    return anchor_->root_box.root;
+  }
   void before_root_write() {
     before_write(anchor_->root_box.logged, &anchor_->root_box, sizeof(checkpoint_detail::RootBox));
   }
 
   // ---- epochs ---------------------------------------------------------------------------------
 
-  std::uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+  std::uint64_t epoch() const {
+    return epoch_.load(std::memory_order_acquire);
+  }
 
   // One boundary, unless another thread is passing one (then false). See the header.
   bool try_advance() {
@@ -400,14 +463,18 @@ class Checkpoints {
       if (!try_advance()) pmds::backoff(spins);
   }
 
-  void background_step() { try_advance(); }
+  void background_step() {
+    try_advance();
+  }
 
   CheckpointStats stats() const {
     CheckpointStats s;
     s.epochs = stats_epochs_.load(std::memory_order_relaxed);
     s.flushed_objects = stats_flushed_.load(std::memory_order_relaxed);
-    for (std::size_t i = 0; i < pmds::max_threads; ++i)
+    for (std::size_t i = 0; i < pmds::max_threads; ++i) {
       s.logged_objects += states_[i].logged_count.load(std::memory_order_relaxed);
+      s.reused_blocks += states_[i].reused_count.load(std::memory_order_relaxed);
+    }
     return s;
   }
 
@@ -444,7 +511,9 @@ class Checkpoints {
     });
   }
   // The anchor and the log segments: the slots recover_allocator() keeps besides the objects.
-  std::size_t own_slots() const { return 1 + segments_.size(); }
+  std::size_t own_slots() const {
+    return 1 + segments_.size();
+  }
 
   // Quiescent, last step of recovery: the failed epoch f is left behind, durably. Operations
   // start in f + 2: f + 1, this execution's first epoch, is the mark of a border recovered in it
@@ -459,7 +528,9 @@ class Checkpoints {
     start();
   }
 
-  std::size_t log_entries_applied() const { return applied_.size(); }
+  std::size_t log_entries_applied() const {
+    return applied_.size();
+  }
   // Whether the object at `p` was restored from the log (recovery only).
   bool restored_from_log(const void* p) const {
     return std::binary_search(applied_.begin(), applied_.end(), p);
@@ -500,6 +571,60 @@ class Checkpoints {
     anchor_->failed.count.store(0);
     pm::persist(&anchor_->failed.count, sizeof(std::uint64_t));
     stored_failed_ = 0;
+    failed32_.clear();  // (settle_block_lists left no link that reads by them)
+  }
+
+  // Recovery, before anything is written: every thread's free lists of blocks as they read after
+  // the crash (seed 002 §5), checked — each block a slot of its list's size, reached once (so a
+  // block the tree also names, or a cycle, is PoolCorrupt) — and their slots set in `reached`,
+  // the lists' own included. Returns how many of each.
+  struct ListedBlocks {
+    std::size_t blocks = 0;
+    std::size_t lists = 0;  // the threads' records of list heads
+  };
+  ListedBlocks walk_block_lists(pm::ChunkAllocator::SlotBits& reached) const {
+    using checkpoint_detail::BlockLists;
+    const pm::ChunkAllocator& a = pool_.allocator();
+    ListedBlocks listed;
+    for (const auto& link : anchor_->block_lists) {
+      const BlockLists* lists = link.load();
+      if (lists == nullptr) continue;
+      a.checked_slot(lists, sizeof(BlockLists), "a thread's block free lists");
+      if (a.slot_size_of(lists) != pm::ChunkAllocator::slot_size_for(sizeof(BlockLists)) ||
+          !reached.set(lists))
+        a.corrupt("a thread's block free lists are not a slot of their own");
+      ++listed.lists;
+      for (std::size_t c = 0; c < checkpoint_detail::block_classes; ++c) {
+        for (auto* p = static_cast<const EpochLink*>(lists->heads[c].read(failed32()));
+             p != nullptr; p = static_cast<const EpochLink*>(p->read(failed32()))) {
+          a.checked_slot(p, sizeof(EpochLink), "a free block's link");
+          const std::size_t size = a.slot_size_of(p);
+          if (pm::ChunkAllocator::block_size(size) != size ||
+              checkpoint_detail::block_class(size) != c)
+            a.corrupt("a free list holds a block of another size");
+          if (!reached.set(p)) a.corrupt("a free block is on a list twice, or named by the tree");
+          ++listed.blocks;
+        }
+      }
+    }
+    return listed;
+  }
+  // Eager recovery, before the record of failed epochs is emptied: every link of the free lists
+  // rewritten as it reads now, in this execution's first epoch, and flushed (the caller
+  // fences), so that none reads otherwise once the record is gone.
+  void settle_block_lists() {
+    for (auto& link : anchor_->block_lists) {
+      checkpoint_detail::BlockLists* lists = link.load();
+      if (lists == nullptr) continue;
+      for (EpochLink& head : lists->heads) {
+        for (EpochLink* p = &head; p != nullptr;) {
+          void* next = p->read(failed32());
+          p->write(next, exec_epoch_, failed32());
+          pm::flush_range(p, sizeof *p);
+          p = static_cast<EpochLink*>(next);
+        }
+      }
+    }
   }
 
   void before_border_access(masstree_detail::Border& b) const {
@@ -560,13 +685,17 @@ class Checkpoints {
     values_restored_.fetch_add(values, std::memory_order_relaxed);
   }
   // The failed epochs the pool's record holds.
-  std::size_t failed_epochs_recorded() const { return stored_failed_; }
+  std::size_t failed_epochs_recorded() const {
+    return stored_failed_;
+  }
 
   // Borders whose InCLL_p, and values whose InCLL, recovery has applied so far.
   std::size_t permutations_restored() const {
     return permutations_restored_.load(std::memory_order_relaxed);
   }
-  std::size_t values_restored() const { return values_restored_.load(std::memory_order_relaxed); }
+  std::size_t values_restored() const {
+    return values_restored_.load(std::memory_order_relaxed);
+  }
 
  protected:
   // The calling thread wrote `object` in this epoch: the boundary flushes it.
@@ -578,6 +707,7 @@ class Checkpoints {
   struct alignas(64) ThreadState {
     pm::atomic<std::uint64_t> active{0};  // DRAM; a pm::atomic so the crash lab schedules it
     std::atomic<std::uint64_t> logged_count{0};
+    std::atomic<std::uint64_t> reused_count{0};
     Segment* segment = nullptr;  // the log cursor: segment and entry
     std::size_t next_entry = 0;
     std::uint64_t log_epoch = 0;  // the epoch the cursor's entries belong to
@@ -585,15 +715,70 @@ class Checkpoints {
     std::array<std::vector<void*>, 4> spare;                   // per declared size
     // Byte strings freed by this thread, with the epoch each was freed in (nondecreasing).
     std::vector<std::pair<masstree_detail::Bytes*, std::uint64_t>> freed;
+    checkpoint_detail::BlockLists* lists = nullptr;  // its free lists (byte strings only)
   };
 
-  // The blocks of byte strings freed in an epoch before `now` go back to the allocator.
+  // ---- the block free lists (seed 002 §5) -------------------------------------------------
+
+  static masstree_detail::Bytes* bytes_in(void* block) {
+    return reinterpret_cast<masstree_detail::Bytes*>(static_cast<char*>(block) +
+                                                     checkpoint_detail::block_header);
+  }
+  static EpochLink* link_of(masstree_detail::Bytes* b) {
+    return reinterpret_cast<EpochLink*>(reinterpret_cast<char*>(b) -
+                                        checkpoint_detail::block_header);
+  }
+  // Whether a 32-bit epoch is a failed one (EpochLink's reads).
+  auto failed32() const {
+    return [this](std::uint32_t e) {
+      return !failed32_.empty() && std::binary_search(failed32_.begin(), failed32_.end(), e);
+    };
+  }
+
+  // A block of `size` bytes from the thread's free list (nullptr when it has none); its list's
+  // head is recorded for the boundary flush.
+  void* pop_block(ThreadState& t, std::size_t size) {
+    EpochLink& head = t.lists->heads[checkpoint_detail::block_class(size)];
+    const std::uint64_t e = epoch();
+    const bool first_write = !head.written_in(e);
+    EpochLink* block = EpochFreeList(head).pop(e, failed32());
+    if (block == nullptr) return nullptr;
+    if (first_write) t.written.push_back({&head, sizeof head});
+    t.reused_count.store(t.reused_count.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_relaxed);
+    return block;
+  }
+  // A link about to be written in epoch e, recorded for the boundary flush the first time.
+  static void record_link(ThreadState& t, const EpochLink& link, std::uint64_t e) {
+    if (!link.written_in(e)) t.written.push_back({&link, sizeof link});
+  }
+  // The blocks of byte strings freed in an epoch before `now` go on the thread's free lists
+  // (inside a write operation: the lists are written, and recorded for the boundary flush).
   void release_freed(ThreadState& t, std::uint64_t now) {
-    if constexpr (Bug == PlantedBug::bytes_freed_in_their_epoch) ++now;
+    std::uint64_t limit = now;
+    if constexpr (Bug == PlantedBug::bytes_freed_in_their_epoch) ++limit;
     std::size_t n = 0;
-    while (n < t.freed.size() && t.freed[n].second < now)
-      pool_.allocator().free(t.freed[n++].first);
+    for (; n < t.freed.size() && t.freed[n].second < limit; ++n) {
+      masstree_detail::Bytes* b = t.freed[n].first;
+      EpochLink& head = t.lists->heads[checkpoint_detail::block_class(block_size_for(b->size))];
+      record_link(t, *link_of(b), now);
+      record_link(t, head, now);
+      EpochFreeList(head).push(link_of(b), now, failed32());
+    }
     if (n != 0) t.freed.erase(t.freed.begin(), t.freed.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  // The thread's free lists, made (and named from the anchor, persisted) the first time.
+  void find_lists(ThreadState& t) {
+    pm::atomic<checkpoint_detail::BlockLists*>& link = anchor_->block_lists[pmds::thread_id()];
+    t.lists = link.load();
+    if (t.lists != nullptr) return;
+    auto* lists = static_cast<checkpoint_detail::BlockLists*>(
+        pool_.allocator().allocate(sizeof(checkpoint_detail::BlockLists)));
+    for (EpochLink& head : lists->heads) head.init();
+    pm::persist(lists, sizeof *lists);
+    link.store(lists);
+    pm::persist(&link, sizeof link);
+    t.lists = lists;
   }
 
   void check_sizes() {
@@ -630,6 +815,7 @@ class Checkpoints {
   // the objects one operation logs: per tree level a node and the children an interior split
   // moves (8), over at most 14 levels.
   void make_room(ThreadState& t) {
+    if (byte_strings_ && t.lists == nullptr) find_lists(t);
     for (std::size_t i = 0; i < sizes_.size(); ++i)
       while (t.spare[i].size() < checkpoint_detail::reserve_per_size)
         t.spare[i].push_back(pool_.allocator().allocate(sizes_[i]));
@@ -703,6 +889,8 @@ class Checkpoints {
     // After a clean shutdown nothing ran in the current epoch: it did not fail.
     if (!pool_.was_clean_shutdown() && (failed_.empty() || failed_.back() != f))
       failed_.push_back(f);
+    for (std::uint64_t e : failed_) failed32_.push_back(static_cast<std::uint32_t>(e));
+    std::sort(failed32_.begin(), failed32_.end());
   }
   // Whether the record already holds the epoch this recovery finds failed (or it found none).
   bool last_failed_stored() const {
@@ -838,6 +1026,7 @@ class Checkpoints {
   // this recovery found; ascending), how many the record holds, and the recovery locks.
   std::uint64_t exec_epoch_ = 0;
   std::vector<std::uint64_t> failed_;
+  std::vector<std::uint32_t> failed32_;  // the same, as EpochLink compares them (sorted)
   std::size_t stored_failed_ = 0;
   static constexpr std::size_t recovery_lock_count = 1024;
   mutable std::unique_ptr<std::mutex[]> recovery_locks_{new std::mutex[recovery_lock_count]};

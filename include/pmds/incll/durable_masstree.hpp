@@ -8,14 +8,16 @@
 // and two forms: 8-byte keys and values (pmds::Map, UpdatableMap, Scannable: the aliases above)
 // or byte-string keys and values (pmds::ByteStringMap: InCLLStringMasstree
 // `masstree-bytes/incll`, LoggingStringMasstree `masstree-bytes/logging`; keys up to 1 KiB,
-// values up to 8 KiB less 8 bytes). In the byte-string form a value, and a key that ends in a
+// values up to 8 KiB less 24 bytes). In the byte-string form a value, and a key that ends in a
 // suffix, are byte strings in pool blocks (Checkpoints::make_bytes), made in the operation's
 // epoch and flushed at its boundary; a value word or a suffix pointer is logged as the 8-byte
-// value word is (an update's old value pointer in its line's InCLL); a block the tree frees
-// returns to the allocator only after the epoch that freed it ended. Seed 002 §5 keeps such
-// blocks in free lists the epochs checkpoint (next/nextInCLL); here the recovery walk finds the
-// live ones instead, which reads every border — so the byte-string form recovers eagerly only,
-// until that allocator is built (Options::lazy_recovery is refused).
+// value word is (an update's old value pointer in its line's InCLL); a block the tree frees goes
+// on a free list the epochs checkpoint (seed 002 §5, incll/checkpoints.hpp) in an epoch after
+// the one that freed it. The byte-string form recovers eagerly only (Options::lazy_recovery is
+// refused): the blocks freed but not yet listed when a crash comes, and those taken from the
+// allocator in the failed epoch, are found free by a walk of every border; a lazy open would
+// also need the lower layers' interior nodes recovered lazily (their parent links and lock bits,
+// which only this walk mends).
 //
 // Pool layout: pm::StructureRoot with tag "MTINCLL_" or "MTLOGGIN" ("MTBYINCL", "MTBYLOGG" for
 // byte strings), its area the checkpoint anchor (the top layer's root pointer, the epoch, each
@@ -113,10 +115,12 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
     // Eager: every border is checked (and every layer and byte string found) before the first
     // is written.
     const Walk walk = walk_tree(a, reached, /*check_borders=*/!lazy);
-    if (lazy)
+    if (lazy) {
       memory.record_failed_epoch();
-    else
+    } else {
       for (const BorderAt& b : walk.borders) memory.recover_border(*b.node, /*flush=*/true);
+      memory.settle_block_lists();
+    }
     for (auto [child, parent] : walk.parent_links)
       if (child->parent.load(std::memory_order_relaxed) != parent) child->parent.store(parent);
     constexpr std::uint64_t transient_bits =
@@ -133,8 +137,9 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
     }
     memory.finish_recovery();
     recovery_.slots_scanned = allocator.live_slots + allocator.free_slots;
-    recovery_.live_slots =
-        walk.interiors.size() + walk.border_count + walk.byte_strings + memory.own_slots();
+    recovery_.live_slots = walk.interiors.size() + walk.border_count + walk.byte_strings +
+                           walk.listed.blocks + walk.listed.lists + memory.own_slots();
+    blocks_on_free_lists_ = walk.listed.blocks;
     recovery_.freed_slots = allocator.free_slots;
     recovery_.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -155,6 +160,8 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
   // The failed epochs the pool's record holds (lazy recovery adds one per crash; an eager
   // recovery, or a lazy one that finds the record full, empties it).
   std::size_t failed_epochs_recorded() const { return this->memory_.failed_epochs_recorded(); }
+  // The blocks recovery found on the free lists (seed 002 §5; the byte-string form).
+  std::size_t blocks_on_free_lists() const { return blocks_on_free_lists_; }
 
  private:
   // A border the walk reached: its layer's first key byte (8 per layer above it) and whether it
@@ -170,6 +177,7 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
     std::size_t border_count = 0;
     std::vector<BorderAt> borders;  // when the borders are checked (eager recovery)
     std::size_t byte_strings = 0;
+    typename Memory::ListedBlocks listed;  // on the free lists, and the lists' own slots
     // Each interior node's interior children, and its border children when the log restored it
     // (its split in the failed epoch may have moved them) or when the recovery is eager (which
     // rebuilds every link, so a damaged one is mended): their parent links to set. In a lazy
@@ -181,8 +189,8 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
   static Options checked(const Options& options) {
     if (ByteStrings && options.lazy_recovery)
       throw Error(std::string("pmds: ") + name +
-                  " recovers eagerly only: lazy recovery would need seed 002 §5's allocator for "
-                  "its byte strings (incll/durable_masstree.hpp)");
+                  " recovers eagerly only: its recovery finds free blocks and mends the lower "
+                  "layers by a walk of every border (incll/durable_masstree.hpp)");
     return options;
   }
 
@@ -196,7 +204,8 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
     walk_layer(a, reached, walk, reinterpret_cast<Node*>(this->memory_.root_word().load()),
                "the root pointer", 0, check_borders);
     for (std::size_t i = 0; check_borders && i < walk.borders.size(); ++i)
-      check_border_at(a, reached, walk, walk.borders[i]);  // (a copy: the walk may grow)
+      check_border_at(a, reached, walk, walk.borders[i]);   // (a copy: the walk may grow)
+    walk.listed = this->memory_.walk_block_lists(reached);  // after the named blocks
     return walk;
   }
 
@@ -341,13 +350,14 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
   static const Bytes* check_bytes(const pm::ChunkAllocator& a,
                                   pm::ChunkAllocator::SlotBits& reached, Walk& walk,
                                   std::uint64_t word, const char* what) {
+    // A block is its free-list link (seed 002 §5), then the Bytes.
+    const auto* block = reinterpret_cast<const void*>(word - checkpoint_detail::block_header);
+    a.checked_slot(block, checkpoint_detail::block_header + sizeof(Bytes), what);
     const auto* p = reinterpret_cast<const Bytes*>(word);
-    a.checked_slot(p, sizeof(Bytes), what);
     const std::uint64_t size = p->size;
-    if (size > Memory::max_bytes_block - sizeof(Bytes) ||
-        a.slot_size_of(p) != pm::ChunkAllocator::block_size(sizeof(Bytes) + size))
+    if (size > Memory::max_value_size || a.slot_size_of(block) != Memory::block_size_for(size))
       a.corrupt(std::string(what) + " names a block of another size");
-    if (!reached.set(p)) a.corrupt(std::string(what) + " names a block named elsewhere");
+    if (!reached.set(block)) a.corrupt(std::string(what) + " names a block named elsewhere");
     ++walk.byte_strings;
     return p;
   }
@@ -361,6 +371,7 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
   }
 
   RecoveryStats recovery_;
+  std::size_t blocks_on_free_lists_ = 0;
 };
 
 template <PlantedBug Bug = PlantedBug::none>

@@ -1,6 +1,7 @@
 // pmds::incll::EpochLink — seed 002 §5.1's compact InCLL of one link: a pointer that the epochs
-// checkpoint, with its log and its epoch in 16 bytes, the first piece of §5's durable allocator
-// (free lists whose `next` links roll back to the start of a failed epoch).
+// checkpoint, with its log and its epoch in 16 bytes; and EpochFreeList, §5's free list built on
+// it, whose links roll back to the start of a failed epoch (the byte-string Masstree's blocks:
+// incll/checkpoints.hpp).
 //
 // Layout. Two words in one cache line (the link is 16-aligned): `next`, the link now, and
 // `next_log`, the link as it was at the start of the epoch that last wrote it. A pointer is
@@ -67,15 +68,22 @@ struct alignas(16) EpochLink {
   void write(void* p, std::uint64_t e, IsFailed&& is_failed) {
     const std::uint32_t e32 = static_cast<std::uint32_t>(e);
     const std::uint64_t now = next.load(std::memory_order_relaxed);
-    const std::uint64_t log = next_log.load(std::memory_order_relaxed);
-    const bool whole = (now & counter_mask) == (log & counter_mask);
-    if (whole && epoch_of(now, log) == e32) {  // written in e already: its log holds e's start
+    if (written_in(e)) {  // its log holds the link at e's start already
       next.store(encode(e32 >> 16, p, now & counter_mask), std::memory_order_release);
       return;
     }
     const std::uint64_t counter = ((now & counter_mask) + 1) & counter_mask;
     next_log.store(encode(e32 & 0xffff, read(is_failed), counter), std::memory_order_release);
     next.store(encode(e32 >> 16, p, counter), std::memory_order_release);
+  }
+
+  // Whether the link was written in epoch e already (its later writes store next alone: a
+  // caller that records written lines for the boundary flush records the link once per epoch).
+  bool written_in(std::uint64_t e) const {
+    const std::uint64_t now = next.load(std::memory_order_relaxed);
+    const std::uint64_t log = next_log.load(std::memory_order_relaxed);
+    return (now & counter_mask) == (log & counter_mask) &&
+           epoch_of(now, log) == static_cast<std::uint32_t>(e);
   }
 
   // The 32-bit epoch of the last whole write (meaningful when the counters agree).

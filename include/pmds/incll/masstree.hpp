@@ -395,6 +395,7 @@ inline std::size_t node_bytes(const Node* n) {
 class TransientMemory {
  public:
   static constexpr bool owns_nodes = true;  // the tree's destructor walks its nodes
+  static constexpr std::uint32_t retires_per_collect = reclaim::EpochDomain::default_collect_every;
 
   // No barrier: nothing to checkpoint.
   struct WriteScope {};
@@ -633,9 +634,16 @@ class BasicMasstree {
 
   struct NoDomain {};
   // Values and suffixes are retired through it (StringValues only: the 8-byte form retires
-  // nothing, so its operations take no epoch pin).
+  // nothing, so its operations take no epoch pin), collected every Memory::retires_per_collect
+  // retires.
+  static auto make_domain() {
+    if constexpr (StringValues)
+      return reclaim::EpochDomain(Memory::retires_per_collect);
+    else
+      return NoDomain{};
+  }
   [[no_unique_address]] mutable std::conditional_t<StringValues, reclaim::EpochDomain, NoDomain>
-      domain_;
+      domain_ = make_domain();
   Memory memory_;
 
  private:

@@ -71,8 +71,9 @@ class MinimalEpochDomain {
   struct Slot;
 
  public:
-  // Retires between two attempts to advance the epoch and free this thread's safe buckets.
-  static constexpr std::uint32_t collect_every = 64;
+  // Retires between two attempts to advance the epoch and free this thread's safe buckets, by
+  // default.
+  static constexpr std::uint32_t default_collect_every = 64;
 
   // The pin of one operation: while a Guard lives, no pointer retired in this domain after the
   // pin is freed. Move-only; destroying (or release()) unpins.
@@ -108,8 +109,11 @@ class MinimalEpochDomain {
     Slot* slot_ = nullptr;
   };
 
-  MinimalEpochDomain()
-      : slots_(new Slot[max_threads]), shared_(std::make_shared<detail::MinimalDomainShared>()) {
+  // `collect_every`: retires between two attempts to advance (fewer: freed sooner, more scans).
+  explicit MinimalEpochDomain(std::uint32_t collect_every = default_collect_every)
+      : collect_every_(collect_every),
+        slots_(new Slot[max_threads]),
+        shared_(std::make_shared<detail::MinimalDomainShared>()) {
     shared_->domain = this;
   }
   MinimalEpochDomain(const MinimalEpochDomain&) = delete;
@@ -152,7 +156,7 @@ class MinimalEpochDomain {
       run_bucket(bucket, epoch);
     }
     bucket.items.emplace_back(p, std::forward<D>(deleter));
-    if (++slot.retires_since_collect >= collect_every) collect(slot);
+    if (++slot.retires_since_collect >= collect_every_) collect(slot);
   }
 
   // Tries to advance the epoch, then runs this thread's deleters whose epoch is safe.
@@ -304,6 +308,7 @@ class MinimalEpochDomain {
 
   alignas(pm::cache_line_size) std::atomic<std::uint64_t> epoch_{1};
   alignas(pm::cache_line_size) std::atomic<std::size_t> slots_in_use_{0};
+  const std::uint32_t collect_every_;
   std::unique_ptr<Slot[]> slots_;
   std::shared_ptr<detail::MinimalDomainShared> shared_;
   std::vector<Bucket> orphans_;  // under shared_->mutex
