@@ -25,6 +25,14 @@ void copy(const EpochLink& from, EpochLink& to) {
   to.next_log.store(from.next_log.load());
 }
 
+// The first write of epoch `e` (of `value`) stores next_log, then next: `after` is `link` with
+// both persisted, and `link` becomes the state with next_log alone.
+void tear_first_write(EpochLink& link, void* value, std::uint64_t e, EpochLink& after) {
+  copy(link, after);
+  after.write(value, e, [](std::uint32_t) { return false; });
+  link.next_log.store(after.next_log.load());
+}
+
 // The failed epochs of a test (32-bit, as EpochLink compares them).
 struct Failed {
   std::set<std::uint32_t> epochs;
@@ -63,13 +71,11 @@ TEST(EpochLink, EachPrefixOfAFirstWriteReadsAsTheEpochsStart) {
   EpochLink before;
   before.init(a);
   before.write(b, 5, none);
-  // The first write of epoch 6 stores next_log, then next: a crash keeps a prefix of the two.
-  EpochLink after;
-  copy(before, after);
-  after.write(c, 6, none);
+  // A crash keeps a prefix of epoch 6's first write: nothing, next_log alone, or both.
   EpochLink torn;
-  torn.next.store(before.next.load());
-  torn.next_log.store(after.next_log.load());
+  EpochLink after;
+  copy(before, torn);
+  tear_first_write(torn, c, 6, after);
   const Failed six{{6}};
   EXPECT_EQ(before.read(six), b);    // nothing persisted
   EXPECT_EQ(torn.read(six), b);      // next_log alone: the counters differ
@@ -93,15 +99,11 @@ TEST(EpochLink, AWriteAfterAFailedEpochLogsTheRecoveredValue) {
 
 TEST(EpochLink, AWriteAfterATornOneLogsTheRecoveredValue) {
   Failed none;
-  EpochLink l;
-  l.init(a);
-  l.write(b, 5, none);
+  EpochLink torn;
+  torn.init(a);
+  torn.write(b, 5, none);
   EpochLink after;
-  copy(l, after);
-  after.write(c, 6, none);
-  EpochLink torn;  // epoch 6 crashed with next_log alone persisted
-  torn.next.store(l.next.load());
-  torn.next_log.store(after.next_log.load());
+  tear_first_write(torn, c, 6, after);  // epoch 6 crashed with next_log alone persisted
   const Failed six{{6}};
   torn.write(a, 8, six);
   EXPECT_EQ(torn.read(six), a);

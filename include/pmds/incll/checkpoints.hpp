@@ -739,11 +739,10 @@ class Checkpoints {
   // head is recorded for the boundary flush.
   void* pop_block(ThreadState& t, std::size_t size) {
     EpochLink& head = t.lists->heads[checkpoint_detail::block_class(size)];
+    if (head.read(failed32()) == nullptr) return nullptr;
     const std::uint64_t e = epoch();
-    const bool first_write = !head.written_in(e);
+    record_link(t, head, e);  // before the pop writes it
     EpochLink* block = EpochFreeList(head).pop(e, failed32());
-    if (block == nullptr) return nullptr;
-    if (first_write) t.written.push_back({&head, sizeof head});
     t.reused_count.store(t.reused_count.load(std::memory_order_relaxed) + 1,
                          std::memory_order_relaxed);
     return block;
