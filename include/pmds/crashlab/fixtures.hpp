@@ -77,6 +77,10 @@
 //   lazy_recovery_skips_node   (masstree/incll) lazy recovery marks the first border it should
 //                              roll back as recovered without putting its permutation back
 //                              (seed 002 §4.3, Listing 4)
+//   bytes_freed_in_their_epoch (masstree-bytes/incll) a freed byte string's block goes on its
+//                              free list in the epoch that freed it, so it can be reused and
+//                              overwritten while a crash would still roll the tree back to
+//                              naming it (seed 002 §5)
 //
 // The allocator (pm/allocator.hpp), through AllocatorProbe (crashlab/allocator_probe.hpp), a set
 // of one slot per element, and its planted bug:
@@ -293,7 +297,14 @@ using Fixtures = registry::TypeList<
     registry::Describe<"masstree/incll-bug-lazy-recovery-skips-node", registry::Kind::map,
                        registry::factories::Incll<
                            incll::InCLLMasstree<incll::PlantedBug::lazy_recovery_skips_node>>,
-                       "fixture: lazy recovery leaves one border of the failed epoch undone">>;
+                       "fixture: lazy recovery leaves one border of the failed epoch undone">,
+    registry::Describe<
+        "masstree-bytes/incll-bug-bytes-freed-in-their-epoch", registry::Kind::map,
+        registry::factories::FixedSizeStringsOf<
+            registry::factories::Incll<
+                incll::InCLLStringMasstree<incll::PlantedBug::bytes_freed_in_their_epoch>>,
+            true>,
+        "fixture: a freed byte string's block is reused in the epoch that freed it">>;
 
 // The fixtures as registry entries (their own table: registry::entries() does not list them).
 inline std::span<const registry::Entry> fixture_entries() {
