@@ -36,10 +36,18 @@ registry::CreateOptions seed003_sizes() {
   return o;
 }
 
+// The two entries by name, each compiled alone (registry::find would compile every structure).
+const registry::Entry& hash_bytes() {
+  return registry::entry_named<"hash-bytes/montage">();
+}
+const registry::Entry& skiplist_bytes() {
+  return registry::entry_named<"skiplist-bytes/montage">();
+}
+
 TEST(FixedSizeStrings, KeysAndValuesOfSeed003SizesGoInAndComeBack) {
-  for (const char* name : {"hash-bytes/montage", "skiplist-bytes/montage"}) {
-    SCOPED_TRACE(name);
-    const registry::Entry& e = *registry::find(name);
+  for (const registry::Entry* entry : {&hash_bytes(), &skiplist_bytes()}) {
+    SCOPED_TRACE(entry->name);
+    const registry::Entry& e = *entry;
     pool_test::TempPath path{"fixed-size-strings"};
     const registry::CreateOptions o = seed003_sizes();
     std::vector<registry::Item> before;
@@ -61,7 +69,7 @@ TEST(FixedSizeStrings, KeysAndValuesOfSeed003SizesGoInAndComeBack) {
 }
 
 TEST(FixedSizeStrings, SizesOutOfRangeAreRefused) {
-  const registry::Entry& e = *registry::find("hash-bytes/montage");
+  const registry::Entry& e = hash_bytes();
   for (auto [key_size, value_size] : {std::pair<std::size_t, std::size_t>{7, 8},
                                       {8, 7},
                                       {montage::ByteStringKeys::max_key_size + 1, 8},

@@ -19,10 +19,6 @@
 #include "pmds/pm/instructions.hpp"
 #include "pmds/registry.hpp"
 
-// The registry's table is compiled here only, for all of `pmds` (registry.hpp,
-// PMDS_REGISTRY_TABLE_IN_ONE_FILE): this file compiles every structure anyway, for the benchmark.
-PMDS_REGISTRY_TABLE_HERE();
-
 namespace pmds::cli {
 
 namespace {

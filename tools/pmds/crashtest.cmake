@@ -4,10 +4,11 @@
 #   pmds-crashlab-process  hardware backend: the real process crashes (kill -9 of a process
 #                          using a real pool file), started by pmds-crashlab
 # Both find the history checker through PMDS_LINCHECK_PROGRAM (tools/lincheck).
+# Each links the tables of every structure compiled once for its backend (tools/registry_table).
 add_executable(pmds-crashlab ${CMAKE_CURRENT_LIST_DIR}/crashtest.cpp)
-target_link_libraries(pmds-crashlab PRIVATE pmds::pmds_simulated pmds_project_options)
+target_link_libraries(pmds-crashlab PRIVATE pmds_registry_table_simulated)
 add_executable(pmds-crashlab-process ${CMAKE_CURRENT_LIST_DIR}/crashtest_process.cpp)
-target_link_libraries(pmds-crashlab-process PRIVATE pmds::pmds pmds_project_options)
+target_link_libraries(pmds-crashlab-process PRIVATE pmds_registry_table_hardware)
 foreach(program pmds-crashlab pmds-crashlab-process)
   target_include_directories(${program} PRIVATE ${CMAKE_CURRENT_LIST_DIR})
   if(PMDS_LINCHECK_PROGRAM)

@@ -3,6 +3,7 @@
 // workloads apply to which kinds, and the workload a kind runs by default.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 
@@ -43,6 +44,26 @@ template <class D>
 Target target_of(const registry::Entry& entry) {
   return {&entry, &PrefillDriver<D>::run, &RunDriver<D>::run};
 }
+
+}  // namespace pmds::bench
+
+// The two instantiate<>() tables compile every structure's prefill and timed loop; with the
+// registry's table (registry.hpp, PMDS_REGISTRY_TABLE_IN_ONE_FILE) a program may compile them
+// in one source file, which writes PMDS_BENCH_LOOPS_HERE() at namespace scope
+// (tools/registry_table does, for `pmds` and the registry's test).
+#if defined(PMDS_REGISTRY_TABLE_IN_ONE_FILE)
+extern template const std::array<pmds::bench::PrefillFn, pmds::registry::Registered::size>&
+pmds::registry::instantiate<pmds::bench::PrefillFn, pmds::bench::PrefillDriver>();
+extern template const std::array<pmds::bench::RunFn, pmds::registry::Registered::size>&
+pmds::registry::instantiate<pmds::bench::RunFn, pmds::bench::RunDriver>();
+#endif
+#define PMDS_BENCH_LOOPS_HERE()                                                        \
+  template const std::array<pmds::bench::PrefillFn, pmds::registry::Registered::size>& \
+  pmds::registry::instantiate<pmds::bench::PrefillFn, pmds::bench::PrefillDriver>();   \
+  template const std::array<pmds::bench::RunFn, pmds::registry::Registered::size>&     \
+  pmds::registry::instantiate<pmds::bench::RunFn, pmds::bench::RunDriver>()
+
+namespace pmds::bench {
 
 // The target of a registered entry.
 inline Target target_of(const registry::Entry& entry) {

@@ -306,6 +306,20 @@ using Fixtures = registry::TypeList<
             true>,
         "fixture: a freed byte string's block is reused in the epoch that freed it">>;
 
+// Compiling the fixtures' table compiles every fixture; as with the registry's table
+// (registry.hpp, PMDS_REGISTRY_TABLE_IN_ONE_FILE), a program may compile it in one source file:
+// define PMDS_FIXTURE_TABLE_IN_ONE_FILE for all of its files and write
+// PMDS_FIXTURE_TABLE_HERE() at namespace scope in one (tools/registry_table does).
+#if defined(PMDS_FIXTURE_TABLE_IN_ONE_FILE)
+}  // namespace pmds::crashlab
+extern template std::vector<pmds::registry::Entry>
+pmds::registry::detail::Table<pmds::crashlab::Fixtures>::build();
+namespace pmds::crashlab {
+#endif
+#define PMDS_FIXTURE_TABLE_HERE()             \
+  template std::vector<pmds::registry::Entry> \
+  pmds::registry::detail::Table<pmds::crashlab::Fixtures>::build()
+
 // The fixtures as registry entries (their own table: registry::entries() does not list them).
 inline std::span<const registry::Entry> fixture_entries() {
   static const std::vector<registry::Entry> table = registry::detail::Table<Fixtures>::build();
