@@ -1,6 +1,6 @@
 // labels: crashlab no-sanitizer
 // The crash lab's default suite, simulated power failures (docs/ARCHITECTURE.md §3–4):
-//   - every registered durable structure survives at least 500 simulated crashes x 3 crash
+//   - every registered durable structure survives at least 300 simulated crashes x 3 crash
 //     images with no violation of its criterion (PMDS_SOAK=1: 10,000 crashes);
 //   - every planted-bug fixture IS reported within 500 crashes (two, named below, within 5,000),
 //     and no bug-free control is (a lab that reports no violation on a planted bug fails here);
@@ -31,9 +31,14 @@ bool soak() {
   return s != nullptr && std::string(s) == "1";
 }
 
+// 300 crashes per registered structure: the suite's budget. These runs are most of the suite's
+// time (61 entries; at 500 crashes they took 12 of its 40 minutes on the 2-core machine it is
+// developed on, which runs at times 2-3x slower, and CI stops at 90), so the budget is set for
+// the suite to fit; the soak (PMDS_SOAK=1) is where a structure is crashed at length. The
+// planted bugs and controls below keep their own budgets (fixture_options).
 SimOptions default_options() {
   SimOptions o;
-  o.crashes = soak() ? 10000 : 500;
+  o.crashes = soak() ? 10000 : 300;
   o.images = 3;
   o.seed = 1;
   o.command = "pmds crashtest";
@@ -122,7 +127,7 @@ SimOptions fixture_options(const std::string& fixture) {
     o.workload.threads = 4;
     o.crashes = 3000;
   } else {
-    o.crashes = 500;  // the default budget, soak or not
+    o.crashes = 500;  // the fixtures' budget, soak or not
   }
   return with_strings_for(*find_entry(fixture), o);
 }
