@@ -317,7 +317,8 @@ using Registered = TypeList<
 // Compiling the table of entries() compiles every registered structure (a minute per source
 // file). A program whose several files use the registry may compile it in one: define
 // PMDS_REGISTRY_TABLE_IN_ONE_FILE for all of them, and in exactly one file write
-// PMDS_REGISTRY_TABLE_HERE() at namespace scope (the pmds command does, tools/CMakeLists.txt).
+// PMDS_REGISTRY_TABLE_HERE() at namespace scope (tools/registry_table does, once per backend, for
+// the pmds command, the crash lab's programs and the tests that use the whole table).
 #if defined(PMDS_REGISTRY_TABLE_IN_ONE_FILE)
 extern template std::vector<Entry> detail::Table<Registered>::build();
 #endif
