@@ -32,9 +32,9 @@ bool soak() {
 }
 
 // 300 crashes per registered structure: the suite's budget. These runs are most of the suite's
-// time (61 entries; at 500 crashes they took 12 of its 40 minutes on the 2-core machine it is
-// developed on, which runs at times 2-3x slower, and CI stops at 90), so the budget is set for
-// the suite to fit; the soak (PMDS_SOAK=1) is where a structure is crashed at length. The
+// time (61 entries; at 500 crashes, 60% of the release tests' time on the 2-core machine it is
+// developed on, which runs at times 2-3x slower, and CI stops at 90 minutes), so the budget is
+// set for the suite to fit; the soak (PMDS_SOAK=1) is where a structure is crashed at length. The
 // planted bugs and controls below keep their own budgets (fixture_options).
 SimOptions default_options() {
   SimOptions o;
