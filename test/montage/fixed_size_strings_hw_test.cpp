@@ -1,8 +1,8 @@
 // The byte-string registry entries (hash-bytes/montage, skiplist-bytes/montage) through
 // registry/fixed_size_strings.hpp: 8-byte keys and values written as key_size and value_size
 // bytes (seed 003's 32 and 1024 here) come back through the type-erased operations and across a
-// reopen; sizes out of range are refused before anything is created; a value whose bytes do not
-// match what was written is reported, not read as a number.
+// reopen; sizes out of range are refused before anything is created; a key or a value whose
+// bytes do not match what was written is reported, not read as a number.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -135,6 +135,51 @@ TEST(FixedSizeStrings, OneWrongByteIsReportedWhereItIs) {
   }
   m.map().put(key, value);
   EXPECT_EQ(m.get(5), 55u);
+}
+
+// A key read back (for_each and scan, through which the crash lab reads contents) is checked
+// whole as well: a wrong filler byte is reported at its position, and with shared prefixes a
+// prefix that is not its key's group is reported too.
+template <bool SharedPrefixes>
+void expect_reported(std::size_t key_size, Key key, std::size_t at, const std::string& what) {
+  SCOPED_TRACE(what);
+  using Map = montage::ByteStringHashMap<>;
+  pool_test::TempPath path{"fixed-size-strings"};
+  auto pool = pm::Pool::create(path.str(), 64u << 20, "hash-bytes/montage");
+  montage::Options manual;
+  manual.background_thread = false;
+  registry::FixedSizeStrings<Map, SharedPrefixes> m(
+      std::make_unique<Map>(create_new, pool, 64, manual), key_size, 16);
+  ASSERT_TRUE(m.insert(key, 55));
+  m.for_each([](Key, Value) {});  // as written: no error
+  std::string raw, value;
+  m.map().for_each([&](std::string_view k, std::string_view v) {
+    raw = k;
+    value = v;
+  });
+  ASSERT_EQ(raw.size(), key_size);
+  ASSERT_TRUE(m.map().remove(raw));
+  std::string wrong = raw;
+  if (at < key_size) {
+    wrong[at] = static_cast<char>(wrong[at] ^ 1);
+  } else {  // the key of the next group, after this group's prefix
+    for (std::size_t i = 0; i < 8; ++i)
+      wrong[key_size - 8 + i] = static_cast<char>((key + 8) >> (56 - 8 * i));
+  }
+  ASSERT_TRUE(m.map().insert(wrong, value));
+  try {
+    m.for_each([](Key, Value) {});
+    ADD_FAILURE() << "not reported";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find(what), std::string::npos) << err.what();
+  }
+}
+
+TEST(FixedSizeStrings, AKeyWithOtherBytesIsReported) {
+  expect_reported<false>(32, 5, 20, "key 5 read back with a wrong byte at 20");
+  expect_reported<false>(29, 5, 28, "key 5 read back with a wrong byte at 28");  // a short chunk
+  expect_reported<true>(24, 13, 9, "key prefix 1 read back with a wrong byte at 9");
+  expect_reported<true>(24, 13, 24, "key 21 read back with the prefix of another");
 }
 
 }  // namespace

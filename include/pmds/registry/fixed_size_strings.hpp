@@ -141,15 +141,26 @@ class FixedSizeStrings {
     encode(v, buffer);
     return buffer;
   }
+  // Every byte of a key or value read back is checked (the crash lab reads contents back
+  // through these: a damaged suffix or value block must not pass as its first 8 bytes).
   Key decode_key(std::string_view k) const {
     if (k.size() != key_size_) damaged("key", k.size(), key_size_);
-    return shared_prefixes_ ? decode(k.substr(key_size_ - 8)) : decode(k);
+    if (!shared_prefixes_) return checked(decode(k), k, "key");
+    const Key key = decode(k.substr(key_size_ - 8));
+    const std::string_view prefix = k.substr(0, key_size_ - 8);  // k / 8 and its filler
+    if (checked(decode(prefix), prefix, "key prefix") != key / 8)
+      throw Error(std::string("pmds: ") + M::name + ": key " + std::to_string(key) +
+                  " read back with the prefix of another");
+    return key;
   }
   Value decode_value(std::string_view v) const {
     if (v.size() != value_size_) damaged("value", v.size(), value_size_);
-    const Value w = decode(v);
-    if (const std::size_t wrong = first_wrong_byte(w, v); wrong != v.size())
-      throw Error(std::string("pmds: ") + M::name + ": value " + std::to_string(w) +
+    return checked(decode(v), v, "value");
+  }
+  // w, once every byte of s after its first 8 is w's filler.
+  static std::uint64_t checked(std::uint64_t w, std::string_view s, const char* what) {
+    if (const std::size_t wrong = first_wrong_byte(w, s); wrong != s.size())
+      throw Error(std::string("pmds: ") + M::name + ": " + what + " " + std::to_string(w) +
                   " read back with a wrong byte at " + std::to_string(wrong));
     return w;
   }
