@@ -5,7 +5,11 @@
 //   "hash-so/transient"  TransientSplitOrderedHashMap: the same index, nothing persisted — the
 //                        twin seed 003 Figure 4 compares it with (DRAM (T)-SS).
 // The two differ only where `durable` says so (payloads, lin_cas instead of a CAS, recovery),
-// so a ratio between them measures nbMontage alone.
+// so a ratio between them measures nbMontage alone. The twin keeps key and value in its nodes
+// and has no payloads, as seed 003's DRAM (T)-SS and hash/transient (the twin of hash/montage)
+// have none: making and freeing a payload per update is part of nbMontage's cost. (The
+// byte-string twins use montage/transient_system.hpp instead, because their strings live in
+// the payloads.)
 //
 // The table is ONE Harris–Michael list of every key, sorted by split-order key: a key's bits
 // reversed, with the lowest bit set, so that the keys of bucket b (the key's low bits, as
