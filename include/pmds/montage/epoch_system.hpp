@@ -18,7 +18,8 @@
 //   P* pnew<P>()          a payload block from the pool, header set; the caller fills its fields
 //                         before it is linked. Registered with the calling thread's next lin_cas.
 //   pdetach(Block*)       the next lin_cas of this thread removes this payload: if it succeeds, an
-//                         anti-node tagged with its epoch cancels the payload at recovery.
+//                         anti-node tagged with its epoch cancels the payload at recovery;
+//                         pdetach(Block*, uid) with the uid the structure kept (uid_of).
 //   pdelete(Block*)       the payload is no longer reachable (called by the structure's
 //                         reclamation): freed two epochs after its anti-node (§3.5's TBF).
 //   lin_cas(word, expected, desired)
@@ -229,10 +230,18 @@ class EpochSystem {
   // The thread's next lin_cas removes `payload`. Its anti-node is allocated here, not in
   // begin_op as in Figure 2, so that a full pool throws PoolFull before the operation has
   // started (nothing changed); begin_op tags it as the figure does.
-  void pdetach(Block* payload) {
+  void pdetach(Block* payload) { pdetach(payload, payload->uid.load()); }
+  // The same, with the payload's uid as the structure kept it in DRAM (uid_of at its pnew): the
+  // payload's line is not read, a cache miss of a remove otherwise (the index holds copies of
+  // what a traversal reads, so nothing else of a remove touches the payload before its commit).
+  void pdetach(Block* payload, std::uint64_t uid) {
     ThreadState& ts = state();
-    Block* anti = new_block(ts, sizeof(Block), anti_kind, payload->uid.load());
+    Block* anti = new_block(ts, sizeof(Block), anti_kind, uid);
     ts.detaches.push_back(Detach{payload, anti});
+  }
+  // A payload's uid (read once, right after its pnew, while its line is in the cache).
+  static std::uint64_t uid_of(const Block* payload) {
+    return payload->uid.load(std::memory_order_relaxed);
   }
 
   // The payload is unreachable. One the thread created and never linked is freed at once; an

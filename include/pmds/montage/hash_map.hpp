@@ -174,7 +174,7 @@ class BasicHashMap {
       }
       fresh->next.store(w.next, std::memory_order_relaxed);
       try {
-        system_->pdetach(w.curr->payload);  // PoolFull: nothing changed
+        system_->pdetach(w.curr->payload, w.curr->uid);  // PoolFull: nothing changed
       } catch (...) {
         discard(fresh);  // its payload must not stay pending for the thread's next lin_cas
         throw;
@@ -196,7 +196,7 @@ class BasicHashMap {
     for (;;) {
       const Window w = find(head, key);
       if (!w.found) return false;
-      system_->pdetach(w.curr->payload);
+      system_->pdetach(w.curr->payload, w.curr->uid);
       if (!system_->lin_cas(w.curr->next, w.next, w.next | mark_bit)) continue;
       if (system_->cas(*w.prev, word_of(w.curr), w.next))
         retire(w.curr);
@@ -245,13 +245,16 @@ class BasicHashMap {
 
   // A DRAM index node: the key's order word and Keys::Cached (for 8-byte keys, copies of the
   // payload's key and value; key_value_payload.hpp), the next word (Node* | mark, or a
-  // descriptor while a lin_cas on it runs) and the payload. Order and next first: a traversal
-  // of 8-byte keys reads only those two, in one 16-byte block.
+  // descriptor while a lin_cas on it runs), the payload and its uid. Order and next first: a
+  // traversal of 8-byte keys reads only those two, in one 16-byte block. The uid spares a remove
+  // the payload's cache line (pdetach names the payload by it): measured at 2:1:1 over 1M keys,
+  // hash/montage ran 1.06x as fast with it at 1 and 2 threads (6 alternating rounds).
   struct Node {
     std::uint64_t order;
     std::atomic<std::uint64_t> next;
     [[no_unique_address]] typename Keys::Cached cached;
     Payload* payload;
+    std::uint64_t uid;  // the payload's (pdetach then does not read the payload's line)
   };
 
   static Node* node_of(std::uint64_t w) { return reinterpret_cast<Node*>(w & ~mark_bit); }
@@ -302,7 +305,7 @@ class BasicHashMap {
 
   Node* make_node(const Probe& key, KeyArg k, ValueArg v) {
     Payload* p = Keys::make_payload(*system_, k, v);  // PoolFull: nothing changed
-    return new Node{key.order, {0}, Keys::cached(k, v), p};
+    return new Node{key.order, {0}, Keys::cached(k, v), p, System::uid_of(p)};
   }
 
   // A node never linked: nobody else saw it or its payload.
@@ -354,7 +357,8 @@ class BasicHashMap {
       for (std::size_t i = first; i < last; ++i) {
         const Entry& e = entries[i];
         if (i == 0 || !Keys::same_key(entries[i - 1], e))
-          nodes[i] = new Node{Keys::order(e), {0}, Keys::cached(e), e.payload};
+          nodes[i] =
+              new Node{Keys::order(e), {0}, Keys::cached(e), e.payload, System::uid_of(e.payload)};
       }
     });
     in_parallel(threads, n, [&](std::size_t first, std::size_t last) {
