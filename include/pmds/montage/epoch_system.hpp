@@ -232,8 +232,8 @@ class EpochSystem {
   // started (nothing changed); begin_op tags it as the figure does.
   void pdetach(Block* payload) { pdetach(payload, payload->uid.load()); }
   // The same, with the payload's uid as the structure kept it in DRAM (uid_of at its pnew): the
-  // payload's line is not read, a cache miss of a remove otherwise (the index holds copies of
-  // what a traversal reads, so nothing else of a remove touches the payload before its commit).
+  // payload's line is not read. In the 8-byte hash map nothing else of a remove reads it before
+  // the commit (its nodes hold copies of key and value), so this saves a cache miss there.
   void pdetach(Block* payload, std::uint64_t uid) {
     ThreadState& ts = state();
     Block* anti = new_block(ts, sizeof(Block), anti_kind, uid);
