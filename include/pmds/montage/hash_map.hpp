@@ -174,7 +174,7 @@ class BasicHashMap {
       }
       fresh->next.store(w.next, std::memory_order_relaxed);
       try {
-        system_->pdetach(w.curr->payload, w.curr->uid);  // PoolFull: nothing changed
+        detach(w.curr);  // PoolFull: nothing changed
       } catch (...) {
         discard(fresh);  // its payload must not stay pending for the thread's next lin_cas
         throw;
@@ -196,7 +196,7 @@ class BasicHashMap {
     for (;;) {
       const Window w = find(head, key);
       if (!w.found) return false;
-      system_->pdetach(w.curr->payload, w.curr->uid);
+      detach(w.curr);
       if (!system_->lin_cas(w.curr->next, w.next, w.next | mark_bit)) continue;
       if (system_->cas(*w.prev, word_of(w.curr), w.next))
         retire(w.curr);
@@ -243,19 +243,38 @@ class BasicHashMap {
  private:
   static constexpr std::uint64_t mark_bit = 1;
 
+  // The payload's uid, kept for 8-byte keys only: their nodes hold copies of key and value, so a
+  // remove would read the payload's line for the uid alone (pdetach names the payload by it;
+  // measured at 2:1:1 over 1M keys, hash/montage ran 1.06x as fast with the copy, 6 alternating
+  // rounds). Byte-string keys are compared in the payload, whose line a remove has read already.
+  struct NoUid {};
+  using Uid = std::conditional_t<Keys::byte_strings, NoUid, std::uint64_t>;
+
   // A DRAM index node: the key's order word and Keys::Cached (for 8-byte keys, copies of the
   // payload's key and value; key_value_payload.hpp), the next word (Node* | mark, or a
-  // descriptor while a lin_cas on it runs), the payload and its uid. Order and next first: a
-  // traversal of 8-byte keys reads only those two, in one 16-byte block. The uid spares a remove
-  // the payload's cache line (pdetach names the payload by it): measured at 2:1:1 over 1M keys,
-  // hash/montage ran 1.06x as fast with it at 1 and 2 threads (6 alternating rounds).
+  // descriptor while a lin_cas on it runs), the payload and, for 8-byte keys, its uid. Order and
+  // next first: a traversal of 8-byte keys reads only those two, in one 16-byte block.
   struct Node {
     std::uint64_t order;
     std::atomic<std::uint64_t> next;
     [[no_unique_address]] typename Keys::Cached cached;
     Payload* payload;
-    std::uint64_t uid;  // the payload's (pdetach then does not read the payload's line)
+    [[no_unique_address]] Uid uid;
   };
+
+  static Uid uid_of(const Payload* p) {
+    if constexpr (Keys::byte_strings)
+      return {};
+    else
+      return EpochSystem<Bug>::uid_of(p);
+  }
+  // The thread's next lin_cas removes n's payload.
+  void detach(const Node* n) {
+    if constexpr (Keys::byte_strings)
+      system_->pdetach(n->payload);
+    else
+      system_->pdetach(n->payload, n->uid);
+  }
 
   static Node* node_of(std::uint64_t w) { return reinterpret_cast<Node*>(w & ~mark_bit); }
   static std::uint64_t word_of(const Node* n) { return reinterpret_cast<std::uint64_t>(n); }
@@ -305,7 +324,7 @@ class BasicHashMap {
 
   Node* make_node(const Probe& key, KeyArg k, ValueArg v) {
     Payload* p = Keys::make_payload(*system_, k, v);  // PoolFull: nothing changed
-    return new Node{key.order, {0}, Keys::cached(k, v), p, System::uid_of(p)};
+    return new Node{key.order, {0}, Keys::cached(k, v), p, uid_of(p)};
   }
 
   // A node never linked: nobody else saw it or its payload.
@@ -357,8 +376,7 @@ class BasicHashMap {
       for (std::size_t i = first; i < last; ++i) {
         const Entry& e = entries[i];
         if (i == 0 || !Keys::same_key(entries[i - 1], e))
-          nodes[i] =
-              new Node{Keys::order(e), {0}, Keys::cached(e), e.payload, System::uid_of(e.payload)};
+          nodes[i] = new Node{Keys::order(e), {0}, Keys::cached(e), e.payload, uid_of(e.payload)};
       }
     });
     in_parallel(threads, n, [&](std::size_t first, std::size_t last) {

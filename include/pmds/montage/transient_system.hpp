@@ -35,8 +35,6 @@ struct TransientSystem {
     return p;
   }
   void pdetach(Block*) {}
-  void pdetach(Block*, std::uint64_t) {}
-  static std::uint64_t uid_of(const Block*) { return 0; }
   void pdelete(Block* b) {
     free_blocks().give(b, static_cast<std::size_t>(b->kind_size.load() >> 8));
   }
