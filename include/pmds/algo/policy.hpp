@@ -243,10 +243,14 @@ template <class Slots>
 class TraceRecovery {
  public:
   TraceRecovery(pm::ChunkAllocator& allocator, RecoveryStats& stats, const char* structure)
-      : allocator_(&allocator), stats_(&stats), structure_(structure), live_(allocator) {}
+      : allocator_(&allocator),
+        stats_(&stats),
+        structure_(structure),
+        a_link_(std::string(structure) + ": a link to a node"),
+        live_(allocator) {}
   bool visit(const void* node, std::size_t bytes) {
     const void* slot = Slots::slot_of(node);
-    allocator_->checked_slot(slot, bytes, std::string(structure_) + ": a link to a node");
+    allocator_->checked_slot(slot, bytes, a_link_);
     if (!live_.set(slot)) return false;
     slots_.first_visit(node, slot, *allocator_);
     return true;
@@ -279,6 +283,7 @@ class TraceRecovery {
   pm::ChunkAllocator* allocator_;
   RecoveryStats* stats_;
   const char* structure_;
+  std::string a_link_;  // checked_slot's message, made once: visit runs once per link
   pm::ChunkAllocator::SlotBits live_;  // reached slots
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   Slots slots_;
