@@ -76,6 +76,28 @@ TEST(ListRecovery, PlantedRecoveryBugDropsAKey) {
   }
 }
 
+// A head is never deleted, so a mark on its link is damage: recovery must report it. It once
+// accepted it, and every later search retried its unlinking CAS on the head forever (found by
+// the damaged-pool soak, PMDS_SOAK=1 RegistryDamagedPool).
+TEST(ListRecovery, MarkedHeadLinkIsPoolCorrupt) {
+  TempPath path("list-marked-head");
+  {
+    auto pool = pm::Pool::create(path.path(), pool_size, "algo/list");
+    DurableList list(create_new, pool);
+    for (Key k = 1; k <= 10; ++k) list.insert(k, value_of(k));
+  }
+  {
+    auto pool = pm::Pool::open(path.path(), "algo/list");
+    // The anchor is {kind, head link}, 8-byte words under this policy.
+    auto* anchor = reinterpret_cast<std::uint64_t*>(pool.root(0).load());
+    ASSERT_EQ(anchor[0], DurableList::kind);
+    ASSERT_TRUE(pool.allocator().owns(reinterpret_cast<void*>(anchor[1])));
+    anchor[1] |= mark_bit;
+  }
+  auto pool = pm::Pool::open(path.path(), "algo/list");
+  EXPECT_THROW(DurableList(open_existing, pool), PoolCorrupt);
+}
+
 TEST(ListRecovery, NewProcessAfterKillMidOperation) {
   set_recovery_after_kill<DurableList>(make_list, 40);
 }

@@ -78,6 +78,31 @@ TEST(SkipListRecovery, PlantedRecoveryBugDropsAKey) {
   }
 }
 
+// A head is never deleted, so a mark on one of its links is damage: recovery must report it.
+// It once accepted it, and every later search through that level retried unlinking the head
+// forever (found by the damaged-pool soak, PMDS_SOAK=1 RegistryDamagedPool).
+TEST(SkipListRecovery, MarkedHeadLinkIsPoolCorrupt) {
+  TempPath path("skiplist-marked-head");
+  {
+    auto pool = pm::Pool::create(path.path(), pool_size, "algo/skiplist");
+    DurableSkipList list(create_new, pool);
+    for (Key k = 1; k <= 10; ++k) list.insert(k, value_of(k));
+  }
+  {
+    auto pool = pm::Pool::open(path.path(), "algo/skiplist");
+    // The anchor is {kind, head}; the head node {key, value, height 20, owners, next(0), ...},
+    // 8-byte words under this policy.
+    auto* anchor = reinterpret_cast<std::uint64_t*>(pool.root(0).load());
+    ASSERT_EQ(anchor[0], DurableSkipList::kind);
+    auto* head = reinterpret_cast<std::uint64_t*>(anchor[1]);
+    ASSERT_EQ(head[2], 20u);
+    ASSERT_TRUE(pool.allocator().owns(reinterpret_cast<void*>(head[4])));
+    head[4] |= mark_bit;
+  }
+  auto pool = pm::Pool::open(path.path(), "algo/skiplist");
+  EXPECT_THROW(DurableSkipList(open_existing, pool), PoolCorrupt);
+}
+
 TEST(SkipListRecovery, NewProcessAfterKillMidOperation) {
   set_recovery_after_kill<DurableSkipList>(make_skiplist, 200);
 }

@@ -154,6 +154,9 @@ class HmBucket {
   // visit_once throws PoolCorrupt, which also bounds the walk.
   template <class Trace>
   static void trace(Trace& trace, const Link& head) {
+    // A mark belongs on a node's link (the node is deleted), never on the head's: a search
+    // would retry its unlinking CAS on the head forever.
+    if (is_marked(head.peek())) trace.corrupt("a list's head link is marked");
     for (Node* n = pointer_of<Node>(head.peek()); n != nullptr;) {
       trace.visit_once(n);
       n = pointer_of<Node>(n->next.peek());

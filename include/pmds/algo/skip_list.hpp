@@ -322,6 +322,10 @@ class SkipList : public AnchoredStructure<P> {
           }
       };
       pm::BoundedWalk walk(trace.allocator(), "skip list: a level's links");
+      // The head is never removed: a mark on its link would send every search into helping
+      // unlink it, forever.
+      if (is_marked(head_->next(level).peek()))
+        trace.corrupt("the head node is marked at level " + std::to_string(level));
       for (Node* n = pointer_of<Node>(head_->next(level).peek()); n != nullptr;) {
         prefetch_ahead();
         walk.step();
