@@ -192,6 +192,11 @@ inline void add_bench_options(CLI::App& app, ParsedBench& out) {
       ->type_name("N")
       ->group(more)
       ->transform(whole_number(1, montage::Options::max_recovery_threads));
+  app.add_flag("--lazy-recovery", c.lazy_recovery,
+               "InCLL Masstrees (masstree/incll, masstree/logging): the recovery\n"
+               "measurement's open recovers each border on its first access\n"
+               "(seed 002 §4.3) instead of all of them before it returns")
+      ->group(more);
   app.add_option("--key-size", c.key_size,
                  "byte-string maps (the -bytes entries): bytes each key is written as\n"
                  "(default: 8; seed 003 runs 32)")

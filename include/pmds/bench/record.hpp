@@ -90,6 +90,7 @@ struct Record {
   std::optional<double> recovery_ms;
   std::optional<std::uint64_t> recovery_elements, recovered_elements;
   std::uint64_t recovery_threads = 1;          // --recovery-threads (nbMontage structures)
+  bool lazy_recovery = false;                  // --lazy-recovery (InCLL Masstrees)
   std::uint64_t key_size = 8, value_size = 8;  // --key-size, --value-size (byte-string maps)
 
   bool ok() const { return status == "ok"; }
@@ -229,6 +230,7 @@ inline Json scalar_fields(const Record& r) {
           {"recovery_elements", optional(r.recovery_elements)},
           {"recovered_elements", optional(r.recovered_elements)},
           {"recovery_threads", r.recovery_threads},
+          {"lazy_recovery", r.lazy_recovery},
           {"key_size", r.key_size},
           {"value_size", r.value_size},
           {"ops", r.ops.total()},

@@ -91,6 +91,7 @@ inline Record record_of_run(const registry::Entry& e, const Config& cfg, unsigne
   r.local_work = cfg.local_work;
   r.zipf_theta = cfg.zipf_theta;
   r.recovery_threads = cfg.recovery_threads;
+  r.lazy_recovery = cfg.lazy_recovery;
   r.key_size = cfg.key_size;
   r.value_size = cfg.value_size;
   r.backend = pm::to_string(pm::backend);
@@ -111,6 +112,7 @@ inline registry::CreateOptions create_options_of(const Config& cfg) {
   create.buckets = cfg.buckets;
   create.pool_size = cfg.pool_size;
   create.recovery_threads = cfg.recovery_threads;
+  create.lazy_recovery = cfg.lazy_recovery;
   create.key_size = cfg.key_size;
   create.value_size = cfg.value_size;
   // A bounded heap is as large as the key range: seed 004's Figure 7b runs a heap of 64 to 1024

@@ -162,6 +162,7 @@ struct Config {
   unsigned scan_length = 100;   // ycsb-e: scans of 1..scan_length keys
   bool measure_recovery = true;
   std::size_t recovery_threads = 1;          // nbMontage structures: threads that rebuild at open
+  bool lazy_recovery = false;                // InCLL Masstrees: recover borders on first access
   std::size_t key_size = 8, value_size = 8;  // byte-string maps (the "-bytes" entries)
   // Each repetition in a forked child process (runner.hpp, detail::in_child_process): every
   // structure starts from the same fresh heap. The CLI sets it (--no-isolate clears it); tests

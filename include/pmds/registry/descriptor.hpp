@@ -87,6 +87,10 @@ struct CreateOptions {
   // Byte-string maps (the "-bytes" entries, registry/fixed_size_strings.hpp): the bytes each
   // key and each value is written as. Other entries ignore them.
   std::size_t key_size = 8, value_size = 8;
+  // The InCLL Masstrees (masstree/incll, masstree/logging): at open, recover each border on its
+  // first access (seed 002 §4.3's lazy recovery) rather than every border before open returns.
+  // The byte-string form recovers eagerly only and refuses it; other entries ignore it.
+  bool lazy_recovery = false;
 };
 
 // Seed 000 §6 runs 1M keys over 2^20 buckets: one bucket per key of the range, a power of two.

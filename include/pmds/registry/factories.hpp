@@ -148,6 +148,7 @@ struct Incll {
   static incll::Options options(const CreateOptions& o) {
     incll::Options i;
     i.background_thread = o.background_thread;
+    i.lazy_recovery = o.lazy_recovery;
     return i;
   }
   static std::unique_ptr<T> create(pm::Pool* pool, const CreateOptions& o) {
