@@ -23,7 +23,9 @@ def main(out):
           "the epoch boundaries (the background advancer's flushes of the epoch's nodes); "
           "logged/epoch: nodes logged whole to the external log per epoch boundary (64 ms). "
           "Recovery: opening the pool after a crash of the loaded tree, until the first "
-          "operation can be served (lazy recovery: each border is recovered on first access).\n")
+          "operation (a read) is served: eager (every border recovered before open returns), "
+          "or lazy in the runs named -lazy (`--lazy-recovery`: each border is recovered on its "
+          "first access).\n")
     print("| run | structure | thr | Mops/s | / transient | / logging | flushes/op | fences/op "
           "| logged/epoch | recovery |")
     print("|" + "---|" * 10)
