@@ -98,7 +98,8 @@ SimOptions sim_options(const crashtest::Options& o, const std::optional<ReplayPo
                  .sync_percent = 5,
                  .prefill = o.prefill,
                  .key_size = o.key_size,
-                 .value_size = o.value_size};
+                 .value_size = o.value_size,
+                 .lazy_recovery = o.lazy_recovery};
   so.vary_mix = o.mix == "vary";
   so.seed = o.seed;
   so.crashes = o.crashes;

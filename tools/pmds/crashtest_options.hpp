@@ -26,6 +26,7 @@ struct Options {
   std::uint64_t crashes = 500, process_crashes = 20;
   std::size_t images = 3, threads = 3, ops = 30, process_ops = 100, prefill = 0;
   std::size_t key_size = 8, value_size = 8;  // the -bytes entries' strings
+  bool lazy_recovery = false;                // the InCLL Masstrees' recoveries open lazily
   std::uint64_t keys = 16, seed = 1, pool_mib = 0;
   unsigned reads = 20, recovery_crashes = 20, return_crashes = 40;
   std::size_t crashes_per_run = 25;
@@ -119,6 +120,9 @@ inline void add_options(CLI::App& app, Options& o) {
                  "bytes each value is written as, byte-string maps (-bytes entries; default 8)")
       ->type_name("BYTES")
       ->transform(whole_number(8, any));
+  app.add_flag("--lazy-recovery", o.lazy_recovery,
+               "InCLL Masstrees: every recovery opens lazily, each border recovered\n"
+               "on its first access (seed 002 §4.3; default: eager)");
   app.add_option("--switch", o.switch_probability,
                  "simulated scheduler: chance to switch thread per access (0.01)")
       ->type_name("P")

@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
                      .sync_percent = 5,
                      .prefill = o.prefill,
                      .key_size = o.key_size,
-                     .value_size = o.value_size};
+                     .value_size = o.value_size,
+                     .lazy_recovery = o.lazy_recovery};
       po.seed = o.seed;
       po.crashes = o.process_crashes;
       po.stop_at_first_violation = o.stop_at_first;

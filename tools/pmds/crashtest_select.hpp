@@ -61,6 +61,17 @@ inline std::optional<std::vector<const registry::Entry*>> select(const Options& 
                  "-bytes entries), and none is selected\n";
     return std::nullopt;
   }
+  if (o.lazy_recovery) {
+    const auto other = std::find_if(out.begin(), out.end(), [](const registry::Entry* e) {
+      return e->structure != "masstree";
+    });
+    if (other != out.end()) {
+      std::cerr << "pmds crashtest: --lazy-recovery applies to the 8-byte InCLL Masstrees "
+                   "(masstree/*) only, and "
+                << (*other)->name << " is selected\n";
+      return std::nullopt;
+    }
+  }
   return out;
 }
 

@@ -201,6 +201,7 @@ inline std::string reports_text(const registry::Instance& inst, const std::strin
     options.key_range = std::stoull(get("keys"));
     options.key_size = std::stoull(get("key_size"));
     options.value_size = std::stoull(get("value_size"));
+    options.lazy_recovery = get("lazy") == "1";
 #if defined(PMDS_BACKEND_SIMULATED)
     // No unscheduled thread: the recovery's event numbers (recovery crash points) must replay.
     options.background_thread = false;

@@ -223,6 +223,7 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
                  {"keys", std::to_string(o.workload.key_range)},
                  {"key_size", std::to_string(o.workload.key_size)},
                  {"value_size", std::to_string(o.workload.value_size)},
+                 {"lazy", o.workload.lazy_recovery ? "1" : "0"},
                  {"timeout", std::to_string(static_cast<unsigned>(o.recovery_timeout_s))},
                  {"close", "1"},
                  {"tickets", e.criterion == Criterion::detectable ? last_tickets(records) : ""}};
@@ -234,7 +235,7 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
     base.replay = o.command + " --structure " + std::string(e.name) + " --process-crashes " +
                   std::to_string(o.crashes) + " --crashes 0 --threads " + std::to_string(threads) +
                   " --process-ops " + std::to_string(o.workload.ops) + " --keys " +
-                  std::to_string(o.workload.key_range) + size_options(o.workload) + " --seed " +
+                  std::to_string(o.workload.key_range) + open_options(o.workload) + " --seed " +
                   std::to_string(o.seed) + "   (round " + std::to_string(round) +
                   "; kill times are real time: approximate)";
     Judge j{.entry = e,

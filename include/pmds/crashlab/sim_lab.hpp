@@ -177,7 +177,7 @@ inline std::string lab_command(const registry::Entry& e, const SimOptions& o) {
                   std::to_string(o.workload.read_percent) + " --switch " + sw + " --images " +
                   std::to_string(o.images);
   if (o.workload.prefill != 0) s += " --prefill " + std::to_string(o.workload.prefill);
-  s += size_options(o.workload);
+  s += open_options(o.workload);
   if (o.pool_size != SimOptions{}.pool_size)
     s += " --pool-mib " + std::to_string(o.pool_size >> 20);
   if (o.persist_switch_probability != SimOptions{}.persist_switch_probability) {
@@ -441,6 +441,7 @@ class WorkloadProcess {
            {"keys", std::to_string(workload_.key_range)},
            {"key_size", std::to_string(workload_.key_size)},
            {"value_size", std::to_string(workload_.value_size)},
+           {"lazy", workload_.lazy_recovery ? "1" : "0"},
            {"timeout", std::to_string(static_cast<unsigned>(o_.recovery_timeout_s))}};
     if (o_.continue_after_recovery) a["continue"] = std::to_string(continuation_length(workload_));
     if (!o_.mutants.empty()) a["mutant"] = pm::sim::Mutant::text_of(o_.mutants);

@@ -28,6 +28,10 @@ struct WorkloadOptions {
   // The byte-string maps (the -bytes entries): bytes each key and value is written as
   // (registry::CreateOptions::key_size, value_size; registry/fixed_size_strings.hpp).
   std::size_t key_size = 8, value_size = 8;
+  // The InCLL Masstrees: every recovery opens lazily, each border recovered on its first access
+  // (registry::CreateOptions::lazy_recovery; seed 002 §4.3). Not the workload, but how every
+  // process of the run opens the pool.
+  bool lazy_recovery = false;
 };
 
 // The creation options the lab's processes use for a workload (every open of one pool must name
@@ -37,6 +41,7 @@ inline registry::CreateOptions create_options(const WorkloadOptions& w) {
   co.key_range = w.key_range;
   co.key_size = w.key_size;
   co.value_size = w.value_size;
+  co.lazy_recovery = w.lazy_recovery;
   return co;
 }
 
@@ -51,10 +56,12 @@ inline WorkloadOptions with_suite_strings(const registry::Entry& e, WorkloadOpti
   return w;
 }
 
-// The options a command line adds for non-default key and value sizes (replay lines).
-inline std::string size_options(const WorkloadOptions& w) {
-  if (w.key_size == 8 && w.value_size == 8) return "";
-  return " --key-size " + std::to_string(w.key_size) + " --value-size " +
+// The options a command line adds for non-default key and value sizes and for lazy recovery
+// (replay lines).
+inline std::string open_options(const WorkloadOptions& w) {
+  std::string s = w.lazy_recovery ? " --lazy-recovery" : "";
+  if (w.key_size == 8 && w.value_size == 8) return s;
+  return s + " --key-size " + std::to_string(w.key_size) + " --value-size " +
          std::to_string(w.value_size);
 }
 
