@@ -389,6 +389,13 @@ class Checkpoints {
     return epoch_.load(std::memory_order_relaxed) << 1;
   }
 
+  // After a write that needs no undo but must be durable once its epoch has ended: a parent
+  // link an interior split moved (derived state; recovery rebuilds only the links under the
+  // nodes the failed epoch's log restores, so any other link must already be right in the pool).
+  void after_derived_write(const void* object, std::size_t bytes) {
+    record_written(object, bytes);
+  }
+
   // Before the first write in this epoch to an object that existed before it: log it (above).
   // The caller holds the object's lock.
   void before_write(pm::atomic<std::uint64_t>& logged, const void* object, std::size_t bytes) {

@@ -28,12 +28,14 @@
 // (Checkpoints); one walk of the interior nodes checks each (a damaged pool ends in PoolCorrupt,
 // never in a wild read or an endless walk), clears the lock and dirty bits a crash left, and
 // rebuilds the parent links an interior split of the failed epoch moved (derived state, not
-// logged: masstree.hpp's split_interior); borders are reached as children, not read (their
-// slots have their own size). The failed epoch joins the pool's record of failed epochs; the
-// allocator gets back every slot the walk did not reach (the nodes and byte strings made in the
-// failed epoch or freed before it); a layer (byte strings) is walked from the node its entry
-// names, its root found by climbing parent links along its left edge (a layer's first node stays
-// its leftmost, and its ancestors' parent links change only in root splits, which log them);
+// logged: masstree.hpp's split_interior), flushed before the epoch moves on: no later recovery
+// rebuilds them, nor the links splits moved in epochs that ended (flushed at their boundaries;
+// test/incll/durable_masstree_sim_test.cpp crashes both). Borders are reached as children, not
+// read (their slots have their own size). The failed epoch joins the pool's record of failed
+// epochs; the allocator gets back every slot the walk did not reach (the nodes and byte strings
+// made in the failed epoch or freed before it); a layer (byte strings) is walked from the node its
+// entry names, its root found by climbing parent links along its left edge (a layer's first node
+// stays its leftmost, and its ancestors' parent links change only in root splits, which log them);
 // operations start two epochs on (Checkpoints::finish_recovery says why). Each border is then
 // recovered on its first access (Checkpoints::before_border_access: InCLL_p and the value
 // InCLLs of a failed epoch put back, the border checked), so opening a tree of 10M keys reads
@@ -122,8 +124,14 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
       for (const BorderAt& b : walk.borders) memory.recover_border(*b.node, /*flush=*/true);
       memory.settle_block_lists();
     }
-    for (auto [child, parent] : walk.parent_links)
-      if (child->parent.load(std::memory_order_relaxed) != parent) child->parent.store(parent);
+    // A mended link is flushed (fenced below): once the new epoch is durable, no recovery
+    // rebuilds it again (the log that restored its parent is gone).
+    for (auto [child, parent] : walk.parent_links) {
+      if (child->parent.load(std::memory_order_relaxed) == parent) continue;
+      child->parent.store(parent);
+      pm::flush_range(&child->parent, sizeof child->parent);
+      ++parent_links_mended_;
+    }
     constexpr std::uint64_t transient_bits =
         masstree_detail::locked_bit | masstree_detail::dirty_bits;
     for (Interior* in : walk.interiors) {
@@ -132,10 +140,8 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
     }
     const auto allocator =
         memory.recover_allocator([&reached](void* slot) { return reached.test(slot); });
-    if (!lazy) {
-      pm::fence();  // every border recovered, before the record goes
-      memory.forget_failed_epochs();
-    }
+    pm::fence();  // the mended links (and, eager, every recovered border) before the epoch moves
+    if (!lazy) memory.forget_failed_epochs();  // (and before the record goes)
     memory.finish_recovery();
     recovery_.slots_scanned = allocator.live_slots + allocator.free_slots;
     recovery_.live_slots = walk.interiors.size() + walk.border_count + walk.byte_strings +
@@ -163,6 +169,8 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
   std::size_t failed_epochs_recorded() const { return this->memory_.failed_epochs_recorded(); }
   // The blocks recovery found on the free lists (seed 002 §5; the byte-string form).
   std::size_t blocks_on_free_lists() const { return blocks_on_free_lists_; }
+  // The parent links recovery found wrong and set.
+  std::size_t parent_links_mended() const { return parent_links_mended_; }
 
  private:
   // A border the walk reached: its layer's first key byte (8 per layer above it) and whether it
@@ -387,6 +395,7 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
 
   RecoveryStats recovery_;
   std::size_t blocks_on_free_lists_ = 0;
+  std::size_t parent_links_mended_ = 0;
 };
 
 template <PlantedBug Bug = PlantedBug::none>

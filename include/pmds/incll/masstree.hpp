@@ -408,6 +408,7 @@ class TransientMemory {
   void release(void*) {}  // the arena returns every node at once, when the tree is destroyed
   std::uint64_t new_node_stamp() const { return 0; }
   void before_write(pm::atomic<std::uint64_t>&, const void*, std::size_t) {}
+  void after_derived_write(const void*, std::size_t) {}
   void before_permutation_write(masstree_detail::Border&, bool) {}
   void before_value_write(masstree_detail::Border&, int) {}
   static constexpr bool recovers_borders = false;  // (so the tree skips before_border_access)
@@ -909,11 +910,14 @@ class BasicMasstree {
     // A child's parent changes under its old parent's lock; a writer waiting to lock the old
     // parent rechecks the link once it holds it (lock_parent). The children are not locked, so
     // the durable modes do not log this write: parent links are derived state, which their
-    // recovery rebuilds from the walk down the tree (incll/durable_masstree.hpp).
+    // recovery rebuilds under the nodes the log restores (p here, if this epoch fails;
+    // incll/durable_masstree.hpp). Once the epoch has ended no recovery rebuilds it, so the
+    // durable modes flush it at the boundary (after_derived_write).
     for (int i = 0; i <= width + 1; ++i) {
       Interior* const now = i <= left ? p : sibling;
       if (children[i]->parent.load(std::memory_order_relaxed) == now) continue;
       children[i]->parent.store(now, std::memory_order_release);
+      memory_.after_derived_write(&children[i]->parent, sizeof children[i]->parent);
     }
     insert_into_parent(p, keys[left], sibling);
     masstree_detail::unlock(sibling);

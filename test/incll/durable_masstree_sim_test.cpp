@@ -1,0 +1,145 @@
+// The durable Masstree's parent links under the simulated Px86 backend (docs/ARCHITECTURE.md §3),
+// where a store that was never flushed may be lost in a crash. A parent link is derived state:
+// recovery rebuilds the links of the nodes an interior split of the failed epoch moved (the
+// interior nodes the log restores). Every other link must therefore be durable already — the
+// links an interior split moved in an epoch that completed, and the links a recovery mended —
+// or a lazy recovery, which reads no border, leaves a border naming a parent that no longer
+// holds it, and that border's next split inserts into the wrong node. The crash lab cannot see
+// this: its workloads are too small for interior splits, and it judges contents, not links.
+// Here a crash image is the minimum one (only what is certainly durable), and an eager recovery,
+// which compares every node's link with the walk, counts the wrong ones.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "pmds/incll/durable_masstree.hpp"
+#include "pmds/pm/simulator.hpp"
+#include "pool/pool_test_util.hpp"
+
+namespace {
+
+namespace pm = pmds::pm;
+namespace sim = pmds::pm::sim;
+using pmds::Key;
+using pmds::Value;
+
+static_assert(pm::backend == pm::Backend::simulated);
+
+constexpr std::size_t kPoolSize = pm::Pool::min_size() + (std::size_t{24} << 20);
+
+pmds::incll::Options options(bool lazy) {
+  pmds::incll::Options o;
+  o.background_thread = false;
+  o.lazy_recovery = lazy;
+  return o;
+}
+
+template <class Tree>
+std::map<Key, Value> contents(const Tree& t) {
+  std::map<Key, Value> out;
+  t.for_each([&](Key k, Value v) { out.emplace(k, v); });
+  return out;
+}
+
+// Replaces the pool file with a crash image of the pool mapped at `base`.
+void write_image(const sim::Snapshot& snap, const void* base, const std::string& path,
+                 sim::ImageKind kind) {
+  std::optional<std::size_t> region;
+  for (std::size_t i = 0; i < snap.region_count(); ++i)
+    if (snap.region_base(i) == base) region = i;
+  ASSERT_TRUE(region.has_value()) << "the pool is not in the snapshot";
+  std::vector<unsigned char> image(snap.region_size(*region));
+  snap.write_image(*region, kind, 0, image.data());
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(std::fwrite(image.data(), 1, image.size(), f), image.size());
+  ASSERT_EQ(std::fclose(f), 0);
+}
+
+template <class T>
+class ParentLinks : public ::testing::Test {
+ protected:
+  using Tree = T;
+
+  // Inserts `count` random keys from 1 to `max_key` (recorded in model_).
+  void insert_random(Tree& t, int count, Key max_key = 1'000'000) {
+    for (int i = 0; i < count; ++i) {
+      const Key k = 1 + rng_() % max_key;
+      const Value v = rng_() % 1'000'000;
+      ASSERT_EQ(t.insert(k, v), model_.emplace(k, v).second);
+    }
+  }
+  // Crashes the open tree (its minimum image replaces the file) and recovers it eagerly,
+  // returning the parent links that recovery found wrong.
+  std::size_t crash_and_count_wrong_links(std::optional<pm::Pool>& pool,
+                                          std::optional<Tree>& tree) {
+    const sim::Snapshot snap = sim::snapshot();
+    const void* base = pool->base();
+    tree.reset();
+    pool.reset();
+    write_image(snap, base, path_.str(), sim::ImageKind::minimum);
+    pool.emplace(pm::Pool::open(path_.str(), Tree::name));
+    tree.emplace(pmds::open_existing, *pool, options(/*lazy=*/false));
+    EXPECT_EQ(contents(*tree), model_);
+    return tree->parent_links_mended();
+  }
+
+  pool_test::TempPath path_{"masstree-parent-links"};
+  std::mt19937_64 rng_{7};
+  std::map<Key, Value> model_;
+};
+
+using Modes = ::testing::Types<pmds::incll::InCLLMasstree<>, pmds::incll::LoggingMasstree<>>;
+TYPED_TEST_SUITE(ParentLinks, Modes);
+
+// The links an interior split moved are flushed at the epoch's boundary: a crash after a sync
+// finds every link right.
+TYPED_TEST(ParentLinks, ThoseAnInteriorSplitMovedAreDurableAfterTheBoundary) {
+  using Tree = typename TestFixture::Tree;
+  std::optional<pm::Pool> pool;
+  std::optional<Tree> tree;
+  pool.emplace(pm::Pool::create(this->path_.str(), kPoolSize, Tree::name));
+  tree.emplace(pmds::create_new, *pool, options(/*lazy=*/true));
+  ASSERT_NO_FATAL_FAILURE(this->insert_random(*tree, 2'000));
+  tree->sync();  // (every node is new in its first epoch: flushed whole)
+  // The low keys' borders split over and over, and so does their parent, which moves borders
+  // this epoch did not touch (a touched one is flushed whole) to its new siblings.
+  ASSERT_NO_FATAL_FAILURE(this->insert_random(*tree, 2'000, 20'000));
+  tree->sync();
+  EXPECT_EQ(this->crash_and_count_wrong_links(pool, tree), 0u);
+}
+
+// A lazy recovery mends the links of the nodes that the failed epoch's interior splits moved
+// (their parents come back from the log) and makes them durable before the log is discarded: a
+// second crash right after it finds every link right.
+TYPED_TEST(ParentLinks, ThoseALazyRecoveryMendedAreDurable) {
+  using Tree = typename TestFixture::Tree;
+  std::optional<pm::Pool> pool;
+  std::optional<Tree> tree;
+  pool.emplace(pm::Pool::create(this->path_.str(), kPoolSize, Tree::name));
+  tree.emplace(pmds::create_new, *pool, options(/*lazy=*/true));
+  ASSERT_NO_FATAL_FAILURE(this->insert_random(*tree, 2'000));
+  tree->sync();
+  const std::map<Key, Value> at_sync = this->model_;
+  ASSERT_NO_FATAL_FAILURE(this->insert_random(*tree, 2'000));  // the failed epoch
+  {
+    const sim::Snapshot snap = sim::snapshot();
+    const void* base = pool->base();
+    tree.reset();
+    pool.reset();
+    // every store of the failed epoch kept, as after kill -9: the moved links name the
+    // split's new nodes, which recovery discards
+    ASSERT_NO_FATAL_FAILURE(write_image(snap, base, this->path_.str(), sim::ImageKind::maximum));
+  }
+  this->model_ = at_sync;
+  pool.emplace(pm::Pool::open(this->path_.str(), Tree::name));
+  tree.emplace(pmds::open_existing, *pool, options(/*lazy=*/true));
+  EXPECT_GT(tree->parent_links_mended(), 0u) << "the failed epoch moved no link: a vacuous test";
+  EXPECT_EQ(this->crash_and_count_wrong_links(pool, tree), 0u);
+}
+
+}  // namespace
