@@ -65,30 +65,42 @@ class ParentLinks : public ::testing::Test {
  protected:
   using Tree = T;
 
+  Tree& create() {
+    pool_.emplace(pm::Pool::create(path_.str(), kPoolSize, Tree::name));
+    return tree_.emplace(pmds::create_new, *pool_, options(/*lazy=*/true));
+  }
   // Inserts `count` random keys from 1 to `max_key` (recorded in model_).
-  void insert_random(Tree& t, int count, Key max_key = 1'000'000) {
+  void insert_random(int count, Key max_key = 1'000'000) {
     for (int i = 0; i < count; ++i) {
       const Key k = 1 + rng_() % max_key;
       const Value v = rng_() % 1'000'000;
-      ASSERT_EQ(t.insert(k, v), model_.emplace(k, v).second);
+      ASSERT_EQ(tree_->insert(k, v), model_.emplace(k, v).second);
     }
   }
-  // Crashes the open tree (its minimum image replaces the file) and recovers it eagerly,
-  // returning the parent links that recovery found wrong.
-  std::size_t crash_and_count_wrong_links(std::optional<pm::Pool>& pool,
-                                          std::optional<Tree>& tree) {
+  // The open tree crashes: a crash image of its pool replaces the file.
+  void crash(sim::ImageKind kind) {
     const sim::Snapshot snap = sim::snapshot();
-    const void* base = pool->base();
-    tree.reset();
-    pool.reset();
-    write_image(snap, base, path_.str(), sim::ImageKind::minimum);
-    pool.emplace(pm::Pool::open(path_.str(), Tree::name));
-    tree.emplace(pmds::open_existing, *pool, options(/*lazy=*/false));
-    EXPECT_EQ(contents(*tree), model_);
-    return tree->parent_links_mended();
+    const void* base = pool_->base();
+    tree_.reset();
+    pool_.reset();
+    ASSERT_NO_FATAL_FAILURE(write_image(snap, base, path_.str(), kind));
+  }
+  Tree& open(bool lazy) {
+    pool_.emplace(pm::Pool::open(path_.str(), Tree::name));
+    return tree_.emplace(pmds::open_existing, *pool_, options(lazy));
+  }
+  // The open tree crashes (its minimum image) and recovers eagerly; returns the parent links
+  // that recovery found wrong.
+  std::size_t crash_and_count_wrong_links() {
+    crash(sim::ImageKind::minimum);
+    open(/*lazy=*/false);
+    EXPECT_EQ(contents(*tree_), model_);
+    return tree_->parent_links_mended();
   }
 
   pool_test::TempPath path_{"masstree-parent-links"};
+  std::optional<pm::Pool> pool_;
+  std::optional<Tree> tree_;
   std::mt19937_64 rng_{7};
   std::map<Key, Value> model_;
 };
@@ -99,47 +111,32 @@ TYPED_TEST_SUITE(ParentLinks, Modes);
 // The links an interior split moved are flushed at the epoch's boundary: a crash after a sync
 // finds every link right.
 TYPED_TEST(ParentLinks, ThoseAnInteriorSplitMovedAreDurableAfterTheBoundary) {
-  using Tree = typename TestFixture::Tree;
-  std::optional<pm::Pool> pool;
-  std::optional<Tree> tree;
-  pool.emplace(pm::Pool::create(this->path_.str(), kPoolSize, Tree::name));
-  tree.emplace(pmds::create_new, *pool, options(/*lazy=*/true));
-  ASSERT_NO_FATAL_FAILURE(this->insert_random(*tree, 2'000));
-  tree->sync();  // (every node is new in its first epoch: flushed whole)
+  auto& tree = this->create();
+  ASSERT_NO_FATAL_FAILURE(this->insert_random(2'000));
+  tree.sync();  // (every node is new in its first epoch: flushed whole)
   // The low keys' borders split over and over, and so does their parent, which moves borders
   // this epoch did not touch (a touched one is flushed whole) to its new siblings.
-  ASSERT_NO_FATAL_FAILURE(this->insert_random(*tree, 2'000, 20'000));
-  tree->sync();
-  EXPECT_EQ(this->crash_and_count_wrong_links(pool, tree), 0u);
+  ASSERT_NO_FATAL_FAILURE(this->insert_random(2'000, 20'000));
+  tree.sync();
+  EXPECT_EQ(this->crash_and_count_wrong_links(), 0u);
 }
 
 // A lazy recovery mends the links of the nodes that the failed epoch's interior splits moved
 // (their parents come back from the log) and makes them durable before the log is discarded: a
 // second crash right after it finds every link right.
 TYPED_TEST(ParentLinks, ThoseALazyRecoveryMendedAreDurable) {
-  using Tree = typename TestFixture::Tree;
-  std::optional<pm::Pool> pool;
-  std::optional<Tree> tree;
-  pool.emplace(pm::Pool::create(this->path_.str(), kPoolSize, Tree::name));
-  tree.emplace(pmds::create_new, *pool, options(/*lazy=*/true));
-  ASSERT_NO_FATAL_FAILURE(this->insert_random(*tree, 2'000));
-  tree->sync();
+  auto& tree = this->create();
+  ASSERT_NO_FATAL_FAILURE(this->insert_random(2'000));
+  tree.sync();
   const std::map<Key, Value> at_sync = this->model_;
-  ASSERT_NO_FATAL_FAILURE(this->insert_random(*tree, 2'000));  // the failed epoch
-  {
-    const sim::Snapshot snap = sim::snapshot();
-    const void* base = pool->base();
-    tree.reset();
-    pool.reset();
-    // every store of the failed epoch kept, as after kill -9: the moved links name the
-    // split's new nodes, which recovery discards
-    ASSERT_NO_FATAL_FAILURE(write_image(snap, base, this->path_.str(), sim::ImageKind::maximum));
-  }
+  ASSERT_NO_FATAL_FAILURE(this->insert_random(2'000));  // the failed epoch
+  // Every store of the failed epoch kept, as after kill -9: the moved links name the split's
+  // new nodes, which recovery discards.
+  ASSERT_NO_FATAL_FAILURE(this->crash(sim::ImageKind::maximum));
   this->model_ = at_sync;
-  pool.emplace(pm::Pool::open(this->path_.str(), Tree::name));
-  tree.emplace(pmds::open_existing, *pool, options(/*lazy=*/true));
-  EXPECT_GT(tree->parent_links_mended(), 0u) << "the failed epoch moved no link: a vacuous test";
-  EXPECT_EQ(this->crash_and_count_wrong_links(pool, tree), 0u);
+  EXPECT_GT(this->open(/*lazy=*/true).parent_links_mended(), 0u)
+      << "the failed epoch moved no link: a vacuous test";
+  EXPECT_EQ(this->crash_and_count_wrong_links(), 0u);
 }
 
 }  // namespace
