@@ -52,7 +52,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -130,7 +129,10 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
       // simulator, whose crash lab schedules every thread that touches a pool.)
       std::optional<std::jthread> toucher;
       if (lazy && pm::backend != pm::Backend::simulated) try {
-          toucher.emplace([this, &a] { touch_restored_children(a); });
+          toucher.emplace([this, &a] {
+            // (kept, so that the reads are not optimized out)
+            [[maybe_unused]] volatile std::uintptr_t kept = touch_restored_children(a);
+          });
         } catch (const std::system_error&) {  // no thread to be had: the walk goes on alone
         }
       walk = walk_tree(a, reached, /*check_borders=*/!lazy);
@@ -239,8 +241,8 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
 
   // Reads the parent link of every border under an interior node the log restored, checking
   // each link it follows first (the pool is not checked yet: a damaged link is skipped, and the
-  // walk reports it).
-  void touch_restored_children(const pm::ChunkAllocator& a) const {
+  // walk reports it); returns their sum.
+  std::uintptr_t touch_restored_children(const pm::ChunkAllocator& a) const {
     const auto is = [&a](const void* p, std::size_t slot) {
       return a.is_slot(p, slot) && a.slot_size_of(p) == slot;
     };
@@ -253,7 +255,7 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
         if (const Node* c = in->child[i].load(std::memory_order_relaxed); is(c, border_slot))
           sink += reinterpret_cast<std::uintptr_t>(c->parent.load(std::memory_order_relaxed));
     }
-    touched_sink_.store(sink, std::memory_order_relaxed);  // (so the reads are not optimized out)
+    return sink;
   }
 
   // The node at p, checked as a node slot reached once: true for a border, false for an
@@ -432,7 +434,6 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
   RecoveryStats recovery_;
   std::size_t blocks_on_free_lists_ = 0;
   std::size_t parent_links_mended_ = 0;
-  mutable std::atomic<std::uintptr_t> touched_sink_{0};
 };
 
 template <PlantedBug Bug = PlantedBug::none>
