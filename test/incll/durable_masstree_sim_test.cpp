@@ -10,14 +10,13 @@
 // which compares every node's link with the walk, counts the wrong ones.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <map>
 #include <optional>
 #include <random>
-#include <vector>
 
 #include "pmds/incll/durable_masstree.hpp"
 #include "pmds/pm/simulator.hpp"
+#include "pool/crash_image_util.hpp"
 #include "pool/pool_test_util.hpp"
 
 namespace {
@@ -45,21 +44,6 @@ std::map<Key, Value> contents(const Tree& t) {
   return out;
 }
 
-// Replaces the pool file with a crash image of the pool mapped at `base`.
-void write_image(const sim::Snapshot& snap, const void* base, const std::string& path,
-                 sim::ImageKind kind) {
-  std::optional<std::size_t> region;
-  for (std::size_t i = 0; i < snap.region_count(); ++i)
-    if (snap.region_base(i) == base) region = i;
-  ASSERT_TRUE(region.has_value()) << "the pool is not in the snapshot";
-  std::vector<unsigned char> image(snap.region_size(*region));
-  snap.write_image(*region, kind, 0, image.data());
-  std::FILE* f = std::fopen(path.c_str(), "r+b");
-  ASSERT_NE(f, nullptr);
-  ASSERT_EQ(std::fwrite(image.data(), 1, image.size(), f), image.size());
-  ASSERT_EQ(std::fclose(f), 0);
-}
-
 template <class T>
 class ParentLinks : public ::testing::Test {
  protected:
@@ -83,7 +67,7 @@ class ParentLinks : public ::testing::Test {
     const void* base = pool_->base();
     tree_.reset();
     pool_.reset();
-    ASSERT_NO_FATAL_FAILURE(write_image(snap, base, path_.str(), kind));
+    ASSERT_NO_FATAL_FAILURE(pool_test::write_crash_image(snap, base, path_.str(), kind));
   }
   Tree& open(bool lazy) {
     pool_.emplace(pm::Pool::open(path_.str(), Tree::name));

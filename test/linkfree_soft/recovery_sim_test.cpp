@@ -9,13 +9,12 @@
 //              during it leaves the pool as it found it.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <map>
 #include <optional>
-#include <vector>
 
 #include "linkfree_soft/linkfree_test_util.hpp"
 #include "linkfree_soft/soft_test_support.hpp"
+#include "pool/crash_image_util.hpp"
 
 namespace {
 
@@ -62,17 +61,10 @@ TYPED_TEST(LinkFreeRecovery, IsRestartableAndIssuesNoFlushOrFence) {
     EXPECT_EQ(pmds::test::contents_of(*set), model);
     snap = sim::snapshot();
   }
-  std::size_t region = 0;
-  for (std::size_t i = 0; i < snap->region_count(); ++i)
-    if (snap->region_base(i) == base) region = i;
-  std::vector<unsigned char> image(snap->region_size(region));
   for (std::uint64_t seed = 0; seed < 6; ++seed) {
-    snap->write_image(region, seed == 0 ? sim::ImageKind::minimum : sim::ImageKind::random, seed,
-                      image.data());
-    std::FILE* f = std::fopen(path.str().c_str(), "r+b");
-    ASSERT_NE(f, nullptr);
-    ASSERT_EQ(std::fwrite(image.data(), 1, image.size(), f), image.size());
-    std::fclose(f);
+    ASSERT_NO_FATAL_FAILURE(pool_test::write_crash_image(
+        *snap, base, path.str(), seed == 0 ? sim::ImageKind::minimum : sim::ImageKind::random,
+        seed));
     auto pool = pm::Pool::open(path.str(), "test");
     auto set = TypeParam::open(pool);
     EXPECT_EQ(pmds::test::contents_of(*set), model) << "image " << seed;

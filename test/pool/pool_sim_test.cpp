@@ -6,10 +6,12 @@
 #include <cstring>
 
 #include "pmds/pm/pool.hpp"
+#include "pool/crash_image_util.hpp"
 #include "pool/pool_test_util.hpp"
 
 namespace pm = pmds::pm;
 namespace sim = pmds::pm::sim;
+using pool_test::region_of;
 using pool_test::TempPath;
 
 namespace {
@@ -24,12 +26,6 @@ class PoolSim : public ::testing::Test {
   }
   void TearDown() override { pm::detail::flush_instruction = saved_; }
 
-  static std::size_t region_of(const sim::Snapshot& s, const void* base) {
-    for (std::size_t r = 0; r < s.region_count(); ++r)
-      if (s.region_base(r) == base) return r;
-    ADD_FAILURE() << "pool not in the snapshot";
-    return 0;
-  }
   static std::uint64_t word(const std::vector<unsigned char>& image, std::size_t offset) {
     std::uint64_t v;
     std::memcpy(&v, image.data() + offset, sizeof v);
@@ -121,10 +117,8 @@ TEST_F(PoolSim, CrashImageOpensAsADirtyPool) {
     pm::persist(slot, sizeof v);
     pool.root(0).store(reinterpret_cast<std::uint64_t>(slot));
     pm::persist(&pool.root(0), 8);
-    const sim::Snapshot s = sim::snapshot();
-    std::vector<unsigned char> bytes(kSize);
-    s.write_image(region_of(s, pool.base()), sim::ImageKind::minimum, 0, bytes.data());
-    pool_test::write_file(image_path, std::vector<char>(bytes.begin(), bytes.end()));
+    ASSERT_NO_FATAL_FAILURE(pool_test::write_crash_image(sim::snapshot(), pool.base(), image_path,
+                                                         sim::ImageKind::minimum));
   }
   pm::Pool pool = pm::Pool::open(image_path, "test/sim");
   EXPECT_FALSE(pool.was_clean_shutdown());

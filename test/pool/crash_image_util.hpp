@@ -1,0 +1,39 @@
+// Helpers shared by the tests that run under the simulated Px86 backend: find an open pool's
+// region in a snapshot, and replace a pool file with one of its crash images (docs/ARCHITECTURE.md
+// §3), so that opening the file again recovers from that crash.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "pmds/pm/simulator.hpp"
+
+namespace pool_test {
+
+// The snapshot's region of the pool mapped at `base` (a failure, and 0, when it has none).
+inline std::size_t region_of(const pmds::pm::sim::Snapshot& snap, const void* base) {
+  for (std::size_t r = 0; r < snap.region_count(); ++r)
+    if (snap.region_base(r) == base) return r;
+  ADD_FAILURE() << "the pool is not in the snapshot";
+  return 0;
+}
+
+// Writes the crash image `kind` (random images draw from `seed`) of the pool mapped at `base`
+// to the file at `path`, replacing what it held.
+inline void write_crash_image(const pmds::pm::sim::Snapshot& snap, const void* base,
+                              const std::string& path, pmds::pm::sim::ImageKind kind,
+                              std::uint64_t seed = 0) {
+  const std::size_t region = region_of(snap, base);
+  std::vector<unsigned char> image(snap.region_size(region));
+  snap.write_image(region, kind, seed, image.data());
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << path;
+  ASSERT_EQ(std::fwrite(image.data(), 1, image.size(), f), image.size()) << path;
+  ASSERT_EQ(std::fclose(f), 0) << path;
+}
+
+}  // namespace pool_test
