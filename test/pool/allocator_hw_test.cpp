@@ -298,6 +298,93 @@ TEST(Allocator, RecoverAccounting) {
   EXPECT_EQ(a.used_chunks(), used_before + 1);
 }
 
+// recover() in two steps (a lazy recovery): after open, allocate() hands out no slot of the chunks
+// used before; recover_chunks() then adds their free slots while two threads allocate and free,
+// and they get those slots, never a live one, never one twice.
+TEST(Allocator, RecoverChunksWhileThreadsAllocate) {
+  TempPath path("recover_chunks");
+  constexpr std::uint64_t kLive = 0x4c495645'4c495645;
+  std::set<void*> live;
+  {
+    pm::Pool pool = pm::Pool::create(path, 32 * kMiB, "test/alloc");
+    auto& a = pool.allocator();
+    for (int i = 0; i < 30000; ++i) {
+      void* p = a.allocate(64);
+      if (i % 3 == 0) {
+        pm::write(p, &kLive, sizeof kLive);
+        live.insert(p);
+      } else if (i % 3 == 1) {
+        a.free(p);
+      }
+    }
+  }
+  pm::Pool pool = pm::Pool::open(path, "test/alloc");
+  auto& a = pool.allocator();
+  const std::vector<std::size_t> withheld = a.used_chunk_indices();
+  ASSERT_FALSE(withheld.empty());
+  std::vector<const char*> bases;  // of the withheld chunks, ascending
+  a.for_each_used_chunk([&](std::size_t, void* chunk, std::size_t, std::size_t) {
+    bases.push_back(static_cast<const char*>(chunk));
+  });
+  ASSERT_EQ(bases.size(), withheld.size());
+  const auto in_withheld = [&](const void* p) {
+    const auto* c = static_cast<const char*>(p);
+    const auto after = std::upper_bound(bases.begin(), bases.end(), c);
+    return after != bases.begin() && c < *std::prev(after) + a.chunk_size();
+  };
+  constexpr int kThreads = 2;
+  std::vector<std::vector<void*>> held(kThreads);
+  std::vector<std::size_t> from_withheld(kThreads, 0);
+  std::barrier sync(kThreads + 1);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      auto& mine = held[t];
+      for (int i = 0; i < 5000; ++i) {  // before recover_chunks: new chunks only
+        void* p = a.allocate(64);
+        EXPECT_FALSE(in_withheld(p)) << "a withheld slot was handed out before recover_chunks";
+        mine.push_back(p);
+      }
+      sync.arrive_and_wait();
+      // While recover_chunks runs, then after it until the thread's own chunk is used up and it
+      // takes from the shared lists.
+      const auto allocate_and_free = [&](std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i) {
+          void* p = a.allocate(64);
+          if (in_withheld(p)) ++from_withheld[t];
+          mine.push_back(p);
+          if (i % 4 == 0) {
+            void* victim = mine[mine.size() / 2];
+            mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(mine.size() / 2));
+            a.free(victim);
+          }
+        }
+      };
+      allocate_and_free(20000);
+      sync.arrive_and_wait();
+      allocate_and_free(2 * a.slots_per_chunk(64));
+    });
+  sync.arrive_and_wait();
+  const pm::AllocatorRecoveryStats stats = a.recover_chunks(withheld, [](void* slot, std::size_t) {
+    std::uint64_t w;
+    std::memcpy(&w, slot, sizeof w);
+    return w == kLive;
+  });
+  sync.arrive_and_wait();
+  for (auto& th : threads) th.join();
+  const std::size_t withheld_slots = withheld.size() * a.slots_per_chunk(64);
+  EXPECT_EQ(stats.used_chunks, withheld.size());
+  EXPECT_EQ(stats.live_slots, live.size());
+  EXPECT_EQ(stats.free_slots, withheld_slots - live.size());
+  EXPECT_GT(from_withheld[0] + from_withheld[1], 0u) << "the recovered slots were not used";
+  std::set<void*> all;
+  for (const auto& mine : held)
+    for (void* p : mine) {
+      EXPECT_TRUE(all.insert(p).second) << "a slot was handed out twice";
+      EXPECT_FALSE(live.count(p)) << "a live slot was handed out";
+    }
+}
+
 // Recovery after a crash (process killed without close) while several threads allocate.
 TEST(Allocator, RecoverAfterAKilledProcess) {
   TempPath path("killed");
