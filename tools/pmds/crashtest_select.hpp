@@ -63,11 +63,11 @@ inline std::optional<std::vector<const registry::Entry*>> select(const Options& 
   }
   if (o.lazy_recovery) {
     const auto other = std::find_if(out.begin(), out.end(), [](const registry::Entry* e) {
-      return e->structure != "masstree";
+      return e->structure != "masstree" && e->structure != "masstree-bytes";
     });
     if (other != out.end()) {
-      std::cerr << "pmds crashtest: --lazy-recovery applies to the 8-byte InCLL Masstrees "
-                   "(masstree/*) only, and "
+      std::cerr << "pmds crashtest: --lazy-recovery applies to the InCLL Masstrees "
+                   "(masstree/*, masstree-bytes/*) only, and "
                 << (*other)->name << " is selected\n";
       return std::nullopt;
     }

@@ -193,7 +193,7 @@ inline void add_bench_options(CLI::App& app, ParsedBench& out) {
       ->group(more)
       ->transform(whole_number(1, montage::Options::max_recovery_threads));
   app.add_flag("--lazy-recovery", c.lazy_recovery,
-               "InCLL Masstrees (masstree/incll, masstree/logging): the recovery\n"
+               "InCLL Masstrees (masstree/*, masstree-bytes/*): the recovery\n"
                "measurement's open recovers each border on its first access\n"
                "(seed 002 §4.3) instead of all of them before it returns")
       ->group(more);

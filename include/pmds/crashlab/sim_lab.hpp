@@ -267,9 +267,12 @@ class WorkloadProcess {
     pm::sim::set_mutants(o_.mutants);
 
     registry::CreateOptions co = create_options(workload_);
-    co.pool_size = o_.pool_size != 0                                      ? o_.pool_size
-                   : workload_.key_size == 8 && workload_.value_size == 8 ? 16ull << 20
-                                                                          : 32ull << 20;
+    // 32 MiB for byte strings past 8 bytes, and for the byte-string Masstrees' lazy open: until
+    // its sweep is done each of the 3 workload threads takes a chunk of its own of every slot
+    // size (the chunks used before are withheld), 15 chunks, as many as 16 MiB holds.
+    const bool wide = workload_.key_size != 8 || workload_.value_size != 8 ||
+                      (e_.byte_strings && workload_.lazy_recovery);
+    co.pool_size = o_.pool_size != 0 ? o_.pool_size : wide ? 32ull << 20 : 16ull << 20;
     co.background_thread = false;  // the scheduler runs it (below)
     // Creation is not under test: it ends as a clean close would, with everything durable. Most
     // runs then close the pool and work on it opened again, so the open (its mark of an open

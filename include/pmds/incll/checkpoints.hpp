@@ -74,6 +74,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -369,7 +370,7 @@ class Checkpoints {
     const std::size_t bytes = sizeof(masstree_detail::Bytes) + s.size();
     const std::size_t size = block_size_for(s.size());
     void* block = pop_block(t, size);
-    if (block == nullptr) block = pool_.allocator().allocate(size);
+    if (block == nullptr) block = allocate_in_operation(size);
     auto* b = bytes_in(block);
     const std::uint64_t length = s.size();
     pm::write(&b->size, &length, sizeof length);
@@ -515,16 +516,39 @@ class Checkpoints {
   // allocator's counts.
   template <class IsObject>
   pm::AllocatorRecoveryStats recover_allocator(IsObject&& is_object) {
-    return pool_.allocator().recover([&](void* slot, std::size_t size) {
-      if (slot == anchor_) return true;
-      if (size == segment_bytes)
-        return std::binary_search(segments_.begin(), segments_.end(), slot);
-      return is_object(slot);
-    });
+    return pool_.allocator().recover(with_own_slots(is_object));
   }
+  // The same for the chunks used at open only, later, while operations run (the byte-string
+  // tree's lazy open: pm::ChunkAllocator::recover_chunks). Operations allocate no slot of those
+  // chunks before, and free none: the tree's blocks go to the free lists above.
+  template <class IsObject>
+  pm::AllocatorRecoveryStats recover_allocator_chunks(const std::vector<std::size_t>& chunks,
+                                                      IsObject&& is_object) {
+    return pool_.allocator().recover_chunks(chunks, with_own_slots(is_object));
+  }
+  // The byte-string tree's lazy open (incll/durable_masstree.hpp): `check` is called with each
+  // border lazy recovery is about to recover (under its recovery lock, before it is written),
+  // and `pool_full` when the pool has no free chunk for an operation (true: it made room, the
+  // allocation is tried again). Set before operations start.
+  void set_lazy_open_hooks(std::function<void(masstree_detail::Border&)> check,
+                           std::function<bool()> pool_full) {
+    before_border_recovery_ = std::move(check);
+    when_pool_full_ = std::move(pool_full);
+  }
+
   // The anchor and the log segments: the slots recover_allocator() keeps besides the objects.
   std::size_t own_slots() const {
     return 1 + segments_.size();
+  }
+  // is_object, and the anchor and the log segments found at open.
+  template <class IsObject>
+  auto with_own_slots(IsObject& is_object) const {
+    return [this, &is_object](void* slot, std::size_t size) {
+      if (slot == anchor_) return true;
+      if (size == segment_bytes)
+        return std::binary_search(segments_.begin(), segments_.end(), slot);
+      return static_cast<bool>(is_object(slot));
+    };
   }
 
   // Quiescent, last step of recovery: the failed epoch f is left behind, durably. Operations
@@ -648,8 +672,9 @@ class Checkpoints {
       return;
     std::lock_guard<std::mutex> hold(
         recovery_locks_[reinterpret_cast<std::uintptr_t>(&b) / 512 % recovery_lock_count]);
-    if ((b.node_epoch.load(std::memory_order_acquire) >> 1) < exec_epoch_)
-      recover_border(b, /*flush=*/false);
+    if ((b.node_epoch.load(std::memory_order_acquire) >> 1) >= exec_epoch_) return;
+    if (before_border_recovery_) before_border_recovery_(b);
+    recover_border(b, /*flush=*/false);
   }
 
   // Checks a border as recover_border() would find it (PoolCorrupt when damaged), writing
@@ -788,7 +813,7 @@ class Checkpoints {
     t.lists = link.load();
     if (t.lists != nullptr) return;
     auto* lists = static_cast<checkpoint_detail::BlockLists*>(
-        pool_.allocator().allocate(sizeof(checkpoint_detail::BlockLists)));
+        allocate_in_operation(sizeof(checkpoint_detail::BlockLists)));
     for (EpochLink& head : lists->heads) head.init();
     pm::persist(lists, sizeof *lists);
     link.store(lists);
@@ -833,7 +858,7 @@ class Checkpoints {
     if (byte_strings_ && t.lists == nullptr) find_lists(t);
     for (std::size_t i = 0; i < sizes_.size(); ++i)
       while (t.spare[i].size() < checkpoint_detail::reserve_per_size)
-        t.spare[i].push_back(pool_.allocator().allocate(sizes_[i]));
+        t.spare[i].push_back(allocate_in_operation(sizes_[i]));
     if (t.segment == nullptr || t.log_epoch != epoch_.load(std::memory_order_relaxed)) {
       rewind(t);
       if (t.segment == nullptr) t.segment = new_segment(anchor_->logs[pmds::thread_id()]);
@@ -852,12 +877,24 @@ class Checkpoints {
   }
   // A fresh segment linked from `link` (persisted: recovery walks the links).
   Segment* new_segment(pm::atomic<Segment*>& link) {
-    auto* s = static_cast<Segment*>(pool_.allocator().allocate(segment_bytes));
+    auto* s = static_cast<Segment*>(allocate_in_operation(segment_bytes));
     s->next.store(nullptr);
     pm::persist(s, sizeof(Segment));
     link.store(s);
     pm::persist(&link, sizeof(Segment*));
     return s;
+  }
+
+  // A slot from the allocator for an operation about to start (PoolFull changes nothing); while
+  // the byte-string tree's lazy open still withholds the chunks used before it, a full pool
+  // first has it finish (set_lazy_open_hooks).
+  void* allocate_in_operation(std::size_t bytes) {
+    try {
+      return pool_.allocator().allocate(bytes);
+    } catch (const PoolFull&) {
+      if (!when_pool_full_ || !when_pool_full_()) throw;
+    }
+    return pool_.allocator().allocate(bytes);
   }
 
   void write_entry(ThreadState& t, const void* object, std::size_t bytes) {
@@ -1071,6 +1108,8 @@ class Checkpoints {
   std::size_t stored_failed_ = 0;
   static constexpr std::size_t recovery_lock_count = 1024;
   mutable std::unique_ptr<std::mutex[]> recovery_locks_{new std::mutex[recovery_lock_count]};
+  std::function<void(masstree_detail::Border&)> before_border_recovery_;  // set_lazy_open_hooks
+  std::function<bool()> when_pool_full_;
   mutable std::atomic<std::size_t> permutations_restored_{0};
   mutable std::atomic<std::size_t> values_restored_{0};
   mutable std::atomic<bool> skipped_{false};  // PlantedBug::lazy_recovery_skips_node

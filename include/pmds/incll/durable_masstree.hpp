@@ -13,11 +13,7 @@
 // epoch and flushed at its boundary; a value word or a suffix pointer is logged as the 8-byte
 // value word is (an update's old value pointer in its line's InCLL); a block the tree frees goes
 // on a free list the epochs checkpoint (seed 002 §5, incll/checkpoints.hpp) in an epoch after
-// the one that freed it. The byte-string form recovers eagerly only (Options::lazy_recovery is
-// refused): the blocks freed but not yet listed when a crash comes, and those taken from the
-// allocator in the failed epoch, are found free by a walk of every border; a lazy open would
-// also need the lower layers' interior nodes recovered lazily (their parent links and lock bits,
-// which only this walk mends).
+// the one that freed it.
 //
 // Pool layout: pm::StructureRoot with tag "MTINCLL_" or "MTLOGGIN" ("MTBYINCL", "MTBYLOGG" for
 // byte strings), its area the checkpoint anchor (the top layer's root pointer, the epoch, each
@@ -48,6 +44,25 @@
 // What lazy recovery does not check at open: a border whose version word was damaged to read as
 // an interior node's (its slot says border, and the walk does not read borders) would be read as
 // one by the first operation that reaches it; the eager option checks every node first.
+//
+// The lazy open of byte strings. A byte-string tree's free blocks — those taken in the failed
+// epoch, and those freed before it but not yet on a free list when the crash came — are the
+// blocks no recovered border names, so only a walk of every border finds them; and the lower
+// layers' interior nodes need the walk the open gives the top layer's. So a lazy open returns
+// after the top layer's walk, as above, but withholds from the allocator every chunk used
+// before it (pm::ChunkAllocator::recover_chunks: operations take new chunks meanwhile, and the
+// free lists' blocks, which the open walks), and a sweep has every border recovered in the
+// background: a thread of its own, or background_step() without one (the crash lab's scheduled
+// steps). Every border lazy recovery is about to recover, whoever reaches it first, is checked
+// as the eager walk checks it, under its recovery lock (check_before_recovery): the blocks it
+// will name are marked reached, and the layers it names are walked and mended (no operation
+// reaches a layer before its border is recovered), their borders joining the sweep. Once every
+// border is recovered, the withheld chunks' slots that nothing reached go back to the
+// allocator. A pool with no free chunk meanwhile finishes the sweep in the operation that needs
+// room before it reports PoolFull; a damaged border stops it (the chunks stay withheld: space
+// lost until the next open, nothing handed out twice). A crash before the sweep ends recovers
+// as any crash after a lazy open: the record of failed epochs still holds the epochs the
+// unrecovered borders may carry.
 #pragma once
 
 #include <algorithm>
@@ -55,14 +70,18 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <system_error>
 #include <thread>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "pmds/backoff.hpp"
 #include "pmds/error.hpp"
 #include "pmds/incll/checkpoints.hpp"
 #include "pmds/incll/masstree.hpp"
@@ -105,19 +124,20 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
 
   // A new, empty tree in `pool`, which must hold no structure.
   DurableMasstree(CreateTag, pm::Pool& pool, const Options& options = {})
-      : Base(create_new, pool, name, checked(options), object_sizes(), ByteStrings) {
+      : Base(create_new, pool, name, options, object_sizes(), ByteStrings) {
     this->memory_.finish_create(tag);
   }
 
   // Opens the tree a pool holds, recovering it (above) after a clean or a dirty shutdown.
   DurableMasstree(OpenTag, pm::Pool& pool, const Options& options = {},
                   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now())
-      : Base(open_existing, pool, pm::StructureRoot::read(pool, tag, name).second, name,
-             checked(options), object_sizes(), ByteStrings) {
+      : Base(open_existing, pool, pm::StructureRoot::read(pool, tag, name).second, name, options,
+             object_sizes(), ByteStrings) {
     auto& memory = this->memory_;
     const pm::ChunkAllocator& a = pool.allocator();
-    pm::ChunkAllocator::SlotBits reached(a);
+    auto reached = std::make_unique<pm::ChunkAllocator::SlotBits>(a);
     const bool lazy = memory.recovers_lazily();
+    const bool sweep = lazy && ByteStrings;  // (the header's "lazy open of byte strings")
     // Eager: every border is checked (and every layer and byte string found) before the first
     // is written.
     Walk walk;
@@ -135,7 +155,7 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
           });
         } catch (const std::system_error&) {  // no thread to be had: the walk goes on alone
         }
-      walk = walk_tree(a, reached, /*check_borders=*/!lazy);
+      walk = walk_tree(a, *reached, /*check_borders=*/!lazy);
     }
     if (lazy) {
       memory.record_failed_epoch();
@@ -143,22 +163,13 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
       for (const BorderAt& b : walk.borders) memory.recover_border(*b.node, /*flush=*/true);
       memory.settle_block_lists();
     }
-    // A mended link is flushed (fenced below): once the new epoch is durable, no recovery
-    // rebuilds it again (the log that restored its parent is gone).
-    for (auto [child, parent] : walk.parent_links) {
-      if (child->parent.load(std::memory_order_relaxed) == parent) continue;
-      child->parent.store(parent);
-      pm::flush_range(&child->parent, sizeof child->parent);
-      ++parent_links_mended_;
-    }
-    constexpr std::uint64_t transient_bits =
-        masstree_detail::locked_bit | masstree_detail::dirty_bits;
-    for (Interior* in : walk.interiors) {
-      const std::uint64_t v = in->version.load(std::memory_order_relaxed);
-      if (v & transient_bits) in->version.store(v & ~transient_bits);
-    }
-    const auto allocator =
-        memory.recover_allocator([&reached](void* slot) { return reached.test(slot); });
+    mend(walk);
+    std::vector<std::size_t> withheld;  // the sweep's: the chunks used at open
+    pm::AllocatorRecoveryStats allocator;
+    if (sweep)
+      withheld = a.used_chunk_indices();
+    else
+      allocator = memory.recover_allocator([&reached](void* slot) { return reached->test(slot); });
     pm::fence();  // the mended links (and, eager, every recovered border) before the epoch moves
     if (!lazy) memory.forget_failed_epochs();  // (and before the record goes)
     memory.finish_recovery();
@@ -167,16 +178,42 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
                            walk.listed.blocks + walk.listed.lists + memory.own_slots();
     blocks_on_free_lists_ = walk.listed.blocks;
     recovery_.freed_slots = allocator.free_slots;
+    if (sweep) start_sweep(a, std::move(reached), std::move(withheld), options.background_thread);
     recovery_.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
   // Everything completed before the call is durable when it returns.
   void sync() { this->memory_.sync(); }
-  // One epoch boundary attempt (the crash lab's scheduled advancer).
-  void background_step() { this->memory_.background_step(); }
+  // One epoch boundary attempt (the crash lab's scheduled advancer), and, while the lazy open of
+  // byte strings has borders left to recover and no thread of its own, a few of them.
+  void background_step() {
+    this->memory_.background_step();
+    if (sweep_ && !sweep_thread_) sweep_step(4);
+  }
 
-  const RecoveryStats& recovery_stats() const { return recovery_; }
+  // The lazy open of byte strings (header): whether it has recovered every border and given
+  // the slots no border names back to the allocator (always, after any other open).
+  bool recovery_sweep_done() const { return !sweep_ || sweep_->done.load(); }
+  // Finishes it in the calling thread (waiting for what other threads have under way).
+  void finish_recovery_sweep() {
+    for (int spins = 0; sweep_ && !sweep_step(0);) pmds::backoff(spins);
+  }
+  // The slots it gave back (0 until it is done, or when a damaged border stopped it).
+  std::size_t slots_freed_by_sweep() const {
+    return recovery_sweep_done() && sweep_ ? sweep_->freed : 0;
+  }
+
+  // (The lazy open of byte strings counts the slots it holds and frees once its sweep is done.)
+  RecoveryStats recovery_stats() const {
+    RecoveryStats r = recovery_;
+    if (sweep_ && sweep_->done.load()) {
+      r.live_slots = sweep_->live;
+      r.freed_slots = sweep_->freed;
+      r.slots_scanned = sweep_->live + sweep_->freed;
+    }
+    return r;
+  }
   CheckpointStats checkpoint_stats() const { return this->memory_.stats(); }
   std::size_t log_entries_applied() const { return this->memory_.log_entries_applied(); }
   // Borders whose InCLL_p, and values whose InCLL, recovery has applied so far (lazily: a
@@ -188,8 +225,8 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
   std::size_t failed_epochs_recorded() const { return this->memory_.failed_epochs_recorded(); }
   // The blocks recovery found on the free lists (seed 002 §5; the byte-string form).
   std::size_t blocks_on_free_lists() const { return blocks_on_free_lists_; }
-  // The parent links recovery found wrong and set.
-  std::size_t parent_links_mended() const { return parent_links_mended_; }
+  // The parent links recovery found wrong and set (the lazy open of byte strings: so far).
+  std::size_t parent_links_mended() const { return parent_links_mended_.load(); }
 
  private:
   // A border the walk reached: its layer's first key byte (8 per layer above it) and whether it
@@ -215,14 +252,6 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
     // in a lazy open of 10M entries, are first read by touch_restored_children, beside the walk.)
     std::vector<std::pair<Node*, Interior*>> parent_links;
   };
-
-  static Options checked(const Options& options) {
-    if (ByteStrings && options.lazy_recovery)
-      throw Error(std::string("pmds: ") + name +
-                  " recovers eagerly only: its recovery finds free blocks and mends the lower "
-                  "layers by a walk of every border (incll/durable_masstree.hpp)");
-    return options;
-  }
 
   // Recovery's walk (after the log was applied): the top layer's interior nodes, and, when
   // `check_borders`, every border, checked as recover_border() will find it, with the layers and
@@ -423,6 +452,155 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
     return p;
   }
 
+  // After a walk: each parent link it found wrong set and flushed (fenced by the caller: once
+  // the new epoch is durable no recovery rebuilds it again, the log that restored its parent is
+  // gone), and the lock and dirty bits a crash left on its interior nodes cleared.
+  void mend(const Walk& walk) {
+    for (auto [child, parent] : walk.parent_links) {
+      if (child->parent.load(std::memory_order_relaxed) == parent) continue;
+      child->parent.store(parent);
+      pm::flush_range(&child->parent, sizeof child->parent);
+      parent_links_mended_.fetch_add(1, std::memory_order_relaxed);
+    }
+    constexpr std::uint64_t transient_bits =
+        masstree_detail::locked_bit | masstree_detail::dirty_bits;
+    for (Interior* in : walk.interiors) {
+      const std::uint64_t v = in->version.load(std::memory_order_relaxed);
+      if (v & transient_bits) in->version.store(v & ~transient_bits);
+    }
+  }
+
+  // ---- the lazy open of byte strings (header) ---------------------------------------------------
+
+  struct Sweep {
+    const pm::ChunkAllocator* allocator;
+    const Node* top_root;
+    std::mutex mutex;                                       // guards everything below but `done`
+    std::unique_ptr<pm::ChunkAllocator::SlotBits> reached;  // chunks used at open only
+    std::vector<std::size_t> withheld;                      // those chunks
+    // The borders it has still to have recovered: the top layer's by its chain of next links
+    // (nothing merges: every border the open found stays on it), from the leftmost; the lower
+    // layers' as their walks list them.
+    Border* top_next = nullptr;
+    bool top_busy = false;  // top_next is being worked out (the border before it is recovered)
+    std::vector<BorderAt> pending;
+    std::unordered_map<const Border*, BorderAt> lower;  // lower layers' borders not recovered
+    Walk layers;                                        // the layers one border names (scratch)
+    std::size_t in_flight = 0;                          // borders the sweep is recovering now
+    bool failed = false;              // a damaged border: the chunks stay withheld
+    std::size_t live = 0, freed = 0;  // slots kept and given back (once done)
+    std::atomic<bool> done{false};
+  };
+
+  void start_sweep(const pm::ChunkAllocator& a,
+                   std::unique_ptr<pm::ChunkAllocator::SlotBits> reached,
+                   std::vector<std::size_t> withheld, bool own_thread) {
+    sweep_ = std::make_unique<Sweep>();
+    Sweep& s = *sweep_;
+    s.allocator = &a;
+    s.top_root = reinterpret_cast<const Node*>(this->memory_.root_word().load());
+    Node* leftmost = reinterpret_cast<Node*>(this->memory_.root_word().load());
+    while (a.slot_size_of(leftmost) != border_slot)  // (the walk checked these links)
+      leftmost = static_cast<Interior*>(leftmost)->child[0].load();
+    s.top_next = static_cast<Border*>(leftmost);
+    s.reached = std::move(reached);
+    s.withheld = std::move(withheld);
+    this->memory_.set_lazy_open_hooks([this](Border& b) { check_before_recovery(b); },
+                                      [this] {
+                                        finish_recovery_sweep();
+                                        return sweep_->freed > 0;
+                                      });
+    if (own_thread && pm::backend != pm::Backend::simulated) try {
+        sweep_thread_.emplace([this](std::stop_token stop) {
+          while (!stop.stop_requested() && !sweep_step(64)) {
+          }
+        });
+      } catch (const std::system_error&) {  // no thread to be had: background_step() does it
+      }
+  }
+
+  // Has up to `budget` borders of the sweep recovered (0: every one left); returns whether the
+  // sweep is done. The last to find nothing left and none under way gives the slots back.
+  bool sweep_step(std::size_t budget) {
+    Sweep& s = *sweep_;
+    for (std::size_t n = 0; budget == 0 || n < budget; ++n) {
+      Border* b;
+      bool top = false;
+      {
+        std::lock_guard hold(s.mutex);
+        if (s.done.load(std::memory_order_relaxed)) return true;
+        if ((s.top_next == nullptr && !s.top_busy && s.pending.empty()) || s.failed) {
+          if (s.in_flight != 0) return false;
+          if (!s.failed) {
+            const pm::AllocatorRecoveryStats stats = this->memory_.recover_allocator_chunks(
+                s.withheld, [&s](void* slot) { return s.reached->test(slot); });
+            s.live = stats.live_slots;
+            s.freed = stats.free_slots;
+          }
+          s.pending.clear();
+          s.lower.clear();
+          s.done.store(true);
+          return true;
+        }
+        if (s.top_next != nullptr && !s.top_busy) {
+          b = s.top_next;
+          s.top_busy = top = true;
+        } else if (!s.pending.empty()) {
+          b = s.pending.back().node;
+          s.pending.pop_back();
+        } else {
+          return false;  // (another sweeper works out the top layer's next border)
+        }
+        ++s.in_flight;
+      }
+      bool damaged = false;
+      try {
+        this->memory_.before_border_access(*b);  // (the operation that reaches a damaged one
+      } catch (const Error&) {                   // reports it again)
+        damaged = true;
+      }
+      std::lock_guard hold(s.mutex);
+      --s.in_flight;
+      s.failed = s.failed || damaged;
+      if (top) {  // b is recovered: its link is the next border's, or a newer border's (a
+                  // split since), which needs no recovery and leads on to it
+        s.top_next = s.failed ? nullptr : b->next.load(std::memory_order_acquire);
+        s.top_busy = false;
+      }
+    }
+    return false;
+  }
+
+  // Lazy recovery is about to recover border b (under its recovery lock): the blocks and layers
+  // it will name are checked as the eager walk checks them, and reached; the layers it names
+  // are walked and mended as the open walked the top layer (no operation reaches them before),
+  // and their borders join the sweep.
+  void check_before_recovery(Border& b) {
+    Sweep& s = *sweep_;
+    std::lock_guard hold(s.mutex);
+    if (s.done.load(std::memory_order_relaxed) || s.failed) return;  // (failed: nothing is freed)
+    BorderAt at{&b, 0, &b == s.top_root};
+    if (const auto it = s.lower.find(&b); it != s.lower.end()) {
+      at = it->second;
+      s.lower.erase(it);
+    }
+    try {
+      check_border_at(*s.allocator, *s.reached, s.layers, at);
+    } catch (...) {
+      s.failed = true;
+      throw;
+    }
+    mend(s.layers);
+    pm::fence();  // the mended links before an operation can reach the layer
+    for (const BorderAt& l : s.layers.borders) {
+      s.lower.emplace(l.node, l);
+      s.pending.push_back(l);
+    }
+    s.layers.borders.clear();
+    s.layers.interiors.clear();
+    s.layers.parent_links.clear();
+  }
+
   static constexpr std::size_t border_slot = pm::ChunkAllocator::slot_size_for(sizeof(Border));
   static constexpr std::size_t interior_slot = pm::ChunkAllocator::slot_size_for(sizeof(Interior));
   static constexpr int width = masstree_detail::width;
@@ -433,7 +611,9 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
 
   RecoveryStats recovery_;
   std::size_t blocks_on_free_lists_ = 0;
-  std::size_t parent_links_mended_ = 0;
+  std::atomic<std::size_t> parent_links_mended_{0};
+  std::unique_ptr<Sweep> sweep_;              // the lazy open of byte strings, while it learns
+  std::optional<std::jthread> sweep_thread_;  // (after sweep_: stopped and joined first)
 };
 
 template <PlantedBug Bug = PlantedBug::none>

@@ -265,7 +265,7 @@ class ChunkAllocator {
   // holds. set(p) and test(p) take a slot of a used chunk (is_slot).
   class SlotBits {
    public:
-    explicit SlotBits(const ChunkAllocator& a) : allocator_(&a), first_(a.chunk_count_, 0) {
+    explicit SlotBits(const ChunkAllocator& a) : allocator_(&a), first_(a.chunk_count_, none) {
       std::size_t n = 0;
       a.for_each_used_chunk([&](std::size_t i, void*, std::size_t slot_size, std::size_t) {
         first_[i] = n;
@@ -273,23 +273,32 @@ class ChunkAllocator {
       });
       bits_.assign(n, false);
     }
-    // Sets p's bit; false if it was set already.
+    // Sets p's bit; false if it was set already, or if p's chunk was not used when this was
+    // made (it has no bit: a structure that runs while its recovery still learns, and a
+    // damaged link, may name one).
     bool set(const void* p) {
-      auto bit = bits_[index(p)];
+      const std::size_t i = index(p);
+      if (i == none) return false;
+      auto bit = bits_[i];
       if (bit) return false;
       bit = true;
       return true;
     }
-    bool test(const void* p) const { return bits_[index(p)]; }
+    bool test(const void* p) const {
+      const std::size_t i = index(p);
+      return i != none && bits_[i];
+    }
 
    private:
+    static constexpr std::size_t none = ~std::size_t{0};
     std::size_t index(const void* p) const {
       const auto off = static_cast<std::size_t>(static_cast<const char*>(p) - allocator_->chunks_);
-      return first_[off >> allocator_->chunk_shift_] +
-             (off & (allocator_->chunk_size_ - 1)) / allocator_->slot_size_of(p);
+      const std::size_t first = first_[off >> allocator_->chunk_shift_];
+      if (first == none) return none;
+      return first + (off & (allocator_->chunk_size_ - 1)) / allocator_->slot_size_of(p);
     }
     const ChunkAllocator* allocator_;
-    std::vector<std::size_t> first_;  // per chunk: the bit of its first slot
+    std::vector<std::size_t> first_;  // per chunk: the bit of its first slot (none: unused)
     std::vector<bool> bits_;
   };
 

@@ -298,6 +298,10 @@ struct Entry {
   RecoveryStats (*recovery_stats)(const void* object) = nullptr;
   // One round of the structure's background work (null when it has none): HasBackgroundWork.
   void (*background_step)(void* object) = nullptr;
+  // Finishes what its recovery still does while the structure runs (null when it does nothing
+  // then): the lazy open of the byte-string Masstrees, whose recovery_stats() count every slot
+  // only after it (incll/durable_masstree.hpp).
+  void (*finish_recovery)(void* object) = nullptr;
   // Epoch-checkpointed structures (seed 002's, s.checkpoint_stats(); null otherwise): epoch
   // boundaries passed and objects logged whole to the external log since it was opened.
   CheckpointCounts (*checkpoint_counts)(const void* object) = nullptr;
@@ -528,6 +532,8 @@ Entry make_entry(std::size_t index) {
   if constexpr (requires { T::Policy::pool_options(); }) e.pool_options = T::Policy::pool_options();
   if constexpr (HasBackgroundWork<T>)
     e.background_step = [](void* p) { static_cast<T*>(p)->background_step(); };
+  if constexpr (requires(T & t) { t.finish_recovery_sweep(); })
+    e.finish_recovery = [](void* p) { static_cast<T*>(p)->finish_recovery_sweep(); };
   if constexpr (requires(const T& t) { t.checkpoint_stats(); })
     e.checkpoint_counts = [](const void* p) {
       const auto s = static_cast<const T*>(p)->checkpoint_stats();
@@ -709,6 +715,10 @@ class Instance {
     return detectable().recover_pending(object_, t, code);
   }
   bool has_background_work() const { return entry_->background_step != nullptr; }
+  // Entry::finish_recovery, when the structure has it.
+  void finish_recovery() const {
+    if (entry_->finish_recovery != nullptr) entry_->finish_recovery(object_);
+  }
   void background_step() const {
     if (entry_->background_step != nullptr) entry_->background_step(object_);
   }

@@ -72,8 +72,10 @@ class FixedSizeStrings {
 
   void sync() requires Syncable<M> { map_->sync(); }
   void background_step() requires HasBackgroundWork<M> { map_->background_step(); }
-  const RecoveryStats& recovery_stats() const requires requires(const M& m) { m.recovery_stats(); }
+  RecoveryStats recovery_stats() const requires requires(const M& m) { m.recovery_stats(); }
   { return map_->recovery_stats(); }
+  void finish_recovery_sweep() requires requires(M& m) { m.finish_recovery_sweep(); }
+  { map_->finish_recovery_sweep(); }
   M& map() { return *map_; }
 
  private:
