@@ -354,6 +354,38 @@ TYPED_TEST(DurableStringMasstree, TheSweepRunsBesideOperations) {
   EXPECT_EQ(contents(this->reopen()), model);
 }
 
+// While the sweep runs, the chunks used before the open are withheld: in a pool with no free
+// chunk, the first operation, which needs node slots, finishes the sweep (it has no thread of
+// its own here) and gets slots it gave back, instead of PoolFull.
+TYPED_TEST(DurableStringMasstree, AFullPoolFinishesTheSweepFirst) {
+  auto& t = this->create(manual_clock(), 8u << 20);
+  Model model;
+  try {
+    for (std::uint64_t i = 0;; ++i) {
+      ASSERT_TRUE(t.insert(key_of(i), value_of(i, 3'000)));
+      model.emplace(key_of(i), value_of(i, 3'000));
+    }
+  } catch (const PoolFull&) {
+  }
+  ASSERT_GT(model.size(), 100u);
+  for (std::uint64_t i = 0; i < 100; ++i) {  // blocks for the insert below, on the free lists
+    ASSERT_TRUE(t.remove(key_of(i)));
+    model.erase(key_of(i));
+  }
+  t.sync();
+  t.remove("absent");  // (a write operation of the next epoch lists the freed blocks)
+  t.sync();
+  incll::Options lazy = manual_clock();
+  lazy.lazy_recovery = true;
+  auto& reopened = this->reopen(lazy);
+  EXPECT_FALSE(reopened.recovery_sweep_done());
+  ASSERT_TRUE(reopened.insert("new key", value_of(7, 3'000)));
+  model.emplace("new key", value_of(7, 3'000));
+  EXPECT_TRUE(reopened.recovery_sweep_done());
+  EXPECT_GT(reopened.slots_freed_by_sweep(), 0u);
+  EXPECT_EQ(contents(reopened), model);
+}
+
 // A crash while the sweep is under way (the child opens lazily, writes, syncs and dies before
 // the sweep ends) comes back as at that sync, eagerly and lazily.
 TYPED_TEST(DurableStringMasstree, ACrashDuringTheSweepRecoversAgain) {

@@ -885,9 +885,9 @@ class Checkpoints {
     return s;
   }
 
-  // A slot from the allocator for an operation about to start (PoolFull changes nothing); while
-  // the byte-string tree's lazy open still withholds the chunks used before it, a full pool
-  // first has it finish (set_lazy_open_hooks).
+  // A slot from the allocator for an operation, taken before it changes anything (PoolFull then
+  // changes nothing); while the byte-string tree's lazy open still withholds the chunks used
+  // before it, a full pool first has it finish (set_lazy_open_hooks).
   void* allocate_in_operation(std::size_t bytes) {
     try {
       return pool_.allocator().allocate(bytes);
