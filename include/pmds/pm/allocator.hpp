@@ -167,7 +167,7 @@ class ChunkAllocator {
   template <class IsLive>
   AllocatorRecoveryStats recover(IsLive&& is_live) {
     reset_volatile_state();
-    const AllocatorRecoveryStats stats = add_free_slots(used_chunk_indices(), is_live);
+    const AllocatorRecoveryStats stats = recover_chunks(used_chunk_indices(), is_live);
     used_chunks_.store(stats.used_chunks, std::memory_order_relaxed);
     return stats;
   }
@@ -187,9 +187,48 @@ class ChunkAllocator {
   // knows, it calls recover_chunks() with the chunks used at open (used_chunk_indices() then),
   // while other threads allocate and free: their slots is_live rejects join the shared lists.
   // A slot freed in between (so handed out again) must be one is_live accepts. Once per open.
+  // It scans every slot of the used chunks `chunks` (ascending indices), asks is_live, and puts
+  // the rest on the shared lists: the recycled ones (ever_used) where they are taken first,
+  // lowest address first, the never-used ones after. Each list is extended under its mutex.
   template <class IsLive>
   AllocatorRecoveryStats recover_chunks(const std::vector<std::size_t>& chunks, IsLive&& is_live) {
-    return add_free_slots(chunks, is_live);
+    AllocatorRecoveryStats stats;
+    std::vector<std::vector<Run>> never_used(max_slot_sizes), recycled(max_slot_sizes);
+    for (const std::size_t i : chunks) {
+      const std::uint64_t w = directory_[i].load();
+      ++stats.used_chunks;
+      const std::size_t size = format::chunk_word::slot_size(w);
+      const std::size_t cls = class_of(size);
+      chunk_class_[i].store(static_cast<std::uint8_t>(cls), std::memory_order_relaxed);
+      char* chunk = chunk_begin(i);
+      const std::size_t n = slots_per_chunk(size);
+      for (std::size_t k = 0; k < n; ++k) {
+        char* slot = chunk + k * size;
+        if (is_live(static_cast<void*>(slot), size)) {
+          ++stats.live_slots;
+          continue;
+        }
+        ++stats.free_slots;
+        std::vector<Run>& runs = ever_used(slot, size) ? recycled[cls] : never_used[cls];
+        if (!runs.empty() && runs.back().next + runs.back().remaining * size == slot)
+          ++runs.back().remaining;
+        else
+          runs.push_back(Run{slot, 1});
+      }
+    }
+    // A shared list is taken from its back: the never-used runs go before what it holds, the
+    // recycled ones after it, reversed.
+    for (std::size_t cls = 0; cls < max_slot_sizes; ++cls) {
+      if (never_used[cls].empty() && recycled[cls].empty()) continue;
+      SharedList& s = shared_[cls];
+      std::lock_guard g(s.mutex);
+      s.runs.insert(s.runs.begin(), never_used[cls].begin(), never_used[cls].end());
+      s.runs.insert(s.runs.end(), recycled[cls].rbegin(), recycled[cls].rend());
+      std::size_t count = 0;
+      for (const Run& r : s.runs) count += r.remaining;
+      s.count.store(count, std::memory_order_relaxed);
+    }
+    return stats;
   }
 
   // f(void* slot, std::size_t slot_size) for every slot of every used chunk, in address order
@@ -565,51 +604,6 @@ class ChunkAllocator {
       if (word != 0) return true;
     }
     return false;
-  }
-
-  // Scans every slot of the used chunks `chunks` (ascending indices), asks is_live, and puts the
-  // rest on the shared lists: the recycled ones (ever_used) where they are taken first, lowest
-  // address first, the never-used ones after. Safe while other threads allocate and free (each
-  // list is extended under its mutex), provided no slot of these chunks is on a list already.
-  template <class IsLive>
-  AllocatorRecoveryStats add_free_slots(const std::vector<std::size_t>& chunks, IsLive& is_live) {
-    AllocatorRecoveryStats stats;
-    std::vector<std::vector<Run>> never_used(max_slot_sizes), recycled(max_slot_sizes);
-    for (const std::size_t i : chunks) {
-      const std::uint64_t w = directory_[i].load();
-      ++stats.used_chunks;
-      const std::size_t size = format::chunk_word::slot_size(w);
-      const std::size_t cls = class_of(size);
-      chunk_class_[i].store(static_cast<std::uint8_t>(cls), std::memory_order_relaxed);
-      char* chunk = chunk_begin(i);
-      const std::size_t n = slots_per_chunk(size);
-      for (std::size_t k = 0; k < n; ++k) {
-        char* slot = chunk + k * size;
-        if (is_live(static_cast<void*>(slot), size)) {
-          ++stats.live_slots;
-          continue;
-        }
-        ++stats.free_slots;
-        std::vector<Run>& runs = ever_used(slot, size) ? recycled[cls] : never_used[cls];
-        if (!runs.empty() && runs.back().next + runs.back().remaining * size == slot)
-          ++runs.back().remaining;
-        else
-          runs.push_back(Run{slot, 1});
-      }
-    }
-    // A shared list is taken from its back: the never-used runs go before what it holds, the
-    // recycled ones after it, reversed.
-    for (std::size_t cls = 0; cls < max_slot_sizes; ++cls) {
-      if (never_used[cls].empty() && recycled[cls].empty()) continue;
-      SharedList& s = shared_[cls];
-      std::lock_guard g(s.mutex);
-      s.runs.insert(s.runs.begin(), never_used[cls].begin(), never_used[cls].end());
-      s.runs.insert(s.runs.end(), recycled[cls].rbegin(), recycled[cls].rend());
-      std::size_t count = 0;
-      for (const Run& r : s.runs) count += r.remaining;
-      s.count.store(count, std::memory_order_relaxed);
-    }
-    return stats;
   }
 
   void reset_volatile_state() {
