@@ -163,6 +163,9 @@ SimOptions fixture_options(const std::string& fixture) {
     o.workload.key_range = 8;
     o.workload.read_percent = 0;
     o.crashes = 500;
+  } else if (fixture == "masstree-bytes/incll-bug-sweep-skips-lower-layers") {
+    o.workload.lazy_recovery = true;  // (only a lazy open sweeps)
+    o.crashes = 500;
   } else if (fixture == "hash/montage-bug-payload-tagged-after-lin-cas") {
     o.workload.threads = 4;
     o.crashes = 3000;

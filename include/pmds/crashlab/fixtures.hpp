@@ -81,6 +81,9 @@
 //                              free list in the epoch that freed it, so it can be reused and
 //                              overwritten while a crash would still roll the tree back to
 //                              naming it (seed 002 §5)
+//   sweep_skips_lower_layers   (masstree-bytes/incll, lazy open) the sweep that finds the free
+//                              blocks visits the top layer's borders only, so it gives back
+//                              blocks that only lower layers name, and they are overwritten
 //
 // The allocator (pm/allocator.hpp), through AllocatorProbe (crashlab/allocator_probe.hpp), a set
 // of one slot per element, and its planted bug:
@@ -304,7 +307,14 @@ using Fixtures = registry::TypeList<
             registry::factories::Incll<
                 incll::InCLLStringMasstree<incll::PlantedBug::bytes_freed_in_their_epoch>>,
             true>,
-        "fixture: a freed byte string's block is reused in the epoch that freed it">>;
+        "fixture: a freed byte string's block is reused in the epoch that freed it">,
+    registry::Describe<
+        "masstree-bytes/incll-bug-sweep-skips-lower-layers", registry::Kind::map,
+        registry::factories::FixedSizeStringsOf<
+            registry::factories::Incll<
+                incll::InCLLStringMasstree<incll::PlantedBug::sweep_skips_lower_layers>>,
+            true>,
+        "fixture: the lazy open's sweep frees blocks only lower layers name">>;
 
 // Compiling the fixtures' table compiles every fixture; as with the registry's table
 // (registry.hpp, PMDS_REGISTRY_TABLE_IN_ONE_FILE), a program may compile it in one source file:
