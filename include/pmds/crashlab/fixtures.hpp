@@ -301,20 +301,18 @@ using Fixtures = registry::TypeList<
                        registry::factories::Incll<
                            incll::InCLLMasstree<incll::PlantedBug::lazy_recovery_skips_node>>,
                        "fixture: lazy recovery leaves one border of the failed epoch undone">,
-    registry::Describe<
-        "masstree-bytes/incll-bug-bytes-freed-in-their-epoch", registry::Kind::map,
-        registry::factories::FixedSizeStringsOf<
-            registry::factories::Incll<
-                incll::InCLLStringMasstree<incll::PlantedBug::bytes_freed_in_their_epoch>>,
-            true>,
-        "fixture: a freed byte string's block is reused in the epoch that freed it">,
-    registry::Describe<
-        "masstree-bytes/incll-bug-sweep-skips-lower-layers", registry::Kind::map,
-        registry::factories::FixedSizeStringsOf<
-            registry::factories::Incll<
-                incll::InCLLStringMasstree<incll::PlantedBug::sweep_skips_lower_layers>>,
-            true>,
-        "fixture: the lazy open's sweep frees blocks only lower layers name">>;
+    registry::Describe<"masstree-bytes/incll-bug-bytes-freed-in-their-epoch", registry::Kind::map,
+                       registry::factories::FixedSizeStringsOf<
+                           registry::factories::Incll<incll::InCLLStringMasstree<
+                               incll::PlantedBug::bytes_freed_in_their_epoch>>,
+                           true>,
+                       "fixture: a freed byte string's block is reused in the epoch that freed it">,
+    registry::Describe<"masstree-bytes/incll-bug-sweep-skips-lower-layers", registry::Kind::map,
+                       registry::factories::FixedSizeStringsOf<
+                           registry::factories::Incll<incll::InCLLStringMasstree<
+                               incll::PlantedBug::sweep_skips_lower_layers>>,
+                           true>,
+                       "fixture: the lazy open's sweep frees blocks only lower layers name">>;
 
 // Compiling the fixtures' table compiles every fixture; as with the registry's table
 // (registry.hpp, PMDS_REGISTRY_TABLE_IN_ONE_FILE), a program may compile it in one source file:
