@@ -280,6 +280,10 @@ inline std::string reports_text(const registry::Instance& inst, const std::strin
       report += items_text("reopened", inst.contents());
     }
     if (get("close") == "1") inst.close();  // a clean shutdown: the process lab goes on with it
+    if (get("close") == "0") {  // no shutdown (as a crash): the next open recovers again
+      write_or_die(out, report);
+      _exit(0);
+    }
   } catch (const std::exception& e) {
     std::string what = e.what();
     for (char& c : what)
