@@ -37,19 +37,26 @@ std::string report(const LabResult& r) {
   return s;
 }
 
-class CrashlabProcess : public testing::TestWithParam<std::string> {};
-
-TEST_P(CrashlabProcess, SurvivesProcessCrashes) {
-  const registry::Entry* e = registry::find(GetParam());
+// The suite's rounds of a registered structure, with its suite strings: no violation, no error.
+void expect_survives_process_crashes(const std::string& name, bool lazy_recovery) {
+  const registry::Entry* e = registry::find(name);
   ASSERT_NE(e, nullptr);
   ProcessOptions o = default_options();
   o.workload = with_suite_strings(*e, o.workload);
+  o.workload.lazy_recovery = lazy_recovery;
   const LabResult r = run_process_crashes(*e, o);
-  std::printf("[ crashlab ] %s: %llu process crashes in %.1f s\n", r.structure.c_str(),
-              static_cast<unsigned long long>(r.process_crashes), r.process_seconds);
+  std::printf("[ crashlab ] %s: %llu process crashes in %.1f s%s\n", r.structure.c_str(),
+              static_cast<unsigned long long>(r.process_crashes), r.process_seconds,
+              lazy_recovery ? " (lazy)" : "");
   EXPECT_TRUE(r.errors.empty()) << report(r);
   EXPECT_EQ(r.process_crashes, o.crashes);
   EXPECT_EQ(r.violations, 0u) << report(r);
+}
+
+class CrashlabProcess : public testing::TestWithParam<std::string> {};
+
+TEST_P(CrashlabProcess, SurvivesProcessCrashes) {
+  expect_survives_process_crashes(GetParam(), /*lazy_recovery=*/false);
 }
 
 INSTANTIATE_TEST_SUITE_P(Registered, CrashlabProcess,
@@ -66,17 +73,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CrashlabProcess);
 class CrashlabProcessLazy : public testing::TestWithParam<std::string> {};
 
 TEST_P(CrashlabProcessLazy, SurvivesProcessCrashesWithLazyRecovery) {
-  const registry::Entry* e = registry::find(GetParam());
-  ASSERT_NE(e, nullptr);
-  ProcessOptions o = default_options();
-  o.workload = with_suite_strings(*e, o.workload);
-  o.workload.lazy_recovery = true;
-  const LabResult r = run_process_crashes(*e, o);
-  std::printf("[ crashlab ] %s: %llu process crashes in %.1f s (lazy)\n", r.structure.c_str(),
-              static_cast<unsigned long long>(r.process_crashes), r.process_seconds);
-  EXPECT_TRUE(r.errors.empty()) << report(r);
-  EXPECT_EQ(r.process_crashes, o.crashes);
-  EXPECT_EQ(r.violations, 0u) << report(r);
+  expect_survives_process_crashes(GetParam(), /*lazy_recovery=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(InCLL, CrashlabProcessLazy,
