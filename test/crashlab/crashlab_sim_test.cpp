@@ -142,7 +142,7 @@ class CrashlabSimulatedPlantedBug : public testing::TestWithParam<std::string> {
 // an enqueue combiner stalled between its SC and the pwb of S while a dequeuer empties the queue
 // up to the link that S names (combining/wait_free_queue.hpp): not caught in 500 crashes at the
 // defaults; with the same options seed 1 needed 2,100 crashes (215 s, the suite's longest test),
-// seeds 2-3 221 and over 900. Short runs that start near empty catch it soonest: with 10
+// seed 2 221. Short runs that start near empty catch it soonest: with 10
 // operations per thread and a prefill of 1 (2026-11-28), seeds 1-10 caught it at crashes 30 to
 // 2,472 (0.8 to 58 s; seed 1: 98, 2 s). The budget of 5,000 is the margin for a later change of
 // the structure's access pattern.
