@@ -278,7 +278,9 @@ TEST(PoolBadInput, CreateWithBadArguments) {
   pm::PoolOptions o;
   o.chunk_size = 3 << 20;
   expect_create_fails(kSize, kLayout, PoolErrc::bad_argument, o);
-  o.chunk_size = 512 << 10;
+  o.chunk_size = 32 << 10;
+  expect_create_fails(kSize, kLayout, PoolErrc::bad_argument, o);
+  o.chunk_size = 8 << 20;
   expect_create_fails(kSize, kLayout, PoolErrc::bad_argument, o);
   o = {};
   o.base = 12345;

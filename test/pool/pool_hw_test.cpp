@@ -81,6 +81,32 @@ TEST(Pool, ChunkSizeOptionAndInspect) {
   EXPECT_EQ(info.roots[0], 77u);
 }
 
+// The smallest chunk (the crash lab's pools use small chunks): a slot as large as a chunk is
+// handed out, a larger allocation is refused as a bad argument, and a reopened pool keeps the
+// chunk size.
+TEST(Pool, SmallestChunkSize) {
+  TempPath path("small-chunks");
+  const std::size_t chunk = pm::format::min_chunk_size;
+  {
+    pm::PoolOptions o;
+    o.chunk_size = chunk;
+    pm::Pool pool = pm::Pool::create(path, 4 << 20, "test/small", o);
+    EXPECT_EQ(pool.allocator().chunk_size(), chunk);
+    EXPECT_NE(pool.allocator().allocate(chunk), nullptr);
+    try {
+      pool.allocator().allocate(chunk + 1);
+      ADD_FAILURE() << "an allocation larger than a chunk was handed out";
+    } catch (const pmds::PoolError& e) {
+      EXPECT_EQ(e.code(), pmds::PoolErrc::bad_argument) << e.what();
+    }
+  }
+  const pm::PoolInfo info = pm::inspect_pool(path);
+  EXPECT_EQ(info.chunk_size, chunk);
+  EXPECT_EQ(info.used_chunks, 1u);
+  pm::Pool reopened = pm::Pool::open(path, "test/small");
+  EXPECT_EQ(reopened.allocator().chunk_size(), chunk);
+}
+
 // A pointer stored in the pool by one process is followed by another: absolute pointers work
 // because every process maps the pool at the recorded base.
 TEST(Pool, RootsAndPointersSurviveReopenInANewProcess) {

@@ -145,10 +145,8 @@ inline void add_options(CLI::App& app, Options& o) {
                  "crash points per simulated workload run (default 25)")
       ->type_name("N")
       ->transform(whole_number(1, any));
-  app.add_option(
-         "--pool-mib", o.pool_mib,
-         "pool size of a simulated run, MiB (default 16, or 32 with byte strings past 8 bytes\n"
-         "and for a byte-string Masstree's lazy recovery)")
+  app.add_option("--pool-mib", o.pool_mib,
+                 "pool size of a simulated run, MiB, of 256 KiB chunks (default 16)")
       ->type_name("N")
       ->transform(whole_number(2, any >> 20));
   app.add_option("--seed", o.seed, "seed of everything (default 1)")

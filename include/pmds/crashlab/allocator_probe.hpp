@@ -2,9 +2,9 @@
 //
 // AllocatorProbe is a durable set built to exercise pm::ChunkAllocator's slot accounting rather
 // than an algorithm: every element is a slot of its own, 1008 bytes for odd keys and 4096 for
-// even ones (two slot sizes, 1040 and 256 slots per 1 MiB chunk), so a lab workload claims
-// chunks of two sizes in every thread, and allocates, frees and reuses slots across crashes.
-// The lab's verdict then checks the allocator (crashlab/verdict.hpp):
+// even ones (two slot sizes, 260 and 64 slots per 256 KiB chunk of the lab's pools), so a lab
+// workload claims chunks of two sizes in every thread, and allocates, frees and reuses slots across
+// crashes. The lab's verdict then checks the allocator (crashlab/verdict.hpp):
 //   - a slot that durably holds an element is live after recovery: every completed insert is
 //     recovered (the history check), including its slot's chunk (a chunk claimed durably);
 //   - every other slot is free: the allocator's live slots equal the slots the probe holds,

@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <bit>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -79,7 +80,7 @@
 namespace pmds::pm {
 
 struct PoolOptions {
-  // 1, 2 or 4 MiB.
+  // A power of two from 64 KiB to 4 MiB; the largest slot a pool hands out is one chunk.
   std::size_t chunk_size = format::default_chunk_size;
   // 0: choose a free address; otherwise the base address to record (page aligned; a multiple
   // of 2 MiB keeps huge pages possible).
@@ -655,10 +656,11 @@ class Pool {
                        std::to_string(format::max_layout_length) + ")");
     if (layout.find('\0') != std::string_view::npos)
       format::fail(PoolErrc::bad_argument, path, "layout name contains a NUL byte");
-    if (o.chunk_size != (std::size_t{1} << 20) && o.chunk_size != (std::size_t{2} << 20) &&
-        o.chunk_size != (std::size_t{4} << 20))
-      format::fail(PoolErrc::bad_argument, path,
-                   "chunk size " + std::to_string(o.chunk_size) + " (1, 2 or 4 MiB)");
+    if (o.chunk_size < format::min_chunk_size || o.chunk_size > format::max_chunk_size ||
+        !std::has_single_bit(o.chunk_size))
+      format::fail(
+          PoolErrc::bad_argument, path,
+          "chunk size " + std::to_string(o.chunk_size) + " (a power of two from 64 KiB to 4 MiB)");
     if (size % format::page_size != 0)
       format::fail(PoolErrc::bad_argument, path,
                    "size " + std::to_string(size) + " is not a multiple of " +

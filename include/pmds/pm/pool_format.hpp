@@ -36,9 +36,11 @@ inline constexpr std::size_t root_count = 16;
 inline constexpr std::size_t clean_flag_offset = 256;
 inline constexpr std::size_t roots_offset = 512;
 
-inline constexpr std::size_t min_chunk_size = std::size_t{1} << 20;
+// A chunk is a power of two of these bytes. 64 KiB chunks are for small pools and for the crash
+// lab (recovery scans every slot of a used chunk); 1 MiB is the default.
+inline constexpr std::size_t min_chunk_size = std::size_t{64} << 10;
 inline constexpr std::size_t max_chunk_size = std::size_t{4} << 20;
-inline constexpr std::size_t default_chunk_size = min_chunk_size;
+inline constexpr std::size_t default_chunk_size = std::size_t{1} << 20;
 
 // Slot sizes are multiples of 16 (cmpxchg16b needs 16-byte alignment); a pool holds at most
 // this many distinct slot sizes (the allocator keeps per-thread state for each).
