@@ -298,7 +298,7 @@ TYPED_TEST(DurableStringMasstree, LazyOpenServesAtOnceAndFreesWhatEagerRecoveryF
   EXPECT_FALSE(t.recovery_sweep_done());
   t.finish_recovery_sweep();
   EXPECT_TRUE(t.recovery_sweep_done());
-  EXPECT_EQ(t.slots_freed_by_sweep(), freed_by_eager);
+  EXPECT_EQ(t.recovery_stats().freed_slots, freed_by_eager);
   EXPECT_EQ(contents(t), model);
   // New entries of every size take the slots it gave back; none may be one the tree names.
   for (std::uint64_t i = 0; i < 3'000; ++i) {
@@ -342,7 +342,7 @@ TYPED_TEST(DurableStringMasstree, TheSweepRunsBesideOperations) {
     });
   for (auto& th : threads) th.join();
   t.finish_recovery_sweep();
-  EXPECT_EQ(t.slots_freed_by_sweep(), freed_by_eager);
+  EXPECT_EQ(t.recovery_stats().freed_slots, freed_by_eager);
   for (const Model& a : added)
     for (const auto& [k, v] : a)
       if (v.empty())
@@ -381,7 +381,7 @@ TYPED_TEST(DurableStringMasstree, AFullPoolFinishesTheSweepFirst) {
   ASSERT_TRUE(reopened.insert("new key", value_of(7, 3'000)));
   model.emplace("new key", value_of(7, 3'000));
   EXPECT_TRUE(reopened.recovery_sweep_done());
-  EXPECT_GT(reopened.slots_freed_by_sweep(), 0u);
+  EXPECT_GT(reopened.recovery_stats().freed_slots, 0u);
   EXPECT_EQ(contents(reopened), model);
 }
 

@@ -199,11 +199,6 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
   void finish_recovery_sweep() {
     for (int spins = 0; sweep_ && !sweep_step(0);) pmds::backoff(spins);
   }
-  // The slots it gave back (0 until it is done, or when a damaged border stopped it).
-  std::size_t slots_freed_by_sweep() const {
-    return recovery_sweep_done() && sweep_ ? sweep_->freed : 0;
-  }
-
   // (The lazy open of byte strings counts the slots it holds and frees once its sweep is done.)
   RecoveryStats recovery_stats() const {
     RecoveryStats r = recovery_;
@@ -505,6 +500,8 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
     s.top_next = static_cast<Border*>(leftmost);
     s.reached = std::move(reached);
     s.withheld = std::move(withheld);
+    // A full pool finishes the sweep and tries again if it gave slots back, even when it was
+    // done already: the failed try may have come before another thread's sweep gave them back.
     this->memory_.set_lazy_open_hooks([this](Border& b) { check_before_recovery(b); },
                                       [this] {
                                         finish_recovery_sweep();
