@@ -36,8 +36,8 @@ inline constexpr std::size_t root_count = 16;
 inline constexpr std::size_t clean_flag_offset = 256;
 inline constexpr std::size_t roots_offset = 512;
 
-// A chunk is a power of two of these bytes. 64 KiB chunks are for small pools and for the crash
-// lab (recovery scans every slot of a used chunk); 1 MiB is the default.
+// A chunk is a power of two of these bytes; 1 MiB by default. Smaller chunks suit small pools:
+// the crash lab's use 256 KiB (a recovery scans every slot of a used chunk).
 inline constexpr std::size_t min_chunk_size = std::size_t{64} << 10;
 inline constexpr std::size_t max_chunk_size = std::size_t{4} << 20;
 inline constexpr std::size_t default_chunk_size = std::size_t{1} << 20;
