@@ -609,7 +609,11 @@ class EpochSystem {
   void end_op(ThreadState& ts) {
     if constexpr (Bug == PlantedBug::payload_tagged_after_lin_cas)
       for (Block* p : ts.allocs) setup(ts, p, true);
-    for (Detach& d : ts.detaches) d.payload->anti.store(reinterpret_cast<std::uint64_t>(d.anti));
+    // Relaxed: the link is DRAM-use only, read by pdelete after the structure's reclamation
+    // (whose grace period orders it). A seq_cst store (xchg) waited here for the payload's line,
+    // written back and cold by now; a plain store lets the miss overlap what follows.
+    for (Detach& d : ts.detaches)
+      d.payload->anti.store(reinterpret_cast<std::uint64_t>(d.anti), std::memory_order_relaxed);
     ts.detaches.clear();
     ts.allocs.clear();
     ts.e_last = ts.e_curr;
