@@ -19,9 +19,12 @@
 //                         before it is linked. Registered with the calling thread's next lin_cas.
 //   pdetach(Block*)       the next lin_cas of this thread removes this payload: if it succeeds, an
 //                         anti-node tagged with its epoch cancels the payload at recovery;
-//                         pdetach(Block*, uid) with the uid the structure kept (uid_of).
+//                         pdetach_by_uid(uid): the same, by the uid the structure kept (uid_of),
+//                         returning the anti-node, which the structure keeps if the lin_cas
+//                         commits (the payload's line is not touched).
 //   pdelete(Block*)       the payload is no longer reachable (called by the structure's
-//                         reclamation): freed two epochs after its anti-node (§3.5's TBF).
+//                         reclamation): freed two epochs after its anti-node (§3.5's TBF);
+//                         pdelete(Block*, anti) with the anti-node pdetach_by_uid returned.
 //   lin_cas(word, expected, desired)
 //                         the linearizing CAS of an update (§3.2, §3.4): a DCSS that succeeds only
 //                         if the word holds `expected` AND the epoch is still the one the
@@ -111,7 +114,7 @@ struct Block {
   pm::atomic<std::uint64_t> kind_size;  // kind | slot bytes << 8
   pm::atomic<std::uint64_t> operation;  // (thread id << 56) | serial number of that operation
   pm::atomic<std::uint64_t> uid;        // a payload's id; an anti-node's: the payload it cancels
-  pm::atomic<std::uint64_t> anti;       // a detached payload: its anti-node (DRAM use only)
+  pm::atomic<std::uint64_t> anti;       // a pdetach-ed payload: its anti-node (DRAM use only)
   pm::atomic<std::uint64_t> reserved;   // keeps payload fields 16-byte aligned
 };
 static_assert(sizeof(Block) == 48);
@@ -230,15 +233,15 @@ class EpochSystem {
   // The thread's next lin_cas removes `payload`. Its anti-node is allocated here, not in
   // begin_op as in Figure 2, so that a full pool throws PoolFull before the operation has
   // started (nothing changed); begin_op tags it as the figure does.
-  void pdetach(Block* payload) { pdetach(payload, payload->uid.load()); }
-  // The same, with the payload's uid as the structure kept it in DRAM (uid_of at its pnew): the
-  // payload's line is not read. In the 8-byte hash map nothing else of a remove reads it before
-  // the commit (its nodes hold copies of key and value), so this saves a cache miss there.
-  void pdetach(Block* payload, std::uint64_t uid) {
-    ThreadState& ts = state();
-    Block* anti = new_block(ts, sizeof(Block), anti_kind, uid);
-    ts.detaches.push_back(Detach{payload, anti});
-  }
+  void pdetach(Block* payload) { new_detach(payload, payload->uid.load()); }
+  // The same by the payload's uid as the structure kept it in DRAM (uid_of at its pnew), the
+  // payload's line neither read nor written: returns the anti-node, which the structure keeps
+  // (if the lin_cas commits) and passes to pdelete(payload, anti). In the 8-byte hash map nothing
+  // else of a remove touches the payload (its nodes hold copies of key and value), and the line,
+  // written back at its epoch's end, is cold: reading the uid there cost a miss on every remove
+  // (1.06x with the uid kept), and so did storing the anti-node link there at the commit
+  // (measured in hash_map.hpp, Node).
+  Block* pdetach_by_uid(std::uint64_t uid) { return new_detach(nullptr, uid); }
   // A payload's uid (read once, right after its pnew, while its line is in the cache).
   static std::uint64_t uid_of(const Block* payload) {
     return payload->uid.load(std::memory_order_relaxed);
@@ -247,6 +250,10 @@ class EpochSystem {
   // The payload is unreachable. One the thread created and never linked is freed at once; an
   // attached one two epochs after now, and its anti-node one epoch later (Figure 2, pdelete).
   void pdelete(Block* payload) {
+    pdelete(payload, reinterpret_cast<Block*>(payload->anti.load(std::memory_order_relaxed)));
+  }
+  // The same with the payload's anti-node as pdetach_by_uid returned it (nullptr: none).
+  void pdelete(Block* payload, Block* anti) {
     ThreadState& ts = state();
     auto it = std::find(ts.allocs.begin(), ts.allocs.end(), payload);
     if (it != ts.allocs.end()) {
@@ -257,8 +264,7 @@ class EpochSystem {
     }
     const std::uint64_t e = area_->epoch.load();
     ts.to_free.push_back({e, payload});
-    if (auto* anti = reinterpret_cast<Block*>(payload->anti.load(std::memory_order_relaxed)))
-      ts.to_free.push_back({e + 1, anti});
+    if (anti != nullptr) ts.to_free.push_back({e + 1, anti});
   }
 
   // ---- words (seed 003 §3.4; the DCSS of Harris et al. with per-thread descriptors) -----------
@@ -521,7 +527,7 @@ class EpochSystem {
   };
 
   struct Detach {
-    Block* payload;
+    Block* payload;  // nullptr: pdetach_by_uid
     Block* anti;
   };
   struct ToFree {
@@ -554,6 +560,15 @@ class EpochSystem {
     b->uid.store(uid != 0 ? uid : (ts.tid << 48 | ts.next_uid++), std::memory_order_relaxed);
     b->anti.store(0, std::memory_order_relaxed);
     return b;
+  }
+
+  // The anti-node of payload `uid` for the thread's next lin_cas; end_op links it to `payload`
+  // (nullptr: the structure keeps it).
+  Block* new_detach(Block* payload, std::uint64_t uid) {
+    ThreadState& ts = state();
+    Block* anti = new_block(ts, sizeof(Block), anti_kind, uid);
+    ts.detaches.push_back(Detach{payload, anti});
+    return anti;
   }
 
   // Figure 2 setup: tag (or, with tagged == false, untag) a block and register it for write-back
@@ -613,7 +628,8 @@ class EpochSystem {
     // (whose grace period orders it). A seq_cst store (xchg) waited here for the payload's line,
     // written back and cold by now; a plain store lets the miss overlap what follows.
     for (Detach& d : ts.detaches)
-      d.payload->anti.store(reinterpret_cast<std::uint64_t>(d.anti), std::memory_order_relaxed);
+      if (d.payload != nullptr)  // null: pdetach_by_uid, the structure keeps the anti-node
+        d.payload->anti.store(reinterpret_cast<std::uint64_t>(d.anti), std::memory_order_relaxed);
     ts.detaches.clear();
     ts.allocs.clear();
     ts.e_last = ts.e_curr;
