@@ -261,7 +261,9 @@ class BasicHashMap {
   // Byte-string keys are compared in the payload, whose line a remove has read already.
   struct NoUid {};
   using UidOrAnti = std::conditional_t<Keys::byte_strings, NoUid, std::atomic<std::uint64_t>>;
-  static constexpr std::uint64_t anti_tag = std::uint64_t{1} << 63;  // uids keep it clear
+  static constexpr std::uint64_t anti_tag = std::uint64_t{1} << 63;
+  static_assert(pmds::max_threads <= (std::uint64_t{1} << 15),
+                "uids ((tid << 48) | n) keep bit 63 clear");
 
   // A DRAM index node: the key's order word and Keys::Cached (for 8-byte keys, copies of the
   // payload's key and value; key_value_payload.hpp), the next word (Node* | mark, or a
@@ -301,6 +303,10 @@ class BasicHashMap {
     if constexpr (!Keys::byte_strings)
       n->uid_or_anti.store(anti_tag | reinterpret_cast<std::uint64_t>(anti),
                            std::memory_order_relaxed);
+  }
+  // The anti-node removal_committed left in a retired 8-byte-key node.
+  static Block* committed_anti(const Node* n) {
+    return reinterpret_cast<Block*>(n->uid_or_anti.load(std::memory_order_relaxed) & ~anti_tag);
   }
 
   static Node* node_of(std::uint64_t w) { return reinterpret_cast<Node*>(w & ~mark_bit); }
@@ -368,9 +374,7 @@ class BasicHashMap {
       if constexpr (Keys::byte_strings)
         system->pdelete(dead->payload);
       else
-        system->pdelete(dead->payload,
-                        reinterpret_cast<Block*>(dead->uid_or_anti.load(std::memory_order_relaxed) &
-                                                 ~anti_tag));
+        system->pdelete(dead->payload, committed_anti(dead));
       delete dead;
     });
   }
