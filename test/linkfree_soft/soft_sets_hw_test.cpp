@@ -301,12 +301,13 @@ TYPED_TEST(SoftSetTest, ReservedKeysThrowAndChangeNothing) {
 }
 
 TYPED_TEST(SoftSetTest, FullPoolThrowsPoolFullAndStaysUsable) {
-  // The smallest pool: one chunk, i.e. one durable area of chunk_size / 64 PNodes.
+  // The smallest pool: one chunk, i.e. one durable area of chunk_size / soft_slot_size PNodes.
   this->pool_.reset();
   ::unlink(this->path_.str().c_str());
   this->pool_.emplace(pm::Pool::create(this->path_, pm::Pool::min_size(), TypeParam::layout));
   auto& s = this->make();
-  const std::size_t capacity = this->pool_->allocator().chunk_size() / 64;
+  const std::size_t capacity =
+      this->pool_->allocator().chunk_size() / linkfree_soft::detail::soft_slot_size;
   // Descending keys: each insert lands at the front of its list (quick even for one list).
   const Key top = 1'000'000;
   std::size_t inserted = 0;
@@ -484,7 +485,7 @@ TYPED_TEST(SoftSetTest, RecoveryKeepsOneOfDuplicateKeys) {
   this->set_.reset();
   int revived = 0;
   this->pool_->allocator().for_each_slot([&](void* slot, std::size_t size) {
-    if (size != 64) return;
+    if (size != linkfree_soft::detail::soft_slot_size) return;
     auto* p = static_cast<linkfree_soft::detail::SoftPNode*>(slot);
     if (p->key.load() == 5 && p->value.load() == 50 && !p->live()) {
       p->deleted.store(p->valid_start.load() ^ 1);
@@ -534,8 +535,8 @@ TEST(SoftSkipListScan, ScansMatchTheModel) {
 
 // ---- The PNode validity scheme on every slot state a run or a crash can leave ------------------
 
-struct alignas(64) PNodeBuffer {
-  unsigned char bytes[64] = {};
+struct alignas(32) PNodeBuffer {
+  unsigned char bytes[sizeof(linkfree_soft::detail::SoftPNode)] = {};
   linkfree_soft::detail::SoftPNode& node() {
     return *reinterpret_cast<linkfree_soft::detail::SoftPNode*>(bytes);
   }

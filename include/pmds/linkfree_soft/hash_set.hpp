@@ -40,7 +40,7 @@
 // The same bucket list alone in a pool is seed 000's list: ListSet<L> (linkfree_soft/list_set.hpp),
 // which also needs L::list_tag and L::list_name.
 //
-// A set owns its pool (root(0), root(1), the 64-byte size class): see
+// A set owns its pool (root(0), root(1), its nodes' size class): see
 // linkfree_soft/detail/set_root.hpp.
 #pragma once
 

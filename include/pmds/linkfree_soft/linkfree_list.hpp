@@ -41,7 +41,7 @@ namespace detail::linkfree {
 
 // The tail sentinel every link-free list of the process ends with: key 2^64-1 is larger than
 // any user key, so traversals stop on it without a null check. Never written after start-up.
-inline Node tail_sentinel{max_reserved_key};
+inline ListNode tail_sentinel{max_reserved_key};
 
 // What all lists of one structure share: the durable areas and the reclamation domain.
 struct Shared {
@@ -49,10 +49,10 @@ struct Shared {
   Shared(const Shared&) = delete;
   Shared& operator=(const Shared&) = delete;
 
-  Node* allocate() { return static_cast<Node*>(allocator.allocate(sizeof(Node))); }
+  ListNode* allocate() { return static_cast<ListNode*>(allocator.allocate(sizeof(ListNode))); }
   // The slot goes back to the allocator once no pinned thread can still hold it.
-  void retire(Node* n) {
-    epochs.retire(n, [a = &allocator](Node* p) { a->free(p); });
+  void retire(ListNode* n) {
+    epochs.retire(n, [a = &allocator](ListNode* p) { a->free(p); });
   }
 
   pm::ChunkAllocator& allocator;
@@ -63,14 +63,14 @@ struct Shared {
 // bucket, then a sort within each bucket (short in a hash table, the whole list otherwise).
 struct LiveNode {
   Key key;
-  Node* node;
+  ListNode* node;
 };
 
 }  // namespace detail::linkfree
 
 template <LinkFreeBug Bug = LinkFreeBug::none>
 struct LinkFreeBucketList {
-  using Node = detail::linkfree::Node;
+  using Node = detail::linkfree::ListNode;
   using Shared = detail::linkfree::Shared;
 
   // A list head: the word a head sentinel's next would hold (DRAM; rebuilt by recovery).
@@ -78,9 +78,11 @@ struct LinkFreeBucketList {
     pm::atomic<std::uint64_t> head{detail::linkfree::word_of(&detail::linkfree::tail_sentinel)};
   };
 
-  static constexpr std::uint64_t hash_tag = detail::make_tag("HASH-LF1");
+  // Format 2: 32-byte nodes. A format-1 pool (a node per line) is refused at open: its slots
+  // are of another size, which recovery would not read as nodes.
+  static constexpr std::uint64_t hash_tag = detail::make_tag("HASH-LF2");
   static constexpr const char* hash_name = "hash/linkfree";
-  static constexpr std::uint64_t list_tag = detail::make_tag("LIST-LF1");
+  static constexpr std::uint64_t list_tag = detail::make_tag("LIST-LF2");
   static constexpr const char* list_name = "list/linkfree";
   static constexpr LinkFreeBug bug = Bug;
 
@@ -217,10 +219,10 @@ struct LinkFreeBucketList {
   template <class F>
   static void for_each(Shared&, const Bucket& b, F&& f) {
     using namespace detail::linkfree;
-    for (Node* n = node_of(b.head.load()); n != &tail_sentinel;) {
+    for (Node* n = node_of<Node>(b.head.load()); n != &tail_sentinel;) {
       const std::uint64_t next = n->next.load();
       if (!is_marked(next)) f(n->key.load(), n->value.load());
-      n = node_of(next);
+      n = node_of<Node>(next);
     }
   }
 
@@ -230,7 +232,7 @@ struct LinkFreeBucketList {
   static std::pair<pm::atomic<std::uint64_t>*, Node*> find(Shared& s, Bucket& b, Key key) {
     using namespace detail::linkfree;
     pm::atomic<std::uint64_t>* pred = &b.head;
-    Node* curr = node_of(pred->load(std::memory_order_acquire));
+    Node* curr = node_of<Node>(pred->load(std::memory_order_acquire));
     for (;;) {
       const std::uint64_t next = curr->next.load(std::memory_order_acquire);
       if (!is_marked(next)) {
@@ -239,7 +241,7 @@ struct LinkFreeBucketList {
       } else {
         trim(s, pred, curr);
       }
-      curr = node_of(next);  // a marked node's next never changes again
+      curr = node_of<Node>(next);  // a marked node's next never changes again
     }
     return {pred, curr};
   }
@@ -260,9 +262,9 @@ struct LinkFreeBucketList {
   // valid and durably inserted), nullptr if not (and any deletion seen is durable).
   static Node* search(Bucket& b, Key key) {
     using namespace detail::linkfree;
-    Node* curr = node_of(b.head.load(std::memory_order_acquire));
+    Node* curr = node_of<Node>(b.head.load(std::memory_order_acquire));
     while (curr->key.load(std::memory_order_relaxed) < key)
-      curr = node_of(curr->next.load(std::memory_order_acquire));
+      curr = node_of<Node>(curr->next.load(std::memory_order_acquire));
     if (curr->key.load(std::memory_order_relaxed) != key) return nullptr;
     if (is_marked(curr->next.load(std::memory_order_acquire))) {
       flush_delete(curr);

@@ -46,7 +46,7 @@ namespace pmds::linkfree_soft {
 
 template <LinkFreeBug Bug = LinkFreeBug::none>
 class LinkFreeSkipList {
-  using Node = detail::linkfree::Node;
+  using Node = detail::linkfree::SkipListNode;
   using Word = pm::atomic<std::uint64_t>;
 
  public:
@@ -193,7 +193,7 @@ class LinkFreeSkipList {
     return overflow[level - 1 - detail::linkfree::inline_upper_levels];
   }
   static Node* next_node(Node* n, int level) {
-    return detail::linkfree::node_of(next_word(n, level).load(std::memory_order_acquire));
+    return detail::linkfree::node_of<Node>(next_word(n, level).load(std::memory_order_acquire));
   }
 
   // Gives n a DRAM array for its levels above the inline ones (or none).
@@ -288,13 +288,13 @@ class LinkFreeSkipList {
               restart = true;
               break;
             }
-            curr = node_of(succ);
+            curr = node_of<Node>(succ);
             succ = next_word(curr, level).load(std::memory_order_acquire);
           }
           if (restart) break;
           if (curr->key.load(std::memory_order_relaxed) < key) {
             pred = curr;
-            curr = node_of(succ);
+            curr = node_of<Node>(succ);
           } else {
             break;
           }

@@ -1,21 +1,22 @@
 // pmds::linkfree_soft — the link-free node of seed 000 §3 (Listing 1) and the rules every link-free
 // structure (list, hash buckets, skip list) applies to it.
 //
-// One node per key, one cache line, allocated from the pool's per-thread chunks (the durable
-// areas of §5). Its persistent meaning, read by recovery from the durable image only:
+// One node per key, within one cache line (32 bytes for the list and the hash table, a whole
+// line for the skip list), allocated from the pool's per-thread chunks (the durable areas of §5).
+// Its persistent meaning, read by recovery from the durable image only:
 //   validity  two validity bits v1 (bit 0) and v2 (bit 1) plus a constant tag in bits 2..7;
 //             valid iff the tag is present and v1 == v2 (§2.2). A never-used slot reads zero:
 //             no tag, so it is never taken for a node.
 //   key, value
 //   next      the level-0 successor with the Harris deletion mark in bit 0 (§3): a node is in
 //             the set iff it is valid and its next is unmarked (§3.5).
-// Everything else in the line is volatile in meaning, though it lives in the pool: the
+// Everything else in the node is volatile in meaning, though it lives in the pool: the
 // insert-flush and delete-flush flags (the link-and-persist extension, §2.2), the successor
 // pointers themselves (never flushed: "link-free"), and the skip list's tower (levels 1..3
 // inline, more in a DRAM array, a height and a build/remove handshake). Recovery rewrites them.
 //
-// Why one line matters: stores to one line reach the NVRAM in program order (x86 TSO plus the
-// same-line argument of §3.3/§3.4, docs/ARCHITECTURE.md §3), so no flush is needed between
+// Why within one line matters: stores to one line reach the NVRAM in program order (x86 TSO plus
+// the same-line argument of §3.3/§3.4, docs/ARCHITECTURE.md §3), so no flush is needed between
 // invalidating a node and initialising it, nor between making it valid and marking it: a crash
 // image of the line is always a prefix of its stores.
 //
@@ -31,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "pmds/follow_link.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/pm/access.hpp"
 
@@ -81,26 +83,54 @@ inline constexpr std::uint8_t tower_built = 1;
 inline constexpr std::uint8_t tower_removed = 2;
 inline constexpr int inline_upper_levels = 3;  // levels 1..3 live in the node's own line
 
-struct alignas(pm::cache_line_size) Node {
+// The node of the list and the hash table: 32 bytes, aligned to 32 so that it never straddles
+// two lines (the one-line argument above holds), two to a line. The artifact of seed 000 uses
+// the same size; a whole line per node doubled the pool's bytes per key and made a 1024-key
+// list spill out of a core's L1 with two threads (results/README.md, seed 000 section).
+struct alignas(32) ListNode {
   // --- persistent meaning -----------------------------------------------------------------
   pm::atomic<std::uint8_t> validity;
   // --- volatile meaning (rewritten by recovery) --------------------------------------------
   pm::atomic<std::uint8_t> insert_flushed;  // a psync completed after the node became valid
   pm::atomic<std::uint8_t> delete_flushed;  // a psync completed after the node was marked
-  pm::atomic<std::uint8_t> height;          // skip list: levels 0..height-1
-  pm::atomic<std::uint8_t> tower_state;     // skip list: tower_built | tower_removed
+  std::uint8_t unused_[5];
+  // --- persistent meaning -----------------------------------------------------------------
+  pm::atomic<Key> key;
+  pm::atomic<Value> value;
+  pm::atomic<std::uint64_t> next;  // marked pointer
+
+  ListNode() = default;
+  // A sentinel (DRAM only): never valid-checked, never marked, never flushed.
+  explicit ListNode(Key k) : validity(0), key(k), value(0), next(0) {
+    insert_flushed.store(1, std::memory_order_relaxed);
+    delete_flushed.store(0, std::memory_order_relaxed);
+  }
+};
+static_assert(sizeof(ListNode) == 32 && alignof(ListNode) == 32,
+              "a link-free list node is half a cache line, never straddling two");
+
+// The skip list's node: a whole line, the list node's fields at the same places, then its
+// tower (levels 1..3 inline, more in a DRAM array) and the tower handshake.
+struct alignas(pm::cache_line_size) SkipListNode {
+  // --- persistent meaning -----------------------------------------------------------------
+  pm::atomic<std::uint8_t> validity;
+  // --- volatile meaning (rewritten by recovery) --------------------------------------------
+  pm::atomic<std::uint8_t> insert_flushed;
+  pm::atomic<std::uint8_t> delete_flushed;
+  pm::atomic<std::uint8_t> height;       // levels 0..height-1
+  pm::atomic<std::uint8_t> tower_state;  // tower_built | tower_removed
   std::uint8_t unused_[3];
   // --- persistent meaning -----------------------------------------------------------------
   pm::atomic<Key> key;
   pm::atomic<Value> value;
   pm::atomic<std::uint64_t> next;  // level 0, marked pointer
-  // --- volatile meaning: skip-list levels 1..3, and a DRAM array for levels 4.. -------------
+  // --- volatile meaning: levels 1..3, and a DRAM array for levels 4.. ----------------------
   pm::atomic<std::uint64_t> upper[inline_upper_levels];
   pm::atomic<std::uint64_t> overflow;  // pm::atomic<std::uint64_t>* (DRAM) or 0
 
-  Node() = default;
+  SkipListNode() = default;
   // A sentinel (DRAM only): never valid-checked, never marked, never flushed.
-  explicit Node(Key k) : validity(0), key(k), value(0), next(0), overflow(0) {
+  explicit SkipListNode(Key k) : validity(0), key(k), value(0), next(0), overflow(0) {
     insert_flushed.store(1, std::memory_order_relaxed);
     delete_flushed.store(0, std::memory_order_relaxed);
     height.store(0, std::memory_order_relaxed);
@@ -108,13 +138,17 @@ struct alignas(pm::cache_line_size) Node {
     for (auto& u : upper) u.store(0, std::memory_order_relaxed);
   }
 };
-static_assert(sizeof(Node) == pm::cache_line_size, "a link-free node is one cache line");
-static_assert(alignof(Node) == pm::cache_line_size);
+static_assert(sizeof(SkipListNode) == pm::cache_line_size, "a skip-list node is one cache line");
+static_assert(alignof(SkipListNode) == pm::cache_line_size);
 
-inline Node* node_of(std::uint64_t p) {
-  return reinterpret_cast<Node*>(unmarked(p));
+// The node a (possibly marked) successor word points to. A branch, not a mask: see
+// pmds/follow_link.hpp (one cycle less per node of a search).
+template <class N>
+N* node_of(std::uint64_t p) {
+  return follow_link<N>(p, mark_bit);
 }
-inline std::uint64_t word_of(const Node* n) {
+template <class N>
+std::uint64_t word_of(const N* n) {
   return reinterpret_cast<std::uint64_t>(n);
 }
 
@@ -130,7 +164,8 @@ inline constexpr bool validity_is_valid(std::uint8_t v) {
 // node is published, and before the initialising stores (init_node), which are release stores
 // so that neither the compiler nor the CPU moves one of them above it: all are in this line, so
 // the NVRAM sees them in this order too (seed 000 §3.3 "the subsequent memory fence").
-inline void make_invalid(Node* n) {
+template <class N>
+void make_invalid(N* n) {
   std::uint8_t v = n->validity.load(std::memory_order_relaxed);
   if ((v & tag_mask) != validity_tag) v = validity_tag;  // never used: v1 == v2 == 0
   if (validity_is_valid(v)) n->validity.store(v ^ v1_bit, std::memory_order_relaxed);
@@ -138,7 +173,8 @@ inline void make_invalid(Node* n) {
 
 // makeValid of §3.1: v2 := v1. Idempotent, so helpers may race on it (v1 does not change while
 // the node is reachable: only a new allocation flips it, after reclamation).
-inline void make_valid(Node* n) {
+template <class N>
+void make_valid(N* n) {
   const std::uint8_t v = n->validity.load(std::memory_order_acquire);
   if (validity_is_valid(v)) return;
   const std::uint8_t valid = (v & v1_bit) != 0 ? (validity_tag | v1_bit | v2_bit) : validity_tag;
@@ -148,20 +184,22 @@ inline void make_valid(Node* n) {
 // FLUSH_INSERT / FLUSH_DELETE of §3.1: psync the node unless someone already did since the
 // insertion (deletion) was written; set the flag only after the psync completed. The psync's
 // site is the caller's line (pm/site.hpp): each call is its own mutant in the crash lab.
-inline void flush_insert(Node* n, pm::Site site = pm::Site::current()) {
+template <class N>
+void flush_insert(N* n, pm::Site site = pm::Site::current()) {
   if (n->insert_flushed.load(std::memory_order_acquire) != 0) return;
-  pm::persist(n, sizeof(Node), site);
+  pm::persist(n, sizeof(N), site);
   n->insert_flushed.store(1, std::memory_order_release);
 }
-inline void flush_delete(Node* n, pm::Site site = pm::Site::current()) {
+template <class N>
+void flush_delete(N* n, pm::Site site = pm::Site::current()) {
   if (n->delete_flushed.load(std::memory_order_acquire) != 0) return;
-  pm::persist(n, sizeof(Node), site);
+  pm::persist(n, sizeof(N), site);
   n->delete_flushed.store(1, std::memory_order_release);
 }
 
 // Recovery's question about a slot (its durable image): is this node in the set? (§3.5)
-template <LinkFreeBug Bug>
-bool is_live_image(const Node* n) {
+template <LinkFreeBug Bug, class N>
+bool is_live_image(const N* n) {
   if (!validity_is_valid(n->validity.load(std::memory_order_relaxed))) return false;
   const std::uint64_t next = n->next.load(std::memory_order_relaxed);
   // A linked node's successor is written before the node becomes valid (same line), so a valid
@@ -176,7 +214,8 @@ bool is_live_image(const Node* n) {
 // Prepares a slot from the allocator for a new key (§3.3 lines 11-16, before the linking CAS).
 // Not yet published. Release stores (plain movs on x86): each stays after the invalidation, in
 // program order, all in the node's line; the linking CAS publishes them.
-inline void init_node(Node* n, Key k, Value v, std::uint64_t next) {
+template <class N>
+void init_node(N* n, Key k, Value v, std::uint64_t next) {
   make_invalid(n);
   n->key.store(k, std::memory_order_release);
   n->value.store(v, std::memory_order_release);
@@ -187,7 +226,8 @@ inline void init_node(Node* n, Key k, Value v, std::uint64_t next) {
 
 // After recovery linked a live node: its content is durable (recovery reads only durable data),
 // and no deletion of it has been written yet. Plain stores, no flush (§2.1).
-inline void reset_recovered_flags(Node* n) {
+template <class N>
+void reset_recovered_flags(N* n) {
   n->insert_flushed.store(1, std::memory_order_relaxed);
   n->delete_flushed.store(0, std::memory_order_relaxed);
 }
