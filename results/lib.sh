@@ -28,7 +28,8 @@ results_begin() {
 run() {
   local name=$1
   shift
-  echo "== $name: ${PMDS_EADR:+PMDS_EADR=$PMDS_EADR }pmds bench $*" | tee -a "$out/tables.txt" >&2
+  echo "== $name: ${PMDS_EADR:+PMDS_EADR=$PMDS_EADR }${PMDS_FLUSH:+PMDS_FLUSH=$PMDS_FLUSH }pmds bench $*" \
+    | tee -a "$out/tables.txt" >&2
   "$pmds" bench "$@" --json "$out/json/$name.json" --csv "$out/csv/$name.csv" \
     | tee -a "$out/tables.txt"
   echo >>"$out/tables.txt"

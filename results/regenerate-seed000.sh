@@ -9,6 +9,9 @@
 #                cmake --preset release && cmake --build --preset release --target pmds_cli)
 #              DURATION (s per repetition, default 0.5), WARMUP (default 0.2), REPS (default 5),
 #              SKIP_4M=1 to stop the hash key-range sweep at 256K.
+#              SEED000_ARTIFACT=DIR: also run seed 000's published artifact side by side (DIR holds
+#                its already-built `hash`, `list` and `sl` programs; this script never fetches or
+#                builds it; results/README.md says how it was built), ARTIFACT_ROUNDS (default 5).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 common=(--duration "${DURATION:-0.5}" --warmup "${WARMUP:-0.2}" --reps "${REPS:-5}" --no-recovery)
@@ -57,6 +60,13 @@ done
 PMDS_EADR=1 run eadr-hash1M --structure $hashes --key-range 1048576 --buckets 1048576 \
   --threads 1,2 "${common[@]}"
 
+# The same shape with clflush, the artifact's flush instruction, instead of clwb: clflush evicts
+# the line, so a link-free node that was just made durable is a miss for its next reader, while
+# SOFT's readers never touch its PNodes. How much of seed 000's finding (SOFT ahead of link-free
+# on hash tables) is that eviction.
+PMDS_FLUSH=clflush run clflush-hash1M --structure $hashes --key-range 1048576 --buckets 1048576 \
+  --threads 1,2 "${common[@]}"
+
 # Issue 3: queue and stack enqueue/dequeue (push/pop) pairs from empty, local work <= 512
 run pairs --structure queue/transient,queue/izraelevitz,stack/transient,stack/izraelevitz \
   --workload pairs --threads 1,2 "${common[@]}"
@@ -65,6 +75,53 @@ run pairs --structure queue/transient,queue/izraelevitz,stack/transient,stack/iz
 # 2^20 buckets), with a short run so the record also carries bytes per key at 1M keys.
 run recovery-hash1M --structure $recovery_hashes --key-range 2097152 --buckets 1048576 --threads 1 \
   --duration 0.2 --warmup 0.1 --reps 1
+
+# Seed 000's published artifact side by side with pmds on the artifact's own workloads (90%
+# reads, its key ranges, 1 and 2 threads): in each round one artifact run of each algorithm and
+# one pmds invocation, in alternating order, 1 s each (the artifact's -d takes whole seconds).
+# Each round's ratio is pmds / artifact within that round; the summary takes their median.
+if [[ -n ${SEED000_ARTIFACT:-} ]]; then
+  art=$(cd "$SEED000_ARTIFACT" && pwd)
+  for p in hash list sl; do
+    [[ -x $art/$p ]] || { echo "$0: SEED000_ARTIFACT: $art/$p is not an executable" >&2; exit 1; }
+  done
+  mkdir -p "$out/artifact"
+  rounds_csv=$out/artifact/rounds.csv
+  echo "round,workload,threads,program,algorithm,kops" >"$rounds_csv"
+  scratch=$(mktemp -d)  # the artifact appends a result file to its working directory
+  trap 'rm -rf "$scratch"' EXIT
+  for round in $(seq 1 "${ARTIFACT_ROUNDS:-5}"); do
+    for workload in list256 list1024 skiplist1M hash1M; do
+      case $workload in
+        list256) program=list family=list range=256 suffix=List ;;
+        list1024) program=list family=list range=1024 suffix=List ;;
+        skiplist1M) program=sl family=skiplist range=1000000 suffix=SkipList ;;
+        hash1M) program=hash family=hash range=1000000 suffix=HashTable ;;
+      esac
+      for threads in 1 2; do
+        artifact_runs() {
+          for algorithm in LinkFree SOFT; do
+            # it prints thousands of operations per second last
+            kops=$(cd "$scratch" && "$art/$program" -a "$algorithm$suffix" -p "$threads" -R 90 \
+              -M "$range" -d 1 | tail -n 1)
+            echo "$round,$workload,$threads,artifact,${algorithm,,},$kops" >>"$rounds_csv"
+          done
+        }
+        pmds_run() {
+          "$pmds" bench --structure "$family/linkfree,$family/soft,$family/transient" \
+            --key-range "$range" --reads 90 --threads "$threads" --duration 1 --warmup 0.2 \
+            --reps 1 --no-recovery --no-table --json "$scratch/pmds.json" >/dev/null
+          /usr/bin/python3 -c 'import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    print(sys.argv[2] + ",pmds," + r["technique"] + "," + str(r["mops"] * 1000))' \
+            "$scratch/pmds.json" "$round,$workload,$threads" >>"$rounds_csv"
+        }
+        if ((round % 2)); then artifact_runs; pmds_run; else pmds_run; artifact_runs; fi
+      done
+    done
+    echo "== artifact side by side: round $round done" >&2
+  done
+fi
 
 # Figures: one plot.py call per family, so a family's records form exactly its sweeps.
 for f in threads-list256 threads-list1024 threads-hash1M threads-skiplist1024; do

@@ -4,8 +4,10 @@
 Reads DIR/json/*.json (`pmds bench --json`). Every ratio is between records of the SAME file,
 i.e. the same `pmds bench` invocation (same run, same load), never across runs.
 """
+import csv
 import glob
 import json
+import statistics
 import os
 import sys
 from collections import defaultdict
@@ -31,7 +33,8 @@ def main(out):
           "transient twin; X/B = ratio to the psync-bound reference (the transient twin plus one "
           "psync per successful update: the ceiling of any durable set here); X/I = ratio to the "
           "Izraelevitz twin. B = psync-bound, I = izraelevitz, LF = linkfree, S = soft. Run "
-          "eadr-hash1M has PMDS_EADR=1 (flushes skipped, fences kept).\n")
+          "eadr-hash1M has PMDS_EADR=1 (flushes skipped, fences kept); run clflush-hash1M has "
+          "PMDS_FLUSH=clflush (the artifact's flush instruction, which evicts the line).\n")
     print("| run | threads | key range | reads % | T Mops/s | B/T | I/T | LF/T | S/T | LF/B | S/B "
           "| LF/I | S/I |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -123,6 +126,53 @@ def main(out):
                   f"{fmt(r.get('dram_bytes_per_element'), 1)} | "
                   f"{fmt(r.get('bytes_per_element'), 1)} | {fmt(r.get('recovery_ms'), 1)} | "
                   f"{r.get('recovered_elements', '-')} |")
+    artifact_side_by_side(out)
+
+
+def artifact_side_by_side(out):
+    """The rounds of seed 000's artifact against pmds (regenerate-seed000.sh, SEED000_ARTIFACT)."""
+    path = os.path.join(out, "artifact", "rounds.csv")
+    if not os.path.exists(path):
+        return
+    kops = defaultdict(dict)  # (workload, threads, round) -> {(program, algorithm): kops}
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            kops[(r["workload"], int(r["threads"]), r["round"])][(r["program"], r["algorithm"])] = \
+                float(r["kops"])
+
+    def rounds(workload, threads):
+        return [v for (w, t, _), v in kops.items() if w == workload and t == threads]
+
+    def median_mops(rs, key):
+        xs = [r[key] / 1000 for r in rs if key in r]
+        return statistics.median(xs) if xs else None
+
+    def ratio_cell(rs, a, b):
+        xs = [r[a] / r[b] for r in rs if a in r and b in r and r[b] > 0]
+        if not xs:
+            return "-"
+        return f"{statistics.median(xs):.2f} [{min(xs):.2f}-{max(xs):.2f}]"
+
+    print("\n# Side by side with seed 000's published artifact (90% reads)\n")
+    print("Each round runs the artifact's link-free and SOFT programs and one pmds invocation, in "
+          "alternating order, 1 s each; a ratio is the median over rounds of the per-round ratio "
+          "(min-max in brackets); Mops/s are medians over rounds. Artifact key ranges [0, N), "
+          "pmds [1, N]; hash tables with 2^20 buckets.\n")
+    print("| workload | threads | rounds | LF pmds Mops/s | LF artifact Mops/s | LF pmds/artifact | "
+          "S pmds Mops/s | S artifact Mops/s | S pmds/artifact | pmds transient Mops/s | "
+          "pmds S/LF | artifact S/LF |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    order = ["list256", "list1024", "skiplist1M", "hash1M"]
+    for workload, threads in sorted({(w, t) for w, t, _ in kops},
+                                    key=lambda k: (order.index(k[0]) if k[0] in order else 9, k[1])):
+        rs = rounds(workload, threads)
+        lf_p, lf_a = ("pmds", "linkfree"), ("artifact", "linkfree")
+        s_p, s_a = ("pmds", "soft"), ("artifact", "soft")
+        print(f"| {workload} | {threads} | {len(rs)} | {fmt(median_mops(rs, lf_p))} | "
+              f"{fmt(median_mops(rs, lf_a))} | {ratio_cell(rs, lf_p, lf_a)} | "
+              f"{fmt(median_mops(rs, s_p))} | {fmt(median_mops(rs, s_a))} | "
+              f"{ratio_cell(rs, s_p, s_a)} | {fmt(median_mops(rs, ('pmds', 'transient')))} | "
+              f"{ratio_cell(rs, s_p, lf_p)} | {ratio_cell(rs, s_a, lf_a)} |")
 
 
 if __name__ == "__main__":
