@@ -535,7 +535,7 @@ TEST(SoftSkipListScan, ScansMatchTheModel) {
 
 // ---- The PNode validity scheme on every slot state a run or a crash can leave ------------------
 
-struct alignas(32) PNodeBuffer {
+struct alignas(alignof(linkfree_soft::detail::SoftPNode)) PNodeBuffer {
   unsigned char bytes[sizeof(linkfree_soft::detail::SoftPNode)] = {};
   linkfree_soft::detail::SoftPNode& node() {
     return *reinterpret_cast<linkfree_soft::detail::SoftPNode*>(bytes);

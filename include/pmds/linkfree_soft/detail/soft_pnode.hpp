@@ -64,11 +64,9 @@ constexpr const char* to_string(SoftBug b) {
 namespace detail {
 
 // ---- The persistent node (seed 000 Listing 6) ------------------------------------------------
-// Within one cache line: the three flags, key and value must share a line for create()'s and
-// destroy()'s store order to be the order in which they can reach the NVRAM. 32 bytes aligned
-// to 32 (never straddling two lines), two to a line, as in seed 000's artifact: a remove's
-// destroy() writes a PNode no read touches, so a smaller pool footprint is fewer of its misses.
-struct alignas(32) SoftPNode {
+// One cache line: the three flags, key and value must share a line for create()'s and
+// destroy()'s store order to be the order in which they can reach the NVRAM.
+struct alignas(pm::cache_line_size) SoftPNode {
   pm::atomic<std::uint8_t> valid_start;
   pm::atomic<std::uint8_t> valid_end;
   pm::atomic<std::uint8_t> deleted;
@@ -123,10 +121,9 @@ struct alignas(32) SoftPNode {
     pm::persist(this, sizeof *this, site);  // the one fence of a remove
   }
 };
-static_assert(sizeof(SoftPNode) == 32 && alignof(SoftPNode) == 32);
+static_assert(sizeof(SoftPNode) == pm::cache_line_size);
 
-// The slot size SOFT asks the pool allocator for: slots of a size class are consecutive from a
-// chunk's line-aligned start, so 32-byte slots are 32-aligned.
+// The slot size SOFT asks the pool allocator for: one line, so slots are line-aligned.
 inline constexpr std::size_t soft_slot_size = sizeof(SoftPNode);
 
 // ---- The four states of a volatile node (§2.3, §4.2) -----------------------------------------
