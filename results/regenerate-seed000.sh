@@ -90,6 +90,24 @@ if [[ -n ${SEED000_ARTIFACT:-} ]]; then
   echo "round,workload,threads,program,algorithm,kops" >"$rounds_csv"
   scratch=$(mktemp -d)  # the artifact appends a result file to its working directory
   trap 'rm -rf "$scratch"' EXIT
+  # One run of each side for the loop's current round, workload and thread count.
+  artifact_runs() {
+    for algorithm in LinkFree SOFT; do
+      # it prints thousands of operations per second last
+      kops=$(cd "$scratch" && "$art/$program" -a "$algorithm$suffix" -p "$threads" -R 90 \
+        -M "$range" -d 1 | tail -n 1)
+      echo "$round,$workload,$threads,artifact,${algorithm,,},$kops" >>"$rounds_csv"
+    done
+  }
+  pmds_run() {
+    "$pmds" bench --structure "$family/linkfree,$family/soft,$family/transient" \
+      --key-range "$range" --reads 90 --threads "$threads" --duration 1 --warmup 0.2 \
+      --reps 1 --no-recovery --no-table --json "$scratch/pmds.json" >/dev/null
+    /usr/bin/python3 -c 'import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    print(sys.argv[2] + ",pmds," + r["technique"] + "," + str(r["mops"] * 1000))' \
+      "$scratch/pmds.json" "$round,$workload,$threads" >>"$rounds_csv"
+  }
   for round in $(seq 1 "${ARTIFACT_ROUNDS:-5}"); do
     for workload in list256 list1024 skiplist1M hash1M; do
       case $workload in
@@ -99,23 +117,6 @@ if [[ -n ${SEED000_ARTIFACT:-} ]]; then
         hash1M) program=hash family=hash range=1000000 suffix=HashTable ;;
       esac
       for threads in 1 2; do
-        artifact_runs() {
-          for algorithm in LinkFree SOFT; do
-            # it prints thousands of operations per second last
-            kops=$(cd "$scratch" && "$art/$program" -a "$algorithm$suffix" -p "$threads" -R 90 \
-              -M "$range" -d 1 | tail -n 1)
-            echo "$round,$workload,$threads,artifact,${algorithm,,},$kops" >>"$rounds_csv"
-          done
-        }
-        pmds_run() {
-          "$pmds" bench --structure "$family/linkfree,$family/soft,$family/transient" \
-            --key-range "$range" --reads 90 --threads "$threads" --duration 1 --warmup 0.2 \
-            --reps 1 --no-recovery --no-table --json "$scratch/pmds.json" >/dev/null
-          /usr/bin/python3 -c 'import json, sys
-for r in json.load(open(sys.argv[1]))["results"]:
-    print(sys.argv[2] + ",pmds," + r["technique"] + "," + str(r["mops"] * 1000))' \
-            "$scratch/pmds.json" "$round,$workload,$threads" >>"$rounds_csv"
-        }
         if ((round % 2)); then artifact_runs; pmds_run; else pmds_run; artifact_runs; fi
       done
     done

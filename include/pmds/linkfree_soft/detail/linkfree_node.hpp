@@ -85,8 +85,8 @@ inline constexpr int inline_upper_levels = 3;  // levels 1..3 live in the node's
 
 // The node of the list and the hash table: 32 bytes, aligned to 32 so that it never straddles
 // two lines (the one-line argument above holds), two to a line. The artifact of seed 000 uses
-// the same size; a whole line per node doubled the pool's bytes per key and made a 1024-key
-// list spill out of a core's L1 with two threads (results/README.md, seed 000 section).
+// the same size; a whole line per node doubled the pool's bytes per key, and a 1024-key list of
+// lines (64 KiB) likely spilled out of a core's L1 (not measured apart).
 struct alignas(32) ListNode {
   // --- persistent meaning -----------------------------------------------------------------
   pm::atomic<std::uint8_t> validity;
