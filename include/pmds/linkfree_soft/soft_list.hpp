@@ -7,7 +7,7 @@
 //   SoftHashSet<Bug>     = HashSet<SoftBucketList<Bug>> is "hash/soft"
 //
 // Each key has two representations: a persistent node (detail::SoftPNode: validStart, validEnd,
-// deleted, key, value) in a durable area, i.e. a 64-byte slot of the pool's chunk allocator, and
+// deleted, key, value) in a durable area, i.e. a 32-byte slot of the pool's chunk allocator, and
 // a volatile node in DRAM (key, value, its PNode, pValidity, next) linked into the list. No link
 // is ever persisted. The volatile node's state — intention to insert, inserted, intention to
 // delete, deleted — is in the low bits of its next word. Both updates first persist the PNode
@@ -86,9 +86,9 @@ class SoftBucketList {
  public:
   using Node = detail::SoftListNode;
 
-  static constexpr std::uint64_t hash_tag = detail::make_tag("HASHSOFT");
+  static constexpr std::uint64_t hash_tag = detail::make_tag("HASHSOF2");
   static constexpr const char* hash_name = "hash/soft";
-  static constexpr std::uint64_t list_tag = detail::make_tag("LISTSOFT");
+  static constexpr std::uint64_t list_tag = detail::make_tag("LISTSOF2");
   static constexpr const char* list_name = "list/soft";
   static constexpr SoftBug planted_bug = Bug;
 

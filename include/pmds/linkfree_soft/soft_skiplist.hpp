@@ -2,7 +2,7 @@
 // says the extension to skip lists is straightforward: this is how it is done here).
 //
 // What is persistent is exactly what the SOFT list persists: one PNode per key (validStart,
-// validEnd, deleted, key, value) in a 64-byte slot of the pool allocator, created and destroyed
+// validEnd, deleted, key, value) in a 32-byte slot of the pool allocator, created and destroyed
 // as in detail/soft_pnode.hpp. Everything else is volatile and rebuilt at recovery: the nodes,
 // their towers (heights are drawn afresh) and every link.
 //
@@ -102,7 +102,7 @@ class SoftSkipList {
  public:
   // Durable linearizability (seed 000 §1); the registry reads it (registry::criterion_of).
   static constexpr Criterion criterion = Criterion::durable;
-  static constexpr std::uint64_t tag = detail::make_tag("SKIPSOFT");
+  static constexpr std::uint64_t tag = detail::make_tag("SKIPSOF2");
   static constexpr const char* name = "skiplist/soft";
   static constexpr SoftBug planted_bug = Bug;
 

@@ -7,7 +7,8 @@
 //            at create, so a crash during create leaves a pool that open() rejects;
 //   root(1)  a parameter recovery needs (the bucket count of a hash set, 1 for a list);
 //   the pool allocator's size class of its nodes (32 bytes for the link-free list and hash
-//   table, 64 for the skip list and SOFT; its slots are the durable areas, seed 000 §5).
+//   table and for every SOFT PNode, 64 for the link-free skip list; its slots are the durable
+//   areas, seed 000 §5).
 // Nothing else about a set is persistent: links, towers and buckets are rebuilt by recovery.
 #pragma once
 

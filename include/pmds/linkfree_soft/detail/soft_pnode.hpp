@@ -64,9 +64,11 @@ constexpr const char* to_string(SoftBug b) {
 namespace detail {
 
 // ---- The persistent node (seed 000 Listing 6) ------------------------------------------------
-// One cache line: the three flags, key and value must share a line for create()'s and
-// destroy()'s store order to be the order in which they can reach the NVRAM.
-struct alignas(pm::cache_line_size) SoftPNode {
+// Within one cache line: the three flags, key and value must share a line for create()'s and
+// destroy()'s store order to be the order in which they can reach the NVRAM. 32 bytes aligned
+// to 32 (never straddling two lines), two to a line, as in seed 000's artifact: a remove's
+// destroy() writes a PNode no read touches, so a smaller pool footprint is fewer of its misses.
+struct alignas(32) SoftPNode {
   pm::atomic<std::uint8_t> valid_start;
   pm::atomic<std::uint8_t> valid_end;
   pm::atomic<std::uint8_t> deleted;
@@ -121,9 +123,10 @@ struct alignas(pm::cache_line_size) SoftPNode {
     pm::persist(this, sizeof *this, site);  // the one fence of a remove
   }
 };
-static_assert(sizeof(SoftPNode) == pm::cache_line_size);
+static_assert(sizeof(SoftPNode) == 32 && alignof(SoftPNode) == 32);
 
-// The slot size SOFT asks the pool allocator for: one line, so slots are line-aligned.
+// The slot size SOFT asks the pool allocator for: slots of a size class are consecutive from a
+// chunk's line-aligned start, so 32-byte slots are 32-aligned.
 inline constexpr std::size_t soft_slot_size = sizeof(SoftPNode);
 
 // ---- The four states of a volatile node (§2.3, §4.2) -----------------------------------------
@@ -150,7 +153,7 @@ std::uintptr_t make_word(Node* n, SoftState s) {
   return reinterpret_cast<std::uintptr_t>(n) | s;
 }
 
-// A volatile node's pointer to its PNode with pValidity in bit 0 (PNodes are line-aligned):
+// A volatile node's pointer to its PNode with pValidity in bit 0 (PNodes are 32-aligned):
 // keeps a list node at 32 bytes, two per cache line (seed 000 §6 notes SOFT's larger volatile
 // nodes cost it cache misses).
 inline std::uintptr_t pack_pnode(SoftPNode* p, bool validity) {
