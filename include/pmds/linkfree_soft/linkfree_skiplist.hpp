@@ -7,10 +7,15 @@
 // the same rules: invalid until linked at level 0, made valid after, flushed before insert and
 // contains report it; marked at level 0 (the linearisation point of remove) only when valid;
 // flushed before it is unlinked at level 0. Recovery is the list's recovery (§3.5) followed by
-// building fresh random towers over the sorted live nodes, with no flush.
+// rebuilding the towers over the sorted live nodes at the heights they were inserted with, with
+// no flush.
 //
-// The upper levels are an index and volatile in meaning: levels 1..3 live in the node's own cache
-// line (never flushed: a crash image of them is ignored), higher levels in a DRAM array. The
+// The upper levels are an index and volatile in meaning (never flushed: a crash image of them is
+// ignored): levels 1..4 live in the node's own cache line, higher levels in the lines after it, in
+// the node's pool slot, so a search's step at a high level reads the node's key and the link it
+// follows from adjacent lines (a DRAM array for them cost a second miss per step: 19% of search's
+// samples at 1M keys). A node of height <= 5 takes a 64-byte slot, <= 13 a 128-byte one, taller
+// a 320-byte one (slot_size_for_height). The
 // lock-free skip-list algorithm is the Herlihy-Shavit/Fraser one: remove marks the upper levels
 // top-down and then level 0; find snips marked nodes at every level; insert links level 0 first,
 // then the upper levels bottom-up, stopping if the node gets marked.
@@ -24,14 +29,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
+#include <new>
 #include <optional>
-#include <random>
 #include <vector>
 
+#include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/linkfree_soft/detail/linkfree_node.hpp"
 #include "pmds/linkfree_soft/detail/set_root.hpp"
@@ -53,7 +57,9 @@ class LinkFreeSkipList {
   // Durable linearizability (seed 000 §1); the registry reads it (registry::criterion_of).
   static constexpr Criterion criterion = Criterion::durable;
   static constexpr int max_levels = 32;
-  static constexpr std::uint64_t tag = detail::make_tag("SKIP-LF1");
+  // LF1 pools kept towers in DRAM and one slot size; their nodes would recover, but a pool of
+  // this layout opened by LF1's code would lose its taller nodes (other slot sizes): a new tag.
+  static constexpr std::uint64_t tag = detail::make_tag("SKIP-LF2");
   static constexpr const char* name = "skiplist/linkfree";
 
   // Creates an empty skip list in `pool` (which must hold no structure and outlive the list).
@@ -78,12 +84,8 @@ class LinkFreeSkipList {
   LinkFreeSkipList(const LinkFreeSkipList&) = delete;
   LinkFreeSkipList& operator=(const LinkFreeSkipList&) = delete;
 
-  // Quiescent. Frees the DRAM towers of the nodes still linked here and of the retired ones
-  // (their deleters); the sentinels' towers are members. The pool keeps the nodes.
-  ~LinkFreeSkipList() {
-    epochs_.drain();
-    for (Node* n = next_node(&head_, 0); n != &tail_; n = next_node(n, 0)) free_tower(n);
-  }
+  // Quiescent. Runs the retired nodes' deleters; the pool keeps the nodes.
+  ~LinkFreeSkipList() { epochs_.drain(); }
 
   bool contains(Key key) {
     check_key(key);
@@ -104,7 +106,7 @@ class LinkFreeSkipList {
     auto guard = epochs_.pin();
     Node* preds[max_levels];
     Node* succs[max_levels];
-    const int height = static_cast<int>(random_height<max_levels>());
+    int height = static_cast<int>(random_height<max_levels>());
     raise_levels_in_use(height);  // before find, so find fills windows up to `height`
     Node* fresh = nullptr;
     for (;;) {
@@ -117,7 +119,7 @@ class LinkFreeSkipList {
         return false;
       }
       if (fresh == nullptr) {
-        fresh = new_node(key, value, height);  // may throw PoolFull: nothing published yet
+        fresh = new_node(key, value, height);  // may lower height; may throw PoolFull
         if constexpr (Bug == LinkFreeBug::valid_before_link) make_valid(fresh);
       }
       for (int level = 0; level < height; ++level)
@@ -167,7 +169,7 @@ class LinkFreeSkipList {
   template <class F>
   void for_each(F&& f) {
     using namespace detail::linkfree;
-    for (Node* n = next_node(&head_, 0); n != &tail_; n = next_node(n, 0))
+    for (Node* n = next_node(&head_.node, 0); n != &tail_.node; n = next_node(n, 0))
       if (!is_marked(n->next.load())) f(n->key.load(), n->value.load());
   }
   std::size_t size() {
@@ -186,48 +188,45 @@ class LinkFreeSkipList {
  private:
   // ---- towers ----------------------------------------------------------------------------
 
+  static constexpr int inline_levels = 1 + detail::linkfree::inline_upper_levels;
+
   static Word& next_word(Node* n, int level) {
     if (level == 0) return n->next;
-    if (level <= detail::linkfree::inline_upper_levels) return n->upper[level - 1];
-    auto* overflow = reinterpret_cast<Word*>(n->overflow.load(std::memory_order_relaxed));
-    return overflow[level - 1 - detail::linkfree::inline_upper_levels];
+    if (level < inline_levels) return n->upper[level - 1];
+    return std::launder(reinterpret_cast<Word*>(n + 1))[level - inline_levels];
   }
   static Node* next_node(Node* n, int level) {
     return detail::linkfree::node_of<Node>(next_word(n, level).load(std::memory_order_acquire));
   }
 
-  // Gives n a DRAM array for its levels above the inline ones (or none).
-  static void set_tower(Node* n, int height) {
-    constexpr int inline_levels = 1 + detail::linkfree::inline_upper_levels;
-    n->height.store(static_cast<std::uint8_t>(height), std::memory_order_relaxed);
-    std::uint64_t overflow = 0;
-    if (height > inline_levels) {
-      auto* words = new Word[static_cast<std::size_t>(height - inline_levels)];
-      for (int i = 0; i < height - inline_levels; ++i) words[i].store(0, std::memory_order_relaxed);
-      overflow = reinterpret_cast<std::uint64_t>(words);
-    }
-    n->overflow.store(overflow, std::memory_order_relaxed);
+  // The slot of a node of `height` levels: its line, then the levels past the inline ones, in
+  // whole lines (the node's line stays line-aligned); three sizes, so three chunk classes at most.
+  static constexpr std::size_t tall_slot_size =
+      (sizeof(Node) + (max_levels - inline_levels) * sizeof(Word) + pm::cache_line_size - 1) /
+      pm::cache_line_size * pm::cache_line_size;
+  static constexpr std::size_t slot_size_for_height(int height) {
+    if (height <= inline_levels) return sizeof(Node);
+    const std::size_t bytes = sizeof(Node) + (height - inline_levels) * sizeof(Word);
+    return bytes <= 2 * sizeof(Node) ? 2 * sizeof(Node) : tall_slot_size;
   }
-  static void free_tower(Node* n) {
-    if (const std::uint64_t p = n->overflow.load(std::memory_order_relaxed); p != 0) {
-      delete[] reinterpret_cast<Word*>(p);
-      n->overflow.store(0, std::memory_order_relaxed);
-    }
+  static constexpr bool is_node_slot_size(std::size_t size) {
+    return size == sizeof(Node) || size == 2 * sizeof(Node) || size == tall_slot_size;
   }
+  // The most levels a slot of `size` bytes holds.
+  static constexpr int height_capacity(std::size_t size) {
+    return std::min(max_levels,
+                    inline_levels + static_cast<int>((size - sizeof(Node)) / sizeof(Word)));
+  }
+  static_assert(height_capacity(sizeof(Node)) == inline_levels &&
+                height_capacity(tall_slot_size) == max_levels);
 
-  // The sentinels' upper levels beyond the inline ones live in sentinel_towers_ (owned, so a
-  // constructor that throws frees them).
   void init_sentinels() {
-    constexpr int extra = max_levels - 1 - detail::linkfree::inline_upper_levels;
-    sentinel_towers_ = std::make_unique<Word[]>(2 * extra);
-    for (Node* s : {&head_, &tail_}) {
+    for (Node* s : {&head_.node, &tail_.node})
       s->height.store(max_levels, std::memory_order_relaxed);
-      Word* tower = sentinel_towers_.get() + (s == &head_ ? 0 : extra);
-      s->overflow.store(reinterpret_cast<std::uint64_t>(tower), std::memory_order_relaxed);
-    }
     for (int level = 0; level < max_levels; ++level) {
-      next_word(&head_, level).store(detail::linkfree::word_of(&tail_), std::memory_order_relaxed);
-      next_word(&tail_, level).store(0, std::memory_order_relaxed);
+      next_word(&head_.node, level)
+          .store(detail::linkfree::word_of(&tail_.node), std::memory_order_relaxed);
+      next_word(&tail_.node, level).store(0, std::memory_order_relaxed);
     }
   }
 
@@ -239,29 +238,38 @@ class LinkFreeSkipList {
 
   // ---- nodes -----------------------------------------------------------------------------
 
-  Node* new_node(Key key, Value value, int height) {
+  Node* new_node(Key key, Value value, int& height) {
     using namespace detail::linkfree;
-    auto* n = static_cast<Node*>(allocator_.allocate(sizeof(Node)));
+    auto* n = static_cast<Node*>(allocate_slot(height));
     init_node(n, key, value, 0);
+    n->height.store(static_cast<std::uint8_t>(height), std::memory_order_relaxed);
     n->tower_state.store(height == 1 ? tower_built : 0, std::memory_order_relaxed);
-    try {
-      set_tower(n, height);
-    } catch (...) {
-      allocator_.free(n);
-      throw;
-    }
     return n;
   }
-  // A node whose linking CAS never succeeded: nobody else has seen it.
-  void free_unpublished(Node* n) {
-    free_tower(n);
-    allocator_.free(n);
+  // A slot for a node of `height` levels. A full pool may still hold free slots of another node
+  // size (freed by removes): then one of those, with the height lowered to what it holds if need
+  // be (a height only guides searches), so that a remove always makes room for an insert.
+  void* allocate_slot(int& height) {
+    const std::size_t want = slot_size_for_height(height);
+    try {
+      return allocator_.allocate(want);
+    } catch (const PoolFull&) {
+      for (const std::size_t size : {sizeof(Node), 2 * sizeof(Node), tall_slot_size}) {
+        if (size == want) continue;
+        try {
+          void* slot = allocator_.allocate(size);
+          height = std::min(height, height_capacity(size));
+          return slot;
+        } catch (const PoolFull&) {
+        }
+      }
+      throw;
+    }
   }
+  // A node whose linking CAS never succeeded: nobody else has seen it.
+  void free_unpublished(Node* n) { allocator_.free(n); }
   void retire(Node* n) {
-    epochs_.retire(n, [a = &allocator_](Node* p) {
-      free_tower(p);
-      a->free(p);
-    });
+    epochs_.retire(n, [a = &allocator_](Node* p) { a->free(p); });
   }
 
   // ---- the algorithm ---------------------------------------------------------------------
@@ -274,7 +282,7 @@ class LinkFreeSkipList {
     for (;;) {
       bool restart = false;
       const int top = levels_in_use_.load(std::memory_order_acquire);
-      Node* pred = &head_;
+      Node* pred = &head_.node;
       for (int level = top - 1; level >= 0 && !restart; --level) {
         Node* curr = next_node(pred, level);
         for (;;) {
@@ -338,7 +346,7 @@ class LinkFreeSkipList {
   // is Listing 3. The found node is made valid and durable; a deletion seen is made durable.
   Node* search(Key key) {
     using namespace detail::linkfree;
-    Node* pred = &head_;
+    Node* pred = &head_.node;
     for (int level = levels_in_use_.load(std::memory_order_acquire) - 1; level >= 1; --level) {
       Node* curr = next_node(pred, level);
       while (curr->key.load(std::memory_order_relaxed) < key) {
@@ -363,32 +371,38 @@ class LinkFreeSkipList {
   void recover() {
     using namespace detail::linkfree;
     detail::Stopwatch clock;
-    std::vector<std::pair<Key, Node*>> live;
+    struct Live {
+      Key key;
+      Node* node;
+      int capacity;  // levels its slot holds
+    };
+    std::vector<Live> live;
     const pm::AllocatorRecoveryStats found = allocator_.recover([&](void* slot, std::size_t size) {
-      if (size != sizeof(Node)) return true;  // not a link-free node: not ours to judge
+      if (!is_node_slot_size(size)) return true;  // not a link-free node: not ours to judge
       ++recovery_.slots_scanned;
       auto* n = static_cast<Node*>(slot);
       if (!is_live_image<Bug>(n)) return false;
-      live.emplace_back(n->key.load(std::memory_order_relaxed), n);
+      live.push_back({n->key.load(std::memory_order_relaxed), n, height_capacity(size)});
       return true;
     });
     recovery_.freed_slots = found.free_slots;
-    std::sort(live.begin(), live.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    // Fresh random towers, linked in one pass: last[l] is the last node linked at level l.
+    std::sort(live.begin(), live.end(), [](const Live& a, const Live& b) { return a.key < b.key; });
+    // Fresh towers, linked in one pass: last[l] is the last node linked at level l. A node keeps
+    // the height its inserter drew (random), which its slot was sized for; the height byte is
+    // volatile in meaning and may be stale, so it is clamped to what the slot holds.
     Node* last[max_levels];
-    std::fill(std::begin(last), std::end(last), &head_);
-    std::mt19937_64 rng(0x5EED);
+    std::fill(std::begin(last), std::end(last), &head_.node);
     int top = 1;
     for (std::size_t i = 0; i < live.size(); ++i) {
-      Node* n = live[i].second;
-      if (i > 0 && live[i - 1].first == live[i].first) {  // only a planted bug makes these
+      Node* n = live[i].node;
+      if (i > 0 && live[i - 1].key == live[i].key) {  // only a planted bug makes these
         ++recovery_.duplicate_keys;
         allocator_.free(n);
         continue;
       }
-      const int height = 1 + std::countr_zero(rng() | (std::uint64_t{1} << (max_levels - 1)));
-      set_tower(n, height);  // the old overflow pointer is from a dead process: overwrite it
+      const int height =
+          std::clamp<int>(n->height.load(std::memory_order_relaxed), 1, live[i].capacity);
+      n->height.store(static_cast<std::uint8_t>(height), std::memory_order_relaxed);
       n->tower_state.store(tower_built, std::memory_order_relaxed);
       reset_recovered_flags(n);
       for (int level = 0; level < height; ++level) {
@@ -399,16 +413,22 @@ class LinkFreeSkipList {
       ++recovery_.live_slots;
     }
     for (int level = 0; level < max_levels; ++level)
-      next_word(last[level], level).store(word_of(&tail_), std::memory_order_relaxed);
+      next_word(last[level], level).store(word_of(&tail_.node), std::memory_order_relaxed);
     levels_in_use_.store(top, std::memory_order_relaxed);
     recovery_.seconds = clock.seconds();
   }
 
   pm::Pool& pool_;
   pm::ChunkAllocator& allocator_;
-  Node head_;  // DRAM sentinels with full towers
-  Node tail_;
-  std::unique_ptr<Word[]> sentinel_towers_;
+  // A DRAM sentinel: a node with a full tower after its line, as in a tall node's slot.
+  struct Sentinel {
+    explicit Sentinel(Key k) : node(k) {}
+    Node node;
+    Word tower[max_levels - inline_levels];
+  };
+  static_assert(offsetof(Sentinel, tower) == sizeof(Node));
+  Sentinel head_;
+  Sentinel tail_;
   alignas(pm::cache_line_size) std::atomic<int> levels_in_use_{1};
   RecoveryStats recovery_;
   reclaim::EpochDomain epochs_;  // last member: destroyed first, after ~LinkFreeSkipList drained it

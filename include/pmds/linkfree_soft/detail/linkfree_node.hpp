@@ -12,8 +12,9 @@
 //             the set iff it is valid and its next is unmarked (§3.5).
 // Everything else in the node is volatile in meaning, though it lives in the pool: the
 // insert-flush and delete-flush flags (the link-and-persist extension, §2.2), the successor
-// pointers themselves (never flushed: "link-free"), and the skip list's tower (levels 1..3
-// inline, more in a DRAM array, a height and a build/remove handshake). Recovery rewrites them.
+// pointers themselves (never flushed: "link-free"), and the skip list's tower (levels 1..4 in
+// the node's line, higher ones in the lines after it in the node's slot, a height and a
+// build/remove handshake). Recovery rewrites them.
 //
 // Why within one line matters: stores to one line reach the NVRAM in program order (x86 TSO plus
 // the same-line argument of §3.3/§3.4, docs/ARCHITECTURE.md §3), so no flush is needed between
@@ -81,7 +82,7 @@ inline constexpr std::uint64_t unmarked(std::uint64_t p) {
 // (done linking the upper levels) and its remover (done unlinking) finishes second.
 inline constexpr std::uint8_t tower_built = 1;
 inline constexpr std::uint8_t tower_removed = 2;
-inline constexpr int inline_upper_levels = 3;  // levels 1..3 live in the node's own line
+inline constexpr int inline_upper_levels = 4;  // levels 1..4 live in the node's own line
 
 // The node of the list and the hash table: 32 bytes, aligned to 32 so that it never straddles
 // two lines (the one-line argument above holds), two to a line. The artifact of seed 000 uses
@@ -109,8 +110,9 @@ struct alignas(32) ListNode {
 static_assert(sizeof(ListNode) == 32 && alignof(ListNode) == 32,
               "a link-free list node is half a cache line, never straddling two");
 
-// The skip list's node: a whole line, the list node's fields at the same places, then its
-// tower (levels 1..3 inline, more in a DRAM array) and the tower handshake.
+// The skip list's node: a whole line, the list node's fields at the same places, then levels
+// 1..4 of its tower; a taller node's slot holds the rest of its tower in the lines after this one
+// (LinkFreeSkipList::slot_size_for_height).
 struct alignas(pm::cache_line_size) SkipListNode {
   // --- persistent meaning -----------------------------------------------------------------
   pm::atomic<std::uint8_t> validity;
@@ -124,13 +126,12 @@ struct alignas(pm::cache_line_size) SkipListNode {
   pm::atomic<Key> key;
   pm::atomic<Value> value;
   pm::atomic<std::uint64_t> next;  // level 0, marked pointer
-  // --- volatile meaning: levels 1..3, and a DRAM array for levels 4.. ----------------------
+  // --- volatile meaning: levels 1..4 (5.. follow the line, in the node's slot) -------------
   pm::atomic<std::uint64_t> upper[inline_upper_levels];
-  pm::atomic<std::uint64_t> overflow;  // pm::atomic<std::uint64_t>* (DRAM) or 0
 
   SkipListNode() = default;
   // A sentinel (DRAM only): never valid-checked, never marked, never flushed.
-  explicit SkipListNode(Key k) : validity(0), key(k), value(0), next(0), overflow(0) {
+  explicit SkipListNode(Key k) : validity(0), key(k), value(0), next(0) {
     insert_flushed.store(1, std::memory_order_relaxed);
     delete_flushed.store(0, std::memory_order_relaxed);
     height.store(0, std::memory_order_relaxed);

@@ -6,9 +6,9 @@
 //   root(0)  a tag naming the structure and technique ("which set is this pool"), written last
 //            at create, so a crash during create leaves a pool that open() rejects;
 //   root(1)  a parameter recovery needs (the bucket count of a hash set, 1 for a list);
-//   the pool allocator's size class of its nodes (32 bytes for the link-free list and hash
-//   table and for every SOFT PNode, 64 for the link-free skip list; its slots are the durable
-//   areas, seed 000 §5).
+//   the pool allocator's size classes of its nodes (32 bytes for the link-free list and hash
+//   table and for every SOFT PNode; 64, 128 and 320 for the link-free skip list, a node's line
+//   and the rest of its tower; its slots are the durable areas, seed 000 §5).
 // Nothing else about a set is persistent: links, towers and buckets are rebuilt by recovery.
 #pragma once
 
