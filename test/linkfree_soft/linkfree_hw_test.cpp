@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <map>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -367,6 +369,56 @@ TYPED_TEST(LinkFreeSetTest, FullPoolThrowsPoolFullAndTheSetStaysUsable) {
   EXPECT_EQ(set->size(), count);
   EXPECT_TRUE(set->contains(lowest - 100));
   EXPECT_FALSE(set->contains(lowest + 50));
+}
+
+// The skip list keeps a node's tower in its slot (64, 128 or 320 bytes by height), and recovery
+// keeps each node's height, a byte of volatile meaning that a crash may leave at anything. Every
+// node's height byte is overwritten (0 and 255 in turn) before the open: recovery must clamp it
+// to [1, what the slot holds], and the set must come back exact and work at every level.
+TEST(LinkFreeSkipListTowers, RecoveryClampsHeightsToTheirSlots) {
+  using Node = linkfree_soft::detail::linkfree::SkipListNode;
+  TempPoolPath path("lf_heights");
+  std::map<Key, Value> expected;
+  {
+    auto pool = pm::Pool::create(path.str(), kPoolSize, "test");
+    auto set = SkipListKind<>::create(pool);
+    for (Key k = 1; k <= 20000; ++k) {
+      ASSERT_TRUE(set->insert(k * 7, k));
+      expected[k * 7] = k;
+    }
+  }
+  {
+    auto pool = pm::Pool::open(path.str(), "test");
+    std::map<std::size_t, std::size_t> nodes_by_slot_size;
+    bool high = false;
+    pool.allocator().for_each_slot([&](void* slot, std::size_t size) {
+      auto* bytes = static_cast<unsigned char*>(slot);
+      if (bytes[0] == 0) return;  // never used: no validity tag
+      ++nodes_by_slot_size[size];
+      bytes[offsetof(Node, height)] = high ? 255 : 0;
+      high = !high;
+    });
+    // P(height > 5) = 1/32: about 625 of the 20,000 nodes are in 128-byte slots.
+    EXPECT_GT(nodes_by_slot_size[64], 0u);
+    EXPECT_GT(nodes_by_slot_size[128], 0u);
+  }
+  auto pool = pm::Pool::open(path.str(), "test");
+  auto set = SkipListKind<>::open(pool);
+  EXPECT_EQ(set->recovery_stats().live_slots, expected.size());
+  EXPECT_EQ(contents_of(*set), expected);
+  // A 255 in a 128-byte slot became 13 levels (what the slot holds), not 1 or 5.
+  EXPECT_GE(set->levels_in_use(), 13);
+  EXPECT_LE(set->levels_in_use(), linkfree_soft::LinkFreeSkipList<>::max_levels);
+  for (Key k = 1; k <= 20000; k += 2) {
+    ASSERT_TRUE(set->remove(k * 7));
+    expected.erase(k * 7);
+  }
+  for (Key k = 1; k <= 5000; ++k) {
+    ASSERT_TRUE(set->insert(k * 7 + 3, k));
+    expected[k * 7 + 3] = k;
+  }
+  EXPECT_EQ(contents_of(*set), expected);
+  for (const auto& [k, v] : expected) ASSERT_EQ(set->get(k), std::optional<Value>(v));
 }
 
 }  // namespace
