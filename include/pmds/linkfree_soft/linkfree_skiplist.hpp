@@ -28,6 +28,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -199,26 +200,28 @@ class LinkFreeSkipList {
     return detail::linkfree::node_of<Node>(next_word(n, level).load(std::memory_order_acquire));
   }
 
-  // The slot of a node of `height` levels: its line, then the levels past the inline ones, in
-  // whole lines (the node's line stays line-aligned); three sizes, so three chunk classes at most.
-  static constexpr std::size_t tall_slot_size =
+  // A node's slot: its line, then the levels past the inline ones, in whole lines (the node's
+  // line stays line-aligned). Three sizes, so three chunk classes at most; the last holds a
+  // tower of max_levels.
+  static constexpr std::array<std::size_t, 3> node_slot_sizes = {
+      sizeof(Node), 2 * sizeof(Node),
       (sizeof(Node) + (max_levels - inline_levels) * sizeof(Word) + pm::cache_line_size - 1) /
-      pm::cache_line_size * pm::cache_line_size;
-  static constexpr std::size_t slot_size_for_height(int height) {
-    if (height <= inline_levels) return sizeof(Node);
-    const std::size_t bytes = sizeof(Node) + (height - inline_levels) * sizeof(Word);
-    return bytes <= 2 * sizeof(Node) ? 2 * sizeof(Node) : tall_slot_size;
-  }
-  static constexpr bool is_node_slot_size(std::size_t size) {
-    return size == sizeof(Node) || size == 2 * sizeof(Node) || size == tall_slot_size;
-  }
+          pm::cache_line_size* pm::cache_line_size};
   // The most levels a slot of `size` bytes holds.
   static constexpr int height_capacity(std::size_t size) {
     return std::min(max_levels,
                     inline_levels + static_cast<int>((size - sizeof(Node)) / sizeof(Word)));
   }
-  static_assert(height_capacity(sizeof(Node)) == inline_levels &&
-                height_capacity(tall_slot_size) == max_levels);
+  static_assert(height_capacity(node_slot_sizes.back()) == max_levels);
+  // The smallest slot that holds `height` levels.
+  static constexpr std::size_t slot_size_for_height(int height) {
+    for (const std::size_t size : node_slot_sizes)
+      if (height_capacity(size) >= height) return size;
+    return node_slot_sizes.back();
+  }
+  static constexpr bool is_node_slot_size(std::size_t size) {
+    return std::ranges::find(node_slot_sizes, size) != node_slot_sizes.end();
+  }
 
   void init_sentinels() {
     for (Node* s : {&head_.node, &tail_.node})
@@ -254,7 +257,7 @@ class LinkFreeSkipList {
     try {
       return allocator_.allocate(want);
     } catch (const PoolFull&) {
-      for (const std::size_t size : {sizeof(Node), 2 * sizeof(Node), tall_slot_size}) {
+      for (const std::size_t size : node_slot_sizes) {
         if (size == want) continue;
         try {
           void* slot = allocator_.allocate(size);
