@@ -136,17 +136,25 @@ class PBComb {
     // since the operation returned or since the crash. Checked before announcing, so no combiner
     // can be serving this slot now (it has no active request).
     if (deactivate_of(current_index(), p) == activate) return response_of(current_index(), p);
-    requests_.announce(p, request, activate);
+    // The announcement, the lock's read and its CAS are seq_cst (the paper assumes sequentially
+    // consistent memory): every round whose CAS follows this thread's read of the lock then
+    // sees the request. With a release store and an acquire read (x86: the announcement still in
+    // the store buffer while the lock is read) a round after the one waited for could miss the
+    // request, and the check below could then read this slot's Deactivate bit from the record a
+    // still later round is writing — served, but before that round switched — and return the
+    // slot's previous response (a popped value lost). On x86 only the announcement costs
+    // anything (an xchg).
+    requests_.announce(p, request, activate, std::memory_order_seq_cst);
 
     std::uint64_t lock_value;
     for (;;) {
-      lock_value = lock_.load(std::memory_order_acquire);
+      lock_value = lock_.load(std::memory_order_seq_cst);
       if (lock_value % 2 == 0) {
         // `expected` is a copy: a failed CAS overwrites it with the current value, and the
         // paper's lval + 1 (line 8) is the value of the thread that took the lock from lval.
         std::uint64_t expected = lock_value;
         ++lock_value;  // the odd value the lock holder has: this thread, or the one that won
-        if (lock_.compare_exchange_strong(expected, lock_value, std::memory_order_acq_rel)) break;
+        if (lock_.compare_exchange_strong(expected, lock_value, std::memory_order_seq_cst)) break;
       }
       while (lock_.load(std::memory_order_acquire) == lock_value) detail::spin_pause();
       if (deactivate_of(current_index(), p) == activate) {
