@@ -144,7 +144,7 @@ class PBComb {
     // still later round is writing — served, but before that round switched — and return the
     // slot's previous response (a popped value lost). On x86 only the announcement costs
     // anything (an xchg).
-    requests_.announce(p, request, activate, std::memory_order_seq_cst);
+    requests_.announce(p, request, activate);
 
     std::uint64_t lock_value;
     for (;;) {

@@ -229,11 +229,11 @@ class Announcements {
 
   explicit Announcements(std::size_t slots) : slots_(new Slot[slots]) {}
 
-  // The slot's next request: its words, then its activate bit with the valid bit, stored with
-  // `order` (release; PWFcomb needs seq_cst: see pwfcomb.hpp). The slot first joins the scanned
-  // range (in_use()), before its announcement can be seen.
-  void announce(std::size_t slot, const Request& request, std::uint64_t activate,
-                std::memory_order order = std::memory_order_release) {
+  // The slot's next request: its words, then its activate bit with the valid bit, stored
+  // seq_cst (both protocols need a round that starts after the announcing thread's next read of
+  // the lock or of S to see the request: pbcomb.hpp, pwfcomb.hpp). The slot first joins the
+  // scanned range (in_use()), before its announcement can be seen.
+  void announce(std::size_t slot, const Request& request, std::uint64_t activate) {
     for (std::size_t used = in_use_.load(std::memory_order_relaxed); used <= slot;)
       if (in_use_.compare_exchange_weak(used, slot + 1, std::memory_order_seq_cst)) break;
     Slot& s = slots_[slot];
@@ -242,7 +242,7 @@ class Announcements {
     for (std::size_t i = 0; i < request_words; ++i)
       s.request[i].store(words[i], std::memory_order_relaxed);
     s.failed.store(false, std::memory_order_relaxed);
-    s.word.store(activate | valid_bit, order);
+    s.word.store(activate | valid_bit, std::memory_order_seq_cst);
   }
   // Sets the slot's activate bit without a valid request: nothing pending (open, withdrawal).
   void reset(std::size_t slot, std::uint64_t activate, bool valid) {

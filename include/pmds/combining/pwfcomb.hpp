@@ -133,7 +133,7 @@ class PWFComb {
     // round whose read of S follows this thread's first read of S then sees the request (the
     // two-attempt bound rests on this; the artifact's Fetch&Add on its activate vector is its
     // full fence). On x86 only the announcement's store costs anything (an xchg).
-    requests_.announce(p, request, activate, std::memory_order_seq_cst);
+    requests_.announce(p, request, activate);
     PerThread& mine = per_thread_[p];
     for (std::uint64_t i = 0; i < mine.backoff; ++i) detail::spin_pause();  // Backoff (line 3)
 
