@@ -43,6 +43,7 @@
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/allocator.hpp"
 #include "pmds/pm/pool.hpp"
+#include "pmds/pm/pool_format.hpp"
 #include "pmds/random_height.hpp"
 #include "pmds/reclaim/epoch.hpp"
 #include "pmds/thread_registry.hpp"
@@ -205,8 +206,8 @@ class LinkFreeSkipList {
   // tower of max_levels.
   static constexpr std::array<std::size_t, 3> node_slot_sizes = {
       sizeof(Node), 2 * sizeof(Node),
-      (sizeof(Node) + (max_levels - inline_levels) * sizeof(Word) + pm::cache_line_size - 1) /
-          pm::cache_line_size* pm::cache_line_size};
+      pm::format::round_up(sizeof(Node) + (max_levels - inline_levels) * sizeof(Word),
+                           pm::cache_line_size)};
   // The most levels a slot of `size` bytes holds.
   static constexpr int height_capacity(std::size_t size) {
     return std::min(max_levels,
