@@ -228,10 +228,6 @@ namespace detail {
 
 inline constexpr std::size_t node_alignment = 16;  // the pool's slot alignment (cmpxchg16b)
 
-constexpr std::size_t round_up(std::size_t n, std::size_t to) {
-  return (n + to - 1) / to * to;
-}
-
 // A durable policy's recovery trace (concept RecoveryTrace). It records the slots the trace
 // reaches; finish() hands them to the allocator, which puts every other slot of every used chunk
 // on its free lists (no flush needed). Every node is checked before it is read
@@ -424,7 +420,7 @@ struct TransientPolicy {
 
     auto pin() { return epochs_.pin(); }
     void* allocate(std::size_t n) {
-      return ::operator new (detail::round_up(n, detail::node_alignment),
+      return ::operator new (pm::format::round_up(n, detail::node_alignment),
                              std::align_val_t{detail::node_alignment});
     }
     void deallocate(void* p) noexcept { free_slot(p); }

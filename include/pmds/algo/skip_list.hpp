@@ -185,7 +185,8 @@ class SkipList : public AnchoredStructure<P> {
     // Rounded to a cache line: few slot sizes for the allocator, and a short node never
     // shares a line with another node.
     static constexpr std::size_t bytes(int height) {
-      return detail::round_up(sizeof(Node) + static_cast<std::size_t>(height) * sizeof(Link), 64);
+      return pm::format::round_up(sizeof(Node) + static_cast<std::size_t>(height) * sizeof(Link),
+                                  64);
     }
   };
 
