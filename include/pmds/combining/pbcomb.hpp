@@ -282,7 +282,7 @@ class PBComb {
       // The next round writes MIndex and this record's first line (the state and the first
       // slots' responses), both flushed by a round and so evicted on a machine whose clwb evicts
       // (this one): fetched for writing now, off the critical path, so that round's stores do
-      // not wait for memory before its pwbs (1 thread: +4-8%, results/README.md, seed004).
+      // not wait for memory before its pwbs (measured at 1 thread: +4-8%; level at 2).
       __builtin_prefetch(&index_word(), 1);
       __builtin_prefetch(&area_[record_base(current)], 1);
     }
