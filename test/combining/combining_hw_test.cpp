@@ -567,5 +567,26 @@ TEST(BadInput, OpeningAPBcombObjectAsPWFcomb) {
     EXPECT_EQ(e.code(), PoolErrc::layout_mismatch);
   }
 }
+
+// A pool whose records have the layout before version '2' (protocol.hpp's kind_word: the
+// Deactivate bits after the responses) is refused, not read with the new offsets.
+TEST(BadInput, OpeningAnOlderRecordLayout) {
+  TempPath path("combining-old-layout");
+  {
+    auto pool = pm::Pool::create(path.path(), pool_bytes, "combining");
+    CombiningAtomicFloat<PBComb, Persistence::detectable> r(create_new, pool);
+    auto* kind = reinterpret_cast<pm::atomic<std::uint64_t>*>(pool.root(0).load());
+    ASSERT_EQ(kind->load(), kind_word('r', 'f'));
+    kind->store(0x706d64732e726366);  // "pmds.rcf": the same register, layout 'c'
+    pm::persist(kind, sizeof *kind);
+  }
+  auto pool = pm::Pool::open(path.path(), "combining");
+  try {
+    CombiningAtomicFloat<PBComb, Persistence::detectable> r(open_existing, pool);
+    FAIL() << "opened a register of the older record layout";
+  } catch (const PoolError& e) {
+    EXPECT_EQ(e.code(), PoolErrc::layout_mismatch);
+  }
+}
 }  // namespace
 }  // namespace pmds::combining

@@ -46,7 +46,7 @@ class CombiningAtomicFloat : public CombiningStructure<Mode> {
     }
   };
   using Comb = Protocol<Sequential, Mode, Bug>;
-  static constexpr std::uint64_t kind = 0x706d64732e726300 | Comb::kind_letter;  // "pmds.rcf/w"
+  static constexpr std::uint64_t kind = kind_word('r', Comb::kind_letter);  // "pmds.r2f/w"
   using Response = typename Sequential::Response;
 
   explicit CombiningAtomicFloat(double initial = default_initial,

@@ -102,7 +102,7 @@ class CombiningHeap : public CombiningStructure<Mode> {
     std::size_t capacity_;
   };
   using Comb = Protocol<Sequential, Mode, Bug>;
-  static constexpr std::uint64_t kind = 0x706d64732e686300 | Comb::kind_letter;  // "pmds.hcf/w"
+  static constexpr std::uint64_t kind = kind_word('h', Comb::kind_letter);  // "pmds.h2f/w"
 
   explicit CombiningHeap(std::size_t capacity = default_capacity,
                          std::size_t slots = default_slots) requires(Mode == Persistence::none)

@@ -31,7 +31,7 @@
 // slot's spares and give them back.
 //
 // Layout of the persistent area: S's line, then 2·slots + 1 records (slot p's two are 2p and
-// 2p + 1; the last is the initial one), each [state][responses][Deactivate bits][Index bits],
+// 2p + 1; the last is the initial one), each [state][Deactivate bits][Index bits][responses],
 // whole lines (combining/protocol.hpp).
 #pragma once
 

@@ -34,7 +34,7 @@ class CombiningQueue : public CombiningStructure<Mode> {
 
  public:
   static constexpr const char* name = "queue";
-  static constexpr std::uint64_t kind = 0x706d64732e716366;  // "pmds.qcf"
+  static constexpr std::uint64_t kind = kind_word('q', 'f');  // "pmds.q2f" (PBcomb's letter)
 
   struct Node {
     Word value;

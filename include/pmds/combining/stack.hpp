@@ -176,7 +176,7 @@ class CombiningStack : public CombiningStructure<Mode> {
     CombiningStack* owner_;
   };
   using Comb = Protocol<Sequential, Mode, Bug>;
-  static constexpr std::uint64_t kind = 0x706d64732e736300 | Comb::kind_letter;  // "pmds.scf/w"
+  static constexpr std::uint64_t kind = kind_word('s', Comb::kind_letter);  // "pmds.s2f/w"
   static_assert(!wait_free || Options.recycling,
                 "the recycling stack is PBcomb's: a PWFcomb stack retires popped nodes to an "
                 "epoch domain");

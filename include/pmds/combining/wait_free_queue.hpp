@@ -62,7 +62,7 @@ class WaitFreeCombiningQueue : public CombiningStructure<Mode> {
 
  public:
   static constexpr const char* name = "queue";
-  static constexpr std::uint64_t kind = 0x706d64732e717377;  // "pmds.qsw"
+  static constexpr std::uint64_t kind = kind_word('q', 'w');  // "pmds.q2w" (PWFcomb's letter)
 
   struct Node {
     Word value;
