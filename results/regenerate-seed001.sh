@@ -17,9 +17,10 @@ range=$((2 * nodes))
 results_begin seed001 "${common[*]} nodes=$nodes"
 
 # The contenders of each family (seed 001 §6.1: the transient original, the general
-# transformations, the hand-made sets). psync-bound exists for lists, hash tables and skip lists.
-lists=$(family list transient psync-bound izraelevitz flit mirror linkfree soft)
-hashes=$(family hash transient psync-bound izraelevitz flit mirror linkfree soft)
+# transformations, the hand-made sets). psync-bound exists for lists, hash tables and skip lists;
+# psync2-bound (two psyncs per successful update: Mirror's own ceiling) for lists and hash tables.
+lists=$(family list transient psync-bound psync2-bound izraelevitz flit mirror linkfree soft)
+hashes=$(family hash transient psync-bound psync2-bound izraelevitz flit mirror linkfree soft)
 skiplists=$(family skiplist transient psync-bound izraelevitz flit mirror linkfree soft)
 bsts=$(family bst transient izraelevitz flit mirror)
 # the threads runs also show §6.3's variant (both replicas on the pool's medium: /dev/shm here)

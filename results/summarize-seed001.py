@@ -11,9 +11,10 @@ from collections import defaultdict
 
 from ratio_lib import fmt, fmt_ratio, load_runs, per_round
 
-TECHNIQUES = ["mirror", "flit", "izraelevitz", "linkfree", "soft", "psync-bound", "mirror-pm"]
+TECHNIQUES = ["mirror", "flit", "izraelevitz", "linkfree", "soft", "psync-bound", "psync2-bound",
+              "mirror-pm"]
 SHORT = {"mirror": "M", "flit": "F", "izraelevitz": "I", "linkfree": "LF", "soft": "S",
-         "psync-bound": "B", "mirror-pm": "Mpm", "transient": "T"}
+         "psync-bound": "B", "psync2-bound": "B2", "mirror-pm": "Mpm", "transient": "T"}
 
 
 def groups_of(recs):
@@ -32,12 +33,13 @@ def main(out):
     print("# Seed 001 (Mirror) at this machine's scale: ratios within one run\n")
     print("Each cell: the median of the per-round throughput ratios [min-max over the rounds]. "
           "T = the transient twin (Mops/s); M = mirror, F = flit, I = izraelevitz, LF = linkfree, "
-          "S = soft, B = psync-bound (transient + one psync per successful update), Mpm = "
+          "S = soft, B = psync-bound (transient + one psync per successful update), B2 = "
+          "psync2-bound (two psyncs, one after the other: Mirror's ceiling), Mpm = "
           "mirror-pm (seed 001 §6.3: both replicas on the pool's medium). fence ns: extra latency "
           "after every fence (--fence-latency).\n")
     print("| run | thr | key range | reads % | fence ns | T Mops/s | M/T | F/T | I/T | LF/T | S/T "
-          "| B/T | Mpm/T | M/I | M/F |")
-    print("|" + "---|" * 15)
+          "| B/T | B2/T | Mpm/T | M/I | M/F |")
+    print("|" + "---|" * 16)
     for name, recs in runs.items():
         if name.startswith("recovery-"):
             continue
@@ -45,7 +47,7 @@ def main(out):
             t = by.get("transient")
             cells = [fmt_ratio(per_round(by.get(x), t)) for x in
                      ("mirror", "flit", "izraelevitz", "linkfree", "soft", "psync-bound",
-                      "mirror-pm")]
+                      "psync2-bound", "mirror-pm")]
             print(f"| {name} | {thr} | {kr:,} | {reads} | {fence} | "
                   f"{fmt(t['mops'] if t else None)} | " + " | ".join(cells) + " | "
                   f"{fmt_ratio(per_round(by.get('mirror'), by.get('izraelevitz')))} | "
@@ -62,7 +64,7 @@ def main(out):
         if not (zero or name.startswith("threads-")):
             continue
         for r in recs:
-            if r["technique"] == "transient" or r["technique"] == "psync-bound":
+            if r["technique"] in ("transient", "psync-bound", "psync2-bound"):
                 continue
             if name.startswith("threads-") and r["threads"] != 1:
                 continue

@@ -46,6 +46,10 @@ using Registered = TypeList<
              factories::PsyncBoundOf<factories::Plain<algo::HarrisMichaelList<algo::transient>>>,
              "reference, not durable: list/transient + one psync per successful update (the "
              "ceiling of any durable list here)">,
+    Describe<"list/psync2-bound", Kind::map,
+             factories::PsyncBoundOf<factories::Plain<algo::HarrisMichaelList<algo::transient>>, 2>,
+             "reference, not durable: list/transient + two psyncs, one after the other, per "
+             "successful update (the ceiling of list/mirror here)">,
     // Michael's hash table: a fixed array of buckets, one list each (algo/michael_hash.hpp)
     Describe<"hash/transient", Kind::map, factories::Hash<algo::MichaelHashTable<algo::transient>>,
              "Michael lock-free hash table in DRAM (the transient baseline)">,
@@ -79,6 +83,10 @@ using Registered = TypeList<
              factories::PsyncBoundOf<factories::Hash<algo::MichaelHashTable<algo::transient>>>,
              "reference, not durable: hash/transient + one psync per successful update (the "
              "ceiling of any durable hash table here)">,
+    Describe<"hash/psync2-bound", Kind::map,
+             factories::PsyncBoundOf<factories::Hash<algo::MichaelHashTable<algo::transient>>, 2>,
+             "reference, not durable: hash/transient + two psyncs, one after the other, per "
+             "successful update (the ceiling of hash/mirror here)">,
     // Shalev-Shavit split-ordered hash table (montage/split_ordered_hash.hpp)
     Describe<"hash-so/transient", Kind::map,
              factories::Plain<montage::TransientSplitOrderedHashMap>,

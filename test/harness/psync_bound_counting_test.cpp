@@ -1,8 +1,9 @@
 // Tests of reference::PsyncBound (pmds/reference/psync_bound.hpp), the benchmark reference
-// "transient set + one psync per successful update": it answers exactly as the set it wraps, it
-// issues one flush and one fence for each successful insert and remove and none for anything else
-// (checked with the counting backend), and the registry offers it for the list, the hash table and
-// the skip list as a transient map.
+// "transient set + one psync per successful update" (and its two-psync form): it answers exactly as
+// the set it wraps, it issues one flush and one fence (two of each) for each successful insert and
+// remove and none for anything else (checked with the counting backend), and the registry offers
+// it for the list, the hash table and the skip list (the two-psync form for the list and the hash
+// table) as a transient map.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -10,6 +11,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <type_traits>
 
 #include "pmds/algo/harris_michael_list.hpp"
 #include "pmds/algo/michael_hash.hpp"
@@ -21,9 +23,16 @@ namespace {
 
 using namespace pmds;
 using HashBound = reference::PsyncBound<algo::MichaelHashTable<algo::transient>>;
+using HashBound2 = reference::PsyncBound<algo::MichaelHashTable<algo::transient>, 2>;
 
-TEST(PsyncBound, AnswersAsTheWrappedSetAndPsyncsOncePerSuccessfulUpdate) {
-  HashBound set(std::make_unique<algo::MichaelHashTable<algo::transient>>(64));
+template <class Bound>
+class PsyncBoundOf : public ::testing::Test {};
+using Bounds = ::testing::Types<HashBound, HashBound2>;
+TYPED_TEST_SUITE(PsyncBoundOf, Bounds);
+
+TYPED_TEST(PsyncBoundOf, AnswersAsTheWrappedSetAndPsyncsPerSuccessfulUpdate) {
+  constexpr std::uint64_t psyncs = std::is_same_v<TypeParam, HashBound2> ? 2 : 1;
+  TypeParam set(std::make_unique<algo::MichaelHashTable<algo::transient>>(64));
   std::map<Key, Value> model;
   std::mt19937_64 rng(42);
   std::uint64_t successful_updates = 0;
@@ -56,16 +65,16 @@ TEST(PsyncBound, AnswersAsTheWrappedSetAndPsyncsOncePerSuccessfulUpdate) {
   }
   const pm::Counters used = pm::thread_counters() - before;
   ASSERT_GT(successful_updates, 1000u);  // the sequence exercises both outcomes
-  EXPECT_EQ(used.flushes, successful_updates);
-  EXPECT_EQ(used.fences, successful_updates);
+  EXPECT_EQ(used.flushes, psyncs * successful_updates);
+  EXPECT_EQ(used.fences, psyncs * successful_updates);
 
   std::map<Key, Value> contents;
   set.for_each([&](Key k, Value v) { contents.emplace(k, v); });
   EXPECT_EQ(contents, model);
 }
 
-TEST(PsyncBound, FailedUpdatesAndReadsIssueNothing) {
-  HashBound set(std::make_unique<algo::MichaelHashTable<algo::transient>>(16));
+TYPED_TEST(PsyncBoundOf, FailedUpdatesAndReadsIssueNothing) {
+  TypeParam set(std::make_unique<algo::MichaelHashTable<algo::transient>>(16));
   ASSERT_TRUE(set.insert(7, 70));
   const pm::Counters before = pm::thread_counters();
   EXPECT_FALSE(set.insert(7, 71));
@@ -81,7 +90,9 @@ TEST(PsyncBound, RegisteredAsTransientMapsForEachSeed000Structure) {
   // entry_named compiles these three entries only (entries() would compile every structure).
   for (const registry::Entry* e :
        {&registry::entry_named<"list/psync-bound">(), &registry::entry_named<"hash/psync-bound">(),
-        &registry::entry_named<"skiplist/psync-bound">()}) {
+        &registry::entry_named<"skiplist/psync-bound">(),
+        &registry::entry_named<"list/psync2-bound">(),
+        &registry::entry_named<"hash/psync2-bound">()}) {
     SCOPED_TRACE(e->name);
     EXPECT_FALSE(e->durable);
     EXPECT_EQ(e->kind, registry::Kind::map);

@@ -1,6 +1,7 @@
-// pmds::reference::PsyncBound<T> — a reference point for benchmarks of durable sets, not a durable
-// structure: the transient set T plus exactly one psync (a store, clwb and sfence of one cache
-// line) after each successful insert and remove, and nothing else.
+// pmds::reference::PsyncBound<T, Psyncs> — a reference point for benchmarks of durable sets, not a
+// durable structure: the transient set T plus exactly `Psyncs` psyncs (each a store, clwb and
+// sfence of one cache line; one unless named) after each successful insert and remove, and
+// nothing else.
 //
 // Why it exists: a durably linearizable set must make each successful update durable before it
 // returns, so it issues at least one psync per successful update (Cohen et al., "Inherent cost of
@@ -10,6 +11,13 @@
 // and "skiplist/psync-bound", it runs in the same `pmds bench` invocation as the durable sets, so
 // "durable / transient" can be read against "psync-bound / transient": the part of a gap that is
 // the machine's flush latency and the part that is the technique's own cost.
+//
+// PsyncBound<T, 2>, registered as "list/psync2-bound" and "hash/psync2-bound", issues two psyncs
+// one after the other, on two lines: the fewest a set transformed by Mirror (seed 001) can pay,
+// whose design serializes two write-backs per successful update — an insert's new node is
+// durable before the CAS that links it, and that CAS is flushed and fenced before the volatile
+// replica takes it (Figure 4, §4.3.2); a remove marks, then unlinks, each CAS flushed and fenced.
+// It is the ceiling of list/mirror and hash/mirror on the machine at hand.
 //
 // The flushed line is the calling thread's own, kept hot: the cheapest psync there is (a durable
 // set's line was usually just written, and often missed), so the reference errs on the fast
@@ -29,8 +37,10 @@
 
 namespace pmds::reference {
 
-template <class T>
+template <class T, int Psyncs = 1>
 class PsyncBound {
+  static_assert(Psyncs >= 1);
+
  public:
   // Not durable: a benchmark reference that lives in DRAM (registry::criterion_of).
   static constexpr Criterion criterion = Criterion::none;
@@ -54,10 +64,12 @@ class PsyncBound {
 
   static bool persisted(bool updated) {
     if (updated) {
-      thread_local Line line;
-      line.word.store(line.word.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      pm::flush(&line);
-      pm::fence();
+      thread_local Line lines[Psyncs];
+      for (Line& line : lines) {  // each psync completes before the next begins
+        line.word.store(line.word.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        pm::flush(&line);
+        pm::fence();
+      }
     }
     return updated;
   }

@@ -159,11 +159,11 @@ struct Incll {
   }
 };
 
-// reference::PsyncBound over a transient entry's factory F: F's structure plus one psync per
+// reference::PsyncBound over a transient entry's factory F: F's structure plus `Psyncs` psyncs per
 // successful update (the benchmark reference of reference/psync_bound.hpp; transient itself).
-template <class F>
+template <class F, int Psyncs = 1>
 struct PsyncBoundOf {
-  using type = reference::PsyncBound<typename F::type>;
+  using type = reference::PsyncBound<typename F::type, Psyncs>;
   static std::unique_ptr<type> create(pm::Pool* pool, const CreateOptions& o) {
     return std::make_unique<type>(F::create(pool, o));
   }
