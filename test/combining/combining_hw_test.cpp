@@ -323,6 +323,17 @@ TEST(BadInput, TooManyThreadsAndBadSlots) {
   EXPECT_THROW((CombiningStack<PBComb, Persistence::none>(std::size_t{0})), Error);
 }
 
+// Opening `pool`'s structure as an S is refused as another structure's layout.
+template <class S>
+void expect_layout_mismatch(pm::Pool& pool) {
+  try {
+    S s(open_existing, pool);
+    ADD_FAILURE() << "opened the pool's structure as a " << S::name;
+  } catch (const PoolError& e) {
+    EXPECT_EQ(e.code(), PoolErrc::layout_mismatch) << e.what();
+  }
+}
+
 TEST(BadInput, OpeningAnotherStructureOrAnEmptyPool) {
   TempPath path("combining-foreign");
   {
@@ -332,12 +343,7 @@ TEST(BadInput, OpeningAnotherStructureOrAnEmptyPool) {
     EXPECT_THROW((CombiningQueue<Persistence::detectable>(create_new, pool)), PoolError);
   }
   auto pool = pm::Pool::open(path.path(), "combining");
-  try {
-    CombiningStack<PBComb, Persistence::detectable> s(open_existing, pool);
-    FAIL() << "opened a queue as a stack";
-  } catch (const PoolError& e) {
-    EXPECT_EQ(e.code(), PoolErrc::layout_mismatch);
-  }
+  expect_layout_mismatch<CombiningStack<PBComb, Persistence::detectable>>(pool);
 }
 
 TEST(Tickets, ReinvokedAfterReopenAppliesNothing) {
@@ -560,12 +566,7 @@ TEST(BadInput, OpeningAPBcombObjectAsPWFcomb) {
     CombiningAtomicFloat<PBComb, Persistence::detectable> r(create_new, pool);
   }
   auto pool = pm::Pool::open(path.path(), "combining");
-  try {
-    CombiningAtomicFloat<PWFComb, Persistence::detectable> r(open_existing, pool);
-    FAIL() << "opened a PBcomb register as a PWFcomb one";
-  } catch (const PoolError& e) {
-    EXPECT_EQ(e.code(), PoolErrc::layout_mismatch);
-  }
+  expect_layout_mismatch<CombiningAtomicFloat<PWFComb, Persistence::detectable>>(pool);
 }
 
 // A pool whose records have the layout before version '2' (protocol.hpp's kind_word: the
@@ -581,12 +582,7 @@ TEST(BadInput, OpeningAnOlderRecordLayout) {
     pm::persist(kind, sizeof *kind);
   }
   auto pool = pm::Pool::open(path.path(), "combining");
-  try {
-    CombiningAtomicFloat<PBComb, Persistence::detectable> r(open_existing, pool);
-    FAIL() << "opened a register of the older record layout";
-  } catch (const PoolError& e) {
-    EXPECT_EQ(e.code(), PoolErrc::layout_mismatch);
-  }
+  expect_layout_mismatch<CombiningAtomicFloat<PBComb, Persistence::detectable>>(pool);
 }
 }  // namespace
 }  // namespace pmds::combining
