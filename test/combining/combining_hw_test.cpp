@@ -323,7 +323,8 @@ TEST(BadInput, TooManyThreadsAndBadSlots) {
   EXPECT_THROW((CombiningStack<PBComb, Persistence::none>(std::size_t{0})), Error);
 }
 
-// Opening `pool`'s structure as an S is refused as another structure's layout.
+// Opening `pool`'s structure as an S is refused with layout_mismatch (another structure, another
+// protocol or another record layout).
 template <class S>
 void expect_layout_mismatch(pm::Pool& pool) {
   try {
