@@ -96,6 +96,7 @@
 #include "pmds/interfaces.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/pool.hpp"
+#include "pmds/pm/pool_format.hpp"
 #include "pmds/reclaim/epoch.hpp"
 
 namespace pmds::algo {

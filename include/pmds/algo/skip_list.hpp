@@ -37,6 +37,7 @@
 #include "pmds/algo/anchored_structure.hpp"
 #include "pmds/algo/policy.hpp"
 #include "pmds/interfaces.hpp"
+#include "pmds/pm/pool_format.hpp"
 #include "pmds/random_height.hpp"
 
 namespace pmds::algo {
