@@ -11,7 +11,6 @@
 #include <optional>
 #include <random>
 #include <string>
-#include <type_traits>
 
 #include "pmds/algo/harris_michael_list.hpp"
 #include "pmds/algo/michael_hash.hpp"
@@ -31,7 +30,7 @@ using Bounds = ::testing::Types<HashBound, HashBound2>;
 TYPED_TEST_SUITE(PsyncBoundOf, Bounds);
 
 TYPED_TEST(PsyncBoundOf, AnswersAsTheWrappedSetAndPsyncsPerSuccessfulUpdate) {
-  constexpr std::uint64_t psyncs = std::is_same_v<TypeParam, HashBound2> ? 2 : 1;
+  constexpr std::uint64_t psyncs = TypeParam::psyncs;
   TypeParam set(std::make_unique<algo::MichaelHashTable<algo::transient>>(64));
   std::map<Key, Value> model;
   std::mt19937_64 rng(42);

@@ -190,10 +190,7 @@ struct RecordLayout {
   std::size_t response_offset(std::size_t slot) const {
     return deactivate_word(0) + (with_index ? 2 : 1) * bit_words(slots) + slot * response_words;
   }
-  std::size_t words() const {
-    return round_to_line(state_words + slots * response_words +
-                         (with_index ? 2 : 1) * bit_words(slots));
-  }
+  std::size_t words() const { return round_to_line(response_offset(slots)); }
   // The words a round must make durable: the whole record when responses and Deactivate bits
   // are persisted (detectable), the state's lines only otherwise (durable: §3, "the only field
   // of StateRec that needs to be persisted is st").

@@ -34,7 +34,6 @@ class CombiningQueue : public CombiningStructure<Mode> {
 
  public:
   static constexpr const char* name = "queue";
-  static constexpr std::uint64_t kind = kind_word('q', 'f');  // "pmds.q2f" (PBcomb's letter)
 
   struct Node {
     Word value;
@@ -113,6 +112,7 @@ class CombiningQueue : public CombiningStructure<Mode> {
 
   using EnqueueComb = PBComb<Enqueuers, Mode, Bug>;
   using DequeueComb = PBComb<Dequeuers, Mode, Bug>;
+  static constexpr std::uint64_t kind = kind_word('q', EnqueueComb::kind_letter);  // "pmds.q2f"
 
   explicit CombiningQueue(std::size_t slots = default_slots) requires(Mode == Persistence::none)
       : Base(slots) {

@@ -62,7 +62,6 @@ class WaitFreeCombiningQueue : public CombiningStructure<Mode> {
 
  public:
   static constexpr const char* name = "queue";
-  static constexpr std::uint64_t kind = kind_word('q', 'w');  // "pmds.q2w" (PWFcomb's letter)
 
   struct Node {
     Word value;
@@ -186,6 +185,7 @@ class WaitFreeCombiningQueue : public CombiningStructure<Mode> {
 
   using EnqueueComb = PWFComb<Enqueuers, Mode, Bug>;
   using DequeueComb = PWFComb<Dequeuers, Mode, Bug>;
+  static constexpr std::uint64_t kind = kind_word('q', EnqueueComb::kind_letter);  // "pmds.q2w"
 
   explicit WaitFreeCombiningQueue(std::size_t slots = default_slots) requires(Mode ==
                                                                               Persistence::none)

@@ -44,6 +44,7 @@ class PsyncBound {
  public:
   // Not durable: a benchmark reference that lives in DRAM (registry::criterion_of).
   static constexpr Criterion criterion = Criterion::none;
+  static constexpr int psyncs = Psyncs;
 
   explicit PsyncBound(std::unique_ptr<T> inner) : inner_(std::move(inner)) {}
 
