@@ -1,3 +1,4 @@
+// labels: concurrent
 // Michael's hash table under every policy: sequential and concurrent behaviour against a model
 // (with 1, 7 and 1024 buckets: long chains and short ones), reserved keys, and (Izraelevitz)
 // recovery in a new process after a dirty exit and after a clean close.

@@ -1,3 +1,4 @@
+// labels: concurrent
 // The lock-protected binary min-heap (transient baseline): against std::priority_queue
 // sequentially, reserved keys, and concurrent inserts/delete-mins conserving every key.
 #include <gtest/gtest.h>

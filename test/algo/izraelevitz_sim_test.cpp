@@ -1,3 +1,4 @@
+// labels: memory
 // The Izraelevitz policy under the Px86 crash model (simulated backend): at a quiescent point
 // after single-threaded inserts, the MINIMUM crash image (only what is certainly durable) of a
 // correct list recovers to every inserted key, while each planted bug (a) link not flushed,

@@ -1,3 +1,4 @@
+// labels: concurrent
 // The Michael–Scott queue under every policy: sequential FIFO against std::deque, concurrent
 // producers/consumers (every value dequeued exactly once, per-producer FIFO), and
 // (Izraelevitz) recovery in a new process after a dirty exit and after a clean close.

@@ -1,3 +1,4 @@
+// labels: concurrent
 // The lock-free skip list under every policy: sequential and concurrent behaviour against a
 // model, reserved keys, and (Izraelevitz) recovery in a new process after a dirty exit and
 // after a clean close, with the allocator accounting for every slot.

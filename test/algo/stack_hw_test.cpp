@@ -1,3 +1,4 @@
+// labels: concurrent
 // The Treiber stack under every policy: sequential LIFO against std::vector, concurrent
 // pushers/poppers (every value popped exactly once), and (Izraelevitz) recovery in a new
 // process after a dirty exit and after a clean close.

@@ -1,3 +1,4 @@
+// labels: concurrent memory
 // PBcomb and PWFcomb (seed 004) and the register, stack, queue and heap built on them: sequential
 // semantics against models, concurrent runs (every value out once, per-producer FIFO for the
 // queue, an exact product for the register, every key out once for the heap), the three

@@ -1,4 +1,4 @@
-// labels: crashlab
+// labels: crashlab memory
 // The crash lab's parts that need no crash: history recording (what a crash at any instruction
 // leaves readable), the JSON lines lincheck reads (checked end to end through lincheck, good
 // and bad), the workload generator's determinism, the lab's own JSON records read back.

@@ -1,13 +1,14 @@
-// labels: crashlab no-sanitizer
+// labels: crashlab
 // The crash lab's default suite, simulated power failures (docs/ARCHITECTURE.md §3–4):
 //   - every registered durable structure survives at least 300 simulated crashes x 3 crash
 //     images with no violation of its criterion (PMDS_SOAK=1: 10,000 crashes);
 //   - every planted-bug fixture IS reported within 500 crashes (two, named below, within 5,000),
 //     and no bug-free control is (a lab that reports no violation on a planted bug fails here);
 //   - a crash check replays exactly from its seed, and the scheduler makes runs deterministic.
-// no-sanitizer: the lab forks workload processes that spawn recovery processes and a Go checker,
-// and takes minutes under TSan's fork handling and ASan's slowdown; it tests the structures'
-// crash behaviour, which the sanitizer builds of the structures' own tests do not add to.
+// Release only (neither concurrent nor memory, test/CMakeLists.txt): the lab forks workload
+// processes that spawn recovery processes and a Go checker, and takes minutes under TSan's fork
+// handling and ASan's slowdown; the recovery code it crashes is under ASan in the structures'
+// own recovery tests (the *_sim_test.cpp crash-image recoveries, the pool tests).
 #include <gtest/gtest.h>
 
 #include <algorithm>

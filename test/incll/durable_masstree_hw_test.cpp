@@ -1,3 +1,4 @@
+// labels: concurrent memory
 // masstree/incll and masstree/logging (incll/durable_masstree.hpp over incll/checkpoints.hpp):
 // a clean close keeps everything; a process that dies mid-epoch comes back as it was at its last
 // boundary, splits and new roots of the failed epoch undone by the external log (and inserts and

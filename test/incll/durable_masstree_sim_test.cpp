@@ -1,3 +1,4 @@
+// labels: memory
 // The durable Masstree's parent links under the simulated Px86 backend (docs/ARCHITECTURE.md §3),
 // where a store that was never flushed may be lost in a crash. A parent link is derived state:
 // recovery rebuilds the links of the nodes an interior split of the failed epoch moved (the

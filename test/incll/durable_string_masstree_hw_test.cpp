@@ -1,3 +1,4 @@
+// labels: concurrent memory
 // masstree-bytes/incll and masstree-bytes/logging (incll/durable_masstree.hpp, byte-string form):
 // keys and values of any length in pool blocks, keys sharing prefixes so that layers are made;
 // a clean close keeps everything; a process that dies mid-epoch comes back as at its last

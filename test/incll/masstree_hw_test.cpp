@@ -1,3 +1,4 @@
+// labels: concurrent
 // Masstree in DRAM (incll/masstree.hpp): the 8-byte and byte-string forms against std::map,
 // splits at both ends, layers for keys sharing 8-byte slices, ordered scans from any bound, and
 // concurrent writers and readers (each thread owns a key set and knows its state exactly; scans

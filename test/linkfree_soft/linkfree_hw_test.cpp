@@ -1,3 +1,4 @@
+// labels: concurrent memory
 // Link-free list, hash set and skip list (seed 000 §3) on the hardware backend: sequential
 // semantics against a model, concurrent stress against per-thread models, reserved keys, a full
 // pool, reopening in the same process, and a child process that inserts and exits without

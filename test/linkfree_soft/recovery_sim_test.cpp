@@ -1,3 +1,4 @@
+// labels: memory
 // Seed 000's recovery under the simulated Px86 backend (docs/ARCHITECTURE.md §3): what the crash
 // lab cannot say. The lab (test/crashlab/crashlab_sim_test.cpp, `pmds crashtest`) crashes every
 // link-free and SOFT structure, judges what recovery finds, and reports each of their planted

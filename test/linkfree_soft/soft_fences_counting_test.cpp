@@ -1,3 +1,4 @@
+// labels: concurrent
 // SOFT's persistence cost, measured with the counting backend (seed 000 §2.3: "each thread
 // performs at most one fence per update and zero fences per read operation", the lower bound of
 // Cohen et al. 2018). pm::thread_counters() is read around every operation; the per-operation

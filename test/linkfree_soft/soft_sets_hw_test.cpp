@@ -1,3 +1,4 @@
+// labels: concurrent memory
 // SOFT list, hash set and skip list (seed 000 §4) on the hardware backend: set semantics against
 // a sequential model, concurrent stress against per-thread models, reopen and recovery, a
 // process that exits (or is killed) without closing its pool, reserved keys, a full pool, and

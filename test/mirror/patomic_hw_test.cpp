@@ -1,3 +1,4 @@
+// labels: concurrent
 // pmds tests — Mirror's pieces under the hardware backend: the pool's volatile twin, and
 // patomic<T> as an atomic word under threads (seed 001 §4.1, Lemma 5.2), with both replicas
 // equal at rest (Lemmas 5.4-5.5). The structures themselves run every algo/ test under Mirror

@@ -1,3 +1,4 @@
+// labels: memory
 // pmds tests — Mirror under the Px86 crash model (simulated backend), deterministically: a value
 // is durable before any thread can load it (seed 001 §5), including a value a helper finishes
 // for a stalled writer (Fig. 4 lines 19-25), and a Mirror list recovers every completed insert

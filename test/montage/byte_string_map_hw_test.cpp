@@ -1,3 +1,4 @@
+// labels: memory
 // nbMontage's maps over byte-string keys and values (montage/key_value_payload.hpp's
 // ByteStringKeys), on the hardware backend: the hash table (hash-bytes/montage) and the skip list
 // (skiplist-bytes/montage). Keys that share their first 8 bytes, differ only in length, hold zero

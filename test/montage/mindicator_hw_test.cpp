@@ -1,3 +1,4 @@
+// labels: concurrent
 // The mindicator of nbMontage's epoch advance (montage/mindicator.hpp): the root is the minimum of
 // the joined leaves, unused leaves do not count, a subtree at or above e is not visited, the
 // caller's own leaf comes first, and under concurrent announces and raises the root never shows

@@ -1,3 +1,4 @@
+// labels: concurrent memory
 // nbMontage's maps (seed 003), each test run on all four, on the hardware backend: the hash
 // table (montage/hash_map.hpp), the skip list (montage/skip_list.hpp), the BST
 // (montage/natarajan_mittal_bst.hpp) and the split-ordered hash table

@@ -1,3 +1,4 @@
+// labels: concurrent
 // The parallel steps of nbMontage's recovery (montage/parallel.hpp): every index of a loop visited
 // once over any number of threads, an exception from any range rethrown, and the parallel sort
 // equal to std::sort for thread counts that split the input unevenly.

@@ -1,3 +1,4 @@
+// labels: memory
 // The nbMontage structures through the public entry point (pmds/pmds.hpp): open_or_create makes
 // a new pool, a clean close keeps every completed operation, and the next open_or_create
 // recovers it; a pool made for one montage structure is refused by another.

@@ -1,3 +1,4 @@
+// labels: concurrent memory
 // nbMontage's Michael–Scott queue (seed 003, montage/queue.hpp) on the hardware backend: FIFO
 // order, a clean close that keeps every element in order, a killed process whose recovery keeps
 // every enqueue before its last sync and a prefix of the rest, concurrent producers and

@@ -1,3 +1,4 @@
+// labels: concurrent memory
 // The split-ordered hash table (montage/split_ordered_hash.hpp) in both its forms: the transient
 // twin (hash-so/transient) against a model while it grows, its buckets initialized on demand in
 // the split order, concurrent threads on contended keys; and on nbMontage (hash-so/montage), a

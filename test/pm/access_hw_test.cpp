@@ -1,3 +1,4 @@
+// labels: concurrent
 // Access layer under the hardware backend: the std::atomic surface, layout, 16-byte CAS.
 #include <gtest/gtest.h>
 

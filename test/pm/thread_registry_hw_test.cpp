@@ -1,3 +1,4 @@
+// labels: concurrent
 // Thread registry: small stable ids, reuse after exit, a clear error beyond the maximum.
 #include <gtest/gtest.h>
 

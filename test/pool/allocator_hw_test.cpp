@@ -1,3 +1,4 @@
+// labels: concurrent memory
 // The chunk allocator under the hardware backend: slot sizes and alignment, distinct slots,
 // reuse, concurrent threads, a full pool, recovery accounting, bad arguments.
 #include <gtest/gtest.h>

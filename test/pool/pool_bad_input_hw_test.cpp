@@ -1,3 +1,4 @@
+// labels: memory
 // Bad input to Pool::create / Pool::open / inspect_pool: each case throws a PoolError with its
 // code and a message naming the path, and a failed open leaves the file's bytes, size, mtime
 // and ctime exactly as they were.

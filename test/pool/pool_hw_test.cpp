@@ -1,3 +1,4 @@
+// labels: memory
 // Pool files under the hardware backend: create/open/close, the root table across processes,
 // the clean-shutdown flag, fixed base addresses, inspect_pool, the file lock.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// labels: memory
 // Pool files under the simulated backend: the mapping is attached to the Px86 simulator while
 // open, roots and the chunk directory persist as the access layer says, and a crash image of an
 // open pool is itself a pool that opens (dirty).

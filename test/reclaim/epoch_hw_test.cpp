@@ -1,3 +1,4 @@
+// labels: concurrent memory
 // Epoch reclamation (reclaim/epoch.hpp): both domains, the hand-written MinimalEpochDomain and
 // the xenium adapter, must keep a retired pointer alive while a thread pinned at retire time
 // is still pinned, run every deleter exactly once by drain/destruction, survive concurrent

@@ -1,3 +1,4 @@
+// labels: concurrent memory
 // The Px86 simulator's crash points: the event counter, the crash handler (fires exactly before
 // the chosen event, on the thread performing it, with every other thread stopped), and fork.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// labels: memory
 // The simulator's persistence sites and mutants (pm/site.hpp, pm/simulator.hpp): each flush,
 // fence, persist and non-temporal store is counted at its caller's line, and a mutant turns
 // exactly one site into a no-op (skip) or makes its fence drop the flushes pending at it

@@ -1,3 +1,4 @@
+// labels: concurrent memory
 // The Px86 simulator's model (docs/ARCHITECTURE.md §3): known store/flush/fence/RMW sequences on an
 // attached buffer, each checked against the EXACT set of reachable crash images (exhaustive
 // enumeration).

@@ -1,5 +1,6 @@
-// pmds-crashlab-process — the real process crashes of the crash lab (hardware backend), run by
-// pmds-crashlab for each structure (pmds/crashlab/process_lab.hpp). With --json-line it prints
+// pmds-crashlab-process — the real process crashes of the crash lab, run by pmds-crashlab for
+// each structure (pmds/crashlab/process_lab.hpp), on the counting backend (the hardware one plus
+// counters: it shares `pmds`'s compiled table of every structure). With --json-line it prints
 // one JSON result line on standard output for its caller.
 #include <unistd.h>
 

@@ -1,12 +1,13 @@
-// labels: crashlab no-sanitizer
-// The crash lab's default suite, real process crashes (hardware backend): every registered
-// durable structure goes through at least 20 SIGKILLs of a process working on a real pool file
-// (PMDS_SOAK=1: 200), each followed by recovery in a fresh process, a leak check of the
+// labels: crashlab
+// The crash lab's default suite, real process crashes (the counting backend: the hardware one
+// plus per-thread counters, so it shares `pmds`'s compiled table of every structure): every
+// registered durable structure goes through at least 20 SIGKILLs of a process working on a real
+// pool file (PMDS_SOAK=1: 200), each followed by recovery in a fresh process, a leak check of the
 // allocator and a check of the history. The planted bugs a process crash can show — a recovery
 // that drops a node, a recovery that leaks every slot — must be reported; the flush bugs (a)-(c)
 // cannot show here (the page cache keeps every store of a killed process) and are the
 // simulated lab's (crashlab_sim_test).
-// no-sanitizer: forks and SIGKILLs worker processes and a Go checker.
+// Release only (test/CMakeLists.txt): forks and SIGKILLs worker processes and a Go checker.
 #include <gtest/gtest.h>
 
 #include <cstdio>
