@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "pmds/bench/temporary_pool.hpp"
-#include "pmds/registry.hpp"
+#include "pmds/registry/entries.hpp"
 
 namespace pmds::test {
 

@@ -1,4 +1,5 @@
-// pmds — THE list of registered structures × techniques, and the look-ups over it.
+// pmds — THE list of registered structures × techniques (the look-ups over it are
+// registry/entries.hpp, which a file that only looks structures up by name includes alone).
 //
 // `pmds list`, `pmds bench`, `pmds crashtest`, the default suite and the tests all read it. To
 // register a new structure or technique: include its header in registry/factories.hpp (or write
@@ -324,21 +325,24 @@ using Registered = TypeList<
 
 // Compiling the table of entries() compiles every registered structure (a minute per source
 // file). A program whose several files use the registry may compile it in one: define
-// PMDS_REGISTRY_TABLE_IN_ONE_FILE for all of them, and in exactly one file write
-// PMDS_REGISTRY_TABLE_HERE() at namespace scope (tools/registry_table does, once per backend, for
-// the pmds command, the crash lab's programs and the tests that use the whole table).
-#if defined(PMDS_REGISTRY_TABLE_IN_ONE_FILE)
-extern template std::vector<Entry> detail::Table<Registered>::build();
-#endif
-#define PMDS_REGISTRY_TABLE_HERE()            \
-  template std::vector<pmds::registry::Entry> \
-  pmds::registry::detail::Table<pmds::registry::Registered>::build()
-
+// PMDS_REGISTRY_TABLE_IN_ONE_FILE for all of them (registry/entries.hpp then declares entries()
+// without defining it), and in exactly one file write PMDS_REGISTRY_TABLE_HERE() at namespace
+// scope (tools/registry_table does, once per backend, for the pmds command, the crash lab's
+// programs and the tests that use the whole table).
+#if !defined(PMDS_REGISTRY_TABLE_IN_ONE_FILE)
 // Every registered structure, in the order of Registered.
 inline std::span<const Entry> entries() {
   static const std::vector<Entry> table = detail::Table<Registered>::build();
   return table;
 }
+#endif
+#define PMDS_REGISTRY_TABLE_HERE()                                               \
+  std::span<const pmds::registry::Entry> pmds::registry::entries() {            \
+    static const std::vector<pmds::registry::Entry> table =                     \
+        pmds::registry::detail::Table<pmds::registry::Registered>::build();     \
+    return table;                                                               \
+  }                                                                             \
+  static_assert(true, "a semicolon follows PMDS_REGISTRY_TABLE_HERE()")
 
 // One entry, compiled alone (entries() compiles every registered structure's factory; a
 // program that uses one structure, like pmds.hpp's open_or_create, builds in seconds with
@@ -355,58 +359,6 @@ const Entry& entry_named() {
   static const Entry entry = detail::Table<List>::template first_entry<decltype(
       []<class D>() { return D::name == Name.view(); })>();
   return entry;
-}
-
-inline const Entry* find(std::string_view name) {
-  for (const Entry& e : entries())
-    if (e.name == name) return &e;
-  return nullptr;
-}
-
-inline std::string known_names() {
-  std::string s;
-  for (const Entry& e : entries()) {
-    if (!s.empty()) s += ", ";
-    s += e.name;
-  }
-  return s.empty() ? "(none registered)" : s;
-}
-
-// Resolves a comma-separated selection: exact names, "all", or patterns with one '*' standing for
-// the structure or the technique ("hash/*", "*/izraelevitz"). Keeps registry order within a
-// pattern, drops repeats. Throws UnknownStructure naming the item that matched nothing.
-inline std::vector<const Entry*> select(std::string_view spec) {
-  std::vector<const Entry*> chosen;
-  const auto add = [&](const Entry& e) {
-    if (std::find(chosen.begin(), chosen.end(), &e) == chosen.end()) chosen.push_back(&e);
-  };
-  std::size_t start = 0;
-  while (start <= spec.size()) {
-    std::size_t end = spec.find(',', start);
-    if (end == std::string_view::npos) end = spec.size();
-    const std::string_view item = spec.substr(start, end - start);
-    start = end + 1;
-    if (item.empty())
-      throw UnknownStructure("pmds: empty structure name in \"" + std::string(spec) + "\"");
-    bool matched = false;
-    const auto slash = item.find('/');
-    for (const Entry& e : entries()) {
-      bool match = item == "all" || item == e.name;
-      if (!match && slash != std::string_view::npos) {
-        const std::string_view s = item.substr(0, slash), t = item.substr(slash + 1);
-        match = (s == "*" || s == e.structure) && (t == "*" || t == e.technique);
-      }
-      if (match) {
-        add(e);
-        matched = true;
-      }
-    }
-    if (!matched)
-      throw UnknownStructure("pmds: unknown structure \"" + std::string(item) +
-                             "\"; registered: " + known_names() + " (see `pmds list`)");
-    if (end == spec.size()) break;
-  }
-  return chosen;
 }
 
 // One function pointer per registered entry (same order as entries()): Driver<D>::run for each
@@ -426,3 +378,6 @@ void for_each_descriptor(F&& f) {
 }
 
 }  // namespace pmds::registry
+
+// The look-ups over the table (find, select, known_names).
+#include "pmds/registry/entries.hpp"

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "pmds/crashlab/fixtures.hpp"
+#include "pmds/crashlab/entries.hpp"
 #include "pmds/crashlab/sim_lab.hpp"
 #include "registry_test_names.hpp"
 

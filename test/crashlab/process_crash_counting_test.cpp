@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "pmds/crashlab/fixtures.hpp"
+#include "pmds/crashlab/entries.hpp"
 #include "pmds/crashlab/process_lab.hpp"
 #include "registry_test_names.hpp"
 

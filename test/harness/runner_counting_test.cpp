@@ -33,7 +33,7 @@
 #include "pmds/bench/record.hpp"
 #include "pmds/bench/runner.hpp"
 #include "pmds/pm/pool.hpp"
-#include "pmds/registry.hpp"
+#include "pmds/registry/factories.hpp"
 
 namespace {
 

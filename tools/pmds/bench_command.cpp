@@ -17,7 +17,7 @@
 #include "pmds/bench/record.hpp"
 #include "pmds/bench/runner.hpp"
 #include "pmds/pm/instructions.hpp"
-#include "pmds/registry.hpp"
+#include "pmds/registry/entries.hpp"
 
 namespace pmds::cli {
 

@@ -8,8 +8,7 @@
 #include <vector>
 
 #include "crashtest_options.hpp"
-#include "pmds/crashlab/fixtures.hpp"
-#include "pmds/registry.hpp"
+#include "pmds/crashlab/entries.hpp"
 
 namespace pmds::crashtest {
 

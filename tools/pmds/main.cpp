@@ -25,7 +25,7 @@
 #include "pmds/bench/options.hpp"
 #include "pmds/bench/workload.hpp"
 #include "pmds/pm/pool.hpp"
-#include "pmds/registry.hpp"
+#include "pmds/registry/entries.hpp"
 
 namespace pmds::cli {
 namespace {

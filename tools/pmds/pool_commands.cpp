@@ -22,7 +22,7 @@
 #include "commands.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/pm/pool.hpp"
-#include "pmds/registry.hpp"
+#include "pmds/registry/entries.hpp"
 
 namespace pmds::cli {
 

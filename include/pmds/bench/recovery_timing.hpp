@@ -13,7 +13,7 @@
 
 #include "pmds/bench/target.hpp"
 #include "pmds/error.hpp"
-#include "pmds/registry.hpp"
+#include "pmds/registry/descriptor.hpp"
 
 namespace pmds::bench {
 

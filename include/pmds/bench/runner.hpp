@@ -27,7 +27,7 @@
 #include "pmds/bench/timed_run.hpp"
 #include "pmds/bench/workload.hpp"
 #include "pmds/pm/access.hpp"
-#include "pmds/registry.hpp"
+#include "pmds/registry/descriptor.hpp"
 
 namespace pmds::bench {
 

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <optional>
 
-#include "pmds/registry.hpp"
+#include "pmds/registry/descriptor.hpp"
 
 namespace pmds::bench {
 

@@ -9,7 +9,10 @@
 
 #include "pmds/bench/timed_run.hpp"
 #include "pmds/bench/workload.hpp"
+#include "pmds/registry/descriptor.hpp"
+#if !defined(PMDS_REGISTRY_TABLE_IN_ONE_FILE)
 #include "pmds/registry.hpp"
+#endif
 
 namespace pmds::bench {
 
@@ -45,31 +48,31 @@ Target target_of(const registry::Entry& entry) {
   return {&entry, &PrefillDriver<D>::run, &RunDriver<D>::run};
 }
 
-}  // namespace pmds::bench
-
-// The two instantiate<>() tables compile every structure's prefill and timed loop; with the
-// registry's table (registry.hpp, PMDS_REGISTRY_TABLE_IN_ONE_FILE) a program may compile them
-// in one source file, which writes PMDS_BENCH_LOOPS_HERE() at namespace scope
-// (tools/registry_table does, for `pmds` and the registry's test).
+// The target of a registered entry. Its two tables (registry::instantiate) compile every
+// structure's prefill and timed loop; with the registry's table (registry/entries.hpp,
+// PMDS_REGISTRY_TABLE_IN_ONE_FILE) a program compiles them in one source file, which writes
+// PMDS_BENCH_LOOPS_HERE() at namespace scope (tools/registry_table does, for `pmds` and the
+// harness's tests).
 #if defined(PMDS_REGISTRY_TABLE_IN_ONE_FILE)
-extern template const std::array<pmds::bench::PrefillFn, pmds::registry::Registered::size>&
-pmds::registry::instantiate<pmds::bench::PrefillFn, pmds::bench::PrefillDriver>();
-extern template const std::array<pmds::bench::RunFn, pmds::registry::Registered::size>&
-pmds::registry::instantiate<pmds::bench::RunFn, pmds::bench::RunDriver>();
-#endif
-#define PMDS_BENCH_LOOPS_HERE()                                                        \
-  template const std::array<pmds::bench::PrefillFn, pmds::registry::Registered::size>& \
-  pmds::registry::instantiate<pmds::bench::PrefillFn, pmds::bench::PrefillDriver>();   \
-  template const std::array<pmds::bench::RunFn, pmds::registry::Registered::size>&     \
-  pmds::registry::instantiate<pmds::bench::RunFn, pmds::bench::RunDriver>()
-
-namespace pmds::bench {
-
-// The target of a registered entry.
+Target target_of(const registry::Entry& entry);
+#else
 inline Target target_of(const registry::Entry& entry) {
   return {&entry, registry::instantiate<PrefillFn, PrefillDriver>()[entry.index],
           registry::instantiate<RunFn, RunDriver>()[entry.index]};
 }
+#endif
+
+}  // namespace pmds::bench
+
+#define PMDS_BENCH_LOOPS_HERE()                                                                \
+  pmds::bench::Target pmds::bench::target_of(const pmds::registry::Entry& entry) {            \
+    using namespace pmds::bench;                                                               \
+    return {&entry, pmds::registry::instantiate<PrefillFn, PrefillDriver>()[entry.index],      \
+            pmds::registry::instantiate<RunFn, RunDriver>()[entry.index]};                     \
+  }                                                                                            \
+  static_assert(true, "a semicolon follows PMDS_BENCH_LOOPS_HERE()")
+
+namespace pmds::bench {
 
 // Why a workload cannot run on an entry, or nullopt when it can.
 inline std::optional<std::string> unsupported_reason(const registry::Entry& e, Workload w) {

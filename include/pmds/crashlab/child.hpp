@@ -40,11 +40,11 @@
 #include <string>
 #include <vector>
 
-#include "pmds/crashlab/fixtures.hpp"
+#include "pmds/crashlab/entries.hpp"
 #include "pmds/crashlab/process.hpp"
 #include "pmds/crashlab/report.hpp"
 #include "pmds/crashlab/workload.hpp"
-#include "pmds/registry.hpp"
+#include "pmds/registry/descriptor.hpp"
 
 #if defined(PMDS_BACKEND_SIMULATED)
 #include "pmds/crashlab/image_file.hpp"

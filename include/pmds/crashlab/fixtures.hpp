@@ -315,55 +315,27 @@ using Fixtures = registry::TypeList<
                        "fixture: the lazy open's sweep frees blocks only lower layers name">>;
 
 // Compiling the fixtures' table compiles every fixture; as with the registry's table
-// (registry.hpp, PMDS_REGISTRY_TABLE_IN_ONE_FILE), a program may compile it in one source file:
-// define PMDS_FIXTURE_TABLE_IN_ONE_FILE for all of its files and write
-// PMDS_FIXTURE_TABLE_HERE() at namespace scope in one (tools/registry_table does).
-#if defined(PMDS_FIXTURE_TABLE_IN_ONE_FILE)
-}  // namespace pmds::crashlab
-extern template std::vector<pmds::registry::Entry>
-pmds::registry::detail::Table<pmds::crashlab::Fixtures>::build();
-namespace pmds::crashlab {
-#endif
-#define PMDS_FIXTURE_TABLE_HERE()             \
-  template std::vector<pmds::registry::Entry> \
-  pmds::registry::detail::Table<pmds::crashlab::Fixtures>::build()
-
+// (registry/entries.hpp, PMDS_REGISTRY_TABLE_IN_ONE_FILE), a program may compile it in one source
+// file: define PMDS_FIXTURE_TABLE_IN_ONE_FILE for all of its files (crashlab/entries.hpp then
+// declares fixture_entries() without defining it) and write PMDS_FIXTURE_TABLE_HERE() at
+// namespace scope in one (tools/registry_table does).
+#if !defined(PMDS_FIXTURE_TABLE_IN_ONE_FILE)
 // The fixtures as registry entries (their own table: registry::entries() does not list them).
 inline std::span<const registry::Entry> fixture_entries() {
   static const std::vector<registry::Entry> table = registry::detail::Table<Fixtures>::build();
   return table;
 }
-
-// Planted-bug fixtures only (the controls excluded).
-inline std::vector<const registry::Entry*> planted_bugs() {
-  std::vector<const registry::Entry*> out;
-  for (const auto& e : fixture_entries())
-    if (e.name.find("-bug-") != std::string_view::npos) out.push_back(&e);
-  return out;
-}
-
-// The bug-free controls among the fixtures.
-inline std::vector<const registry::Entry*> fixture_controls() {
-  std::vector<const registry::Entry*> out;
-  for (const auto& e : fixture_entries())
-    if (e.name.find("-bug-") == std::string_view::npos) out.push_back(&e);
-  return out;
-}
-
-// A registered structure or a fixture, by name (nullptr when neither).
-inline const registry::Entry* find_entry(std::string_view name) {
-  if (const registry::Entry* e = registry::find(name)) return e;
-  for (const auto& e : fixture_entries())
-    if (e.name == name) return &e;
-  return nullptr;
-}
-
-// Every registered durable structure (the default suite's subjects).
-inline std::vector<const registry::Entry*> durable_entries() {
-  std::vector<const registry::Entry*> out;
-  for (const auto& e : registry::entries())
-    if (e.durable) out.push_back(&e);
-  return out;
-}
+#endif
 
 }  // namespace pmds::crashlab
+
+#define PMDS_FIXTURE_TABLE_HERE()                                                      \
+  std::span<const pmds::registry::Entry> pmds::crashlab::fixture_entries() {          \
+    static const std::vector<pmds::registry::Entry> table =                           \
+        pmds::registry::detail::Table<pmds::crashlab::Fixtures>::build();             \
+    return table;                                                                     \
+  }                                                                                   \
+  static_assert(true, "a semicolon follows PMDS_FIXTURE_TABLE_HERE()")
+
+// The look-ups over the fixtures and the registry (find_entry, planted_bugs, ...).
+#include "pmds/crashlab/entries.hpp"

@@ -31,7 +31,7 @@
 
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
-#include "pmds/registry.hpp"
+#include "pmds/registry/descriptor.hpp"
 
 namespace pmds::crashlab {
 

@@ -40,13 +40,13 @@
 #include <vector>
 
 #include "pmds/crashlab/child.hpp"
-#include "pmds/crashlab/fixtures.hpp"
+#include "pmds/crashlab/entries.hpp"
 #include "pmds/crashlab/history.hpp"
 #include "pmds/crashlab/process.hpp"
 #include "pmds/crashlab/report.hpp"
 #include "pmds/crashlab/verdict.hpp"
 #include "pmds/crashlab/workload.hpp"
-#include "pmds/registry.hpp"
+#include "pmds/registry/descriptor.hpp"
 
 namespace pmds::crashlab {
 

@@ -56,7 +56,7 @@
 #include <vector>
 
 #include "pmds/crashlab/child.hpp"
-#include "pmds/crashlab/fixtures.hpp"
+#include "pmds/crashlab/entries.hpp"
 #include "pmds/crashlab/history.hpp"
 #include "pmds/crashlab/image_file.hpp"
 #include "pmds/crashlab/process.hpp"
@@ -65,7 +65,7 @@
 #include "pmds/crashlab/verdict.hpp"
 #include "pmds/crashlab/workload.hpp"
 #include "pmds/pm/simulator.hpp"
-#include "pmds/registry.hpp"
+#include "pmds/registry/descriptor.hpp"
 
 namespace pmds::crashlab {
 

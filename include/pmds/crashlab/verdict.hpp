@@ -22,7 +22,7 @@
 #include "pmds/crashlab/process.hpp"
 #include "pmds/crashlab/report.hpp"
 #include "pmds/crashlab/workload.hpp"
-#include "pmds/registry.hpp"
+#include "pmds/registry/descriptor.hpp"
 
 namespace pmds::crashlab {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "pmds/registry.hpp"
+#include "pmds/registry/descriptor.hpp"
 
 namespace pmds::crashlab {
 
