@@ -16,13 +16,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "pmds/registry.hpp"
+#include "pmds/registry/entries.hpp"
 #include "registry_test_names.hpp"
 
 namespace {
@@ -161,9 +160,14 @@ void write_file(const std::string& path, const std::vector<unsigned char>& bytes
   ASSERT_EQ(std::fclose(f), 0);
 }
 
+// One read of the whole file: a byte-by-byte istreambuf_iterator copy of the 16 MiB pool was
+// 87% of this test's time under ASan (hash/flit: 6.5 s, 0.5 s with one read).
 std::vector<unsigned char> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  return std::vector<unsigned char>(std::istreambuf_iterator<char>(in), {});
+  std::vector<unsigned char> bytes(std::filesystem::file_size(path));
+  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  EXPECT_EQ(in.gcount(), static_cast<std::streamsize>(bytes.size())) << path;
+  return bytes;
 }
 
 // A prefill of inserts and removes (or pushes and pops), through the type-erased operations.
