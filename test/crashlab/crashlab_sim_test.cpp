@@ -55,10 +55,12 @@ std::string report(const LabResult& r) {
 
 void print_rate(const LabResult& r) {
   std::printf(
-      "[ crashlab ] %s: %llu crashes, %llu images, %llu recovery crashes, %.1f s, %.1f crashes/s\n",
+      "[ crashlab ] %s: %llu crashes, %llu images, %llu recovery crashes, %llu undecided, %.1f s, "
+      "%.1f crashes/s\n",
       r.structure.c_str(), static_cast<unsigned long long>(r.simulated_crashes),
       static_cast<unsigned long long>(r.images_checked),
-      static_cast<unsigned long long>(r.recovery_crashes), r.sim_seconds,
+      static_cast<unsigned long long>(r.recovery_crashes),
+      static_cast<unsigned long long>(r.undecided), r.sim_seconds,
       r.sim_seconds > 0 ? static_cast<double>(r.simulated_crashes) / r.sim_seconds : 0.0);
 }
 
@@ -197,6 +199,8 @@ TEST_P(CrashlabSimulatedPlantedBug, IsReportedWithinTheDefaultBudget) {
   ASSERT_FALSE(r.details.empty());
   const Violation& v = r.details.front();
   EXPECT_FALSE(v.criterion.empty());
+  // Caught by a verdict, not by a history the checker could not decide.
+  EXPECT_NE(v.criterion, "undecided") << report(r);
   EXPECT_NE(v.replay.find("--replay"), std::string::npos);
   if (v.criterion == "durable") {
     EXPECT_FALSE(v.object.empty());

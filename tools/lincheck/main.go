@@ -4,6 +4,12 @@
 //
 //	lincheck [-timeout 30s] [-text] [FILE...]    (no FILE: standard input)
 //
+// -timeout is porcupine's time limit for each partition of a history (one key of a map, or the
+// whole object) of up to 100 operations, and as much more per further 100; a partition it does
+// not decide is searched once more with 4 times its limit, and only then is the history
+// undecided ("unknown"). Every partition gets its own limit, so a violation in one is reported
+// whatever another does (checker.PartitionLimit).
+//
 // Several histories may follow each other in one stream; each verdict is printed (and flushed)
 // as soon as its history's "end" line is read, so a program can keep one lincheck running and
 // feed it history after history through a pipe. Exit status: 0 every history ok, 1 some
@@ -33,7 +39,8 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
-	timeout := flag.Duration("timeout", 30*time.Second, "time limit per history (0: none)")
+	timeout := flag.Duration("timeout", 30*time.Second,
+		"time limit per partition of up to 100 ops, retried once at 4x (0: none)")
 	text := flag.Bool("text", false, "print a readable report instead of JSON lines")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: lincheck [-timeout D] [-text] [FILE...]\n")

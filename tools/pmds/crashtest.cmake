@@ -10,14 +10,19 @@ add_executable(pmds-crashlab ${CMAKE_CURRENT_LIST_DIR}/crashtest.cpp)
 target_link_libraries(pmds-crashlab PRIVATE pmds_registry_table_simulated)
 add_executable(pmds-crashlab-process ${CMAKE_CURRENT_LIST_DIR}/crashtest_process.cpp)
 target_link_libraries(pmds-crashlab-process PRIVATE pmds_registry_table_counting)
+# The programs they run at run time are link dependencies (LINK_DEPENDS), not target
+# dependencies: with Ninja, add_dependencies also holds back the compilation of every object of
+# the dependent target until the other is linked, which chained lincheck, pmds-crashlab-process
+# and pmds-crashlab at the end of the build (45 s with one core idle, 2-core AMD EPYC).
 foreach(program pmds-crashlab pmds-crashlab-process)
   target_include_directories(${program} PRIVATE ${CMAKE_CURRENT_LIST_DIR})
   if(PMDS_LINCHECK_PROGRAM)
     target_compile_definitions(${program} PRIVATE PMDS_LINCHECK_PROGRAM="${PMDS_LINCHECK_PROGRAM}")
-    add_dependencies(${program} lincheck)
+    set_property(TARGET ${program} APPEND PROPERTY LINK_DEPENDS ${PMDS_LINCHECK_PROGRAM})
   endif()
 endforeach()
-add_dependencies(pmds-crashlab pmds-crashlab-process)
+set_property(TARGET pmds-crashlab APPEND PROPERTY LINK_DEPENDS
+             $<TARGET_FILE:pmds-crashlab-process>)
 install(TARGETS pmds-crashlab pmds-crashlab-process RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 # `pmds crashtest` end to end (the CLI, pmds-crashlab, pmds-crashlab-process, lincheck): a

@@ -61,6 +61,9 @@
 //   descriptor_not_written_back   an epoch advance does not write back lagging descriptors
 //   recovery_ignores_anti_nodes   recovery keeps every in-use payload, canceled or not
 //   sync_advances_once            sync() returns after one epoch advance instead of two
+//   close_without_sync            a clean close does not sync: the operations of the last
+//                                 epochs are lost although the pool says it closed cleanly
+//                                 (only the check after recovery sees it: crashlab/verdict.hpp)
 //
 // InCLL (seed 002, incll/) with each planted bug of incll::PlantedBug, on masstree/logging or
 // masstree/incll (the controls):
@@ -277,6 +280,10 @@ using Fixtures = registry::TypeList<
         "hash/montage-bug-sync-advances-once", registry::Kind::map,
         registry::factories::Montage<montage::HashMap<montage::PlantedBug::sync_advances_once>>,
         "fixture: nbMontage's sync() returns after one epoch advance">,
+    registry::Describe<
+        "hash/montage-bug-close-without-sync", registry::Kind::map,
+        registry::factories::Montage<montage::HashMap<montage::PlantedBug::close_without_sync>>,
+        "fixture: nbMontage's hash table closes cleanly without a sync">,
     registry::Describe<
         "masstree/logging-bug-log-entry-not-fenced", registry::Kind::map,
         registry::factories::Incll<incll::LoggingMasstree<incll::PlantedBug::log_entry_not_fenced>>,

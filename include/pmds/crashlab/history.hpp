@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -354,6 +355,9 @@ struct HistoryText {
   // Detectable entries: each thread's report on its last operation, with the code of that
   // operation (null: none asked for).
   const std::vector<Report>* reports = nullptr;
+  // The criterion checked, when not the entry's own (a clean close promises more than a crash:
+  // durable linearizability for every entry, buffered ones included).
+  std::optional<Criterion> criterion;
 };
 
 inline const char* criterion_name(Criterion c) {
@@ -387,7 +391,7 @@ inline std::string to_json_lines(const HistoryText& h) {
   const registry::Entry& e = *h.entry;
   std::string out = json_line({{"type", "header"},
                                {"model", model_name(e.kind)},
-                               {"criterion", criterion_name(e.criterion)},
+                               {"criterion", criterion_name(h.criterion.value_or(e.criterion))},
                                {"meta", h.meta}}) +
                     "\n";
   if (h.init != nullptr)

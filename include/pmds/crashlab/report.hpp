@@ -81,7 +81,7 @@ struct LabResult {
   std::uint64_t recovery_crashes = 0;       // recoveries crashed on purpose, then recovered again
   std::uint64_t process_crashes = 0;        // kill -9 of a process using a real pool
   std::uint64_t violations = 0;             // images / process crashes whose check failed
-  std::uint64_t undecided = 0;              // histories the checker could not decide in time
+  std::uint64_t undecided = 0;  // histories the checker could not decide (counted as violations too)
   std::uint64_t first_violation_crash = 0;  // simulated crash number, 0: none
   std::uint64_t first_violation_process_crash = 0;  // process crash number, 0: none
   std::uint64_t workload_runs = 0;

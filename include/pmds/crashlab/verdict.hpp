@@ -7,7 +7,9 @@
 //              criterion;
 //   after recovery (when the recovery process ran the continuation, crashlab/child.hpp): the
 //              recovered structure's further operations and its contents after a clean
-//              reopen are explained too — a sequential history starting from what was read.
+//              reopen are explained too — a sequential history starting from what was read,
+//              under durable linearizability whatever the entry's criterion (a clean close
+//              loses nothing, buffered entries' included).
 #pragma once
 
 #include <cstdint>
@@ -62,7 +64,7 @@ struct Judge {
 
 struct Judgement {
   std::vector<Violation> violations;
-  std::size_t undecided = 0;  // histories lincheck could not decide in time
+  std::size_t undecided = 0;  // histories lincheck could not decide (each is also a violation)
 };
 
 namespace detail {
@@ -79,12 +81,21 @@ inline void check_history(const Judge& j, const HistoryText& h, const std::strin
     std::fprintf(stderr, "verdict: %s %s %s\n", verdict.verdict.c_str(), verdict.criterion.c_str(),
                  verdict.message.c_str());
   }
+  // An undecided history is a failure, never a pass: the checker searched each of its
+  // partitions with its limit and once more with four times it (tools/lincheck), and a
+  // history it cannot decide proves nothing about the structure. Its replay command reruns it.
   if (verdict.verdict == "unknown") ++out.undecided;
-  if (verdict.verdict != "violation" && verdict.verdict != "error") return;
+  if (verdict.verdict != "violation" && verdict.verdict != "error" && verdict.verdict != "unknown")
+    return;
   Violation v = base;
-  v.criterion = verdict.verdict == "error" ? "checker-input" : verdict.criterion;
+  v.criterion = verdict.verdict == "error"     ? "checker-input"
+                : verdict.verdict == "unknown" ? "undecided"
+                                               : verdict.criterion;
   v.object = verdict.object;
-  v.message = context + verdict.message;
+  v.message = context + (verdict.verdict == "unknown" ? "the checker could not decide the " +
+                                                            std::string(to_string(j.entry.criterion)) +
+                                                            " history: " + verdict.message
+                                                      : verdict.message);
   v.excerpt = verdict.excerpt;
   if (j.keep) v.history_file = j.keep(text);
   out.violations.push_back(std::move(v));
@@ -152,6 +163,11 @@ inline Judgement judge(const Judge& j, HistoryText h, const Recovered& rec, cons
     c.crashed = true;  // the clean reopen: every operation completed before it
     c.crash_time = 2 * c.records.size() + 1;
     c.recovered = &rec.reopened;
+    // A clean close makes everything durable, whatever a crash may lose: a buffered structure's
+    // close syncs (montage/, incll/), so nothing completed before it may be missing after the
+    // reopen. Durable linearizability, not the entry's own criterion (for a buffered entry,
+    // a prefix would do; with no operation pending, detectable is durable).
+    c.criterion = Criterion::durable;
     detail::check_history(j, c, j.dump_name + "-after-recovery",
                           "after recovery, " + std::to_string(c.records.size()) +
                               " further operations and a clean reopen: ",

@@ -41,7 +41,11 @@ namespace detail::linkfree {
 
 // The tail sentinel every link-free list of the process ends with: key 2^64-1 is larger than
 // any user key, so traversals stop on it without a null check. Never written after start-up.
-inline ListNode tail_sentinel{max_reserved_key};
+// Constant-initialised (constinit), never dynamically: code that runs from another translation
+// unit's static initializer (the crash lab's recovery role, crashlab/child.hpp, in a program
+// whose structures are compiled in a separate table library) may traverse a list before this
+// unit's dynamic initializers have run.
+inline constinit ListNode tail_sentinel{max_reserved_key};
 
 // What all lists of one structure share: the durable areas and the reclamation domain.
 struct Shared {

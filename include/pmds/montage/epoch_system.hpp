@@ -106,6 +106,7 @@ enum class PlantedBug : std::uint8_t {
   descriptor_not_written_back,   // advance() does not write back lagging threads' descriptors
   recovery_ignores_anti_nodes,   // recovery keeps every in-use payload, canceled or not
   sync_advances_once,            // sync() returns after one epoch advance
+  close_without_sync,            // the hash table's clean close does not sync (hash_map.hpp)
 };
 
 // The header of every persistent block (seed 003 Figure 2, PBlk). Written through pm::atomic.

@@ -56,10 +56,30 @@ type partition struct {
 	hasObs  bool
 }
 
-// Check decides the history's criterion. timeout bounds the porcupine search (0: none).
-func Check(h *History, timeout time.Duration) Verdict {
+// The time limits of the porcupine search, per partition (one key of a map, or the whole
+// object): the caller's limit for a partition of up to limitOps operations, and that much more
+// for each further limitOps, so a large partition is not starved by a limit sized for small
+// ones. A partition left undecided is searched once more with retryFactor times its limit; only
+// then is it "unknown". Every partition gets its own limit: one slow key never keeps another
+// key's violation from being found.
+const (
+	limitOps    = 100
+	retryFactor = 4
+)
+
+// PartitionLimit is the first search's time limit for a partition of n operations (0: none).
+func PartitionLimit(limit time.Duration, n int) time.Duration {
+	if limit <= 0 {
+		return 0
+	}
+	return limit * time.Duration(1+max(0, n-1)/limitOps)
+}
+
+// Check decides the history's criterion. limit bounds the porcupine search of each partition
+// (PartitionLimit; 0: none).
+func Check(h *History, limit time.Duration) Verdict {
 	start := time.Now()
-	v := check(h, timeout)
+	v := check(h, limit)
 	v.Meta = h.Meta
 	v.Ops = len(h.Ops)
 	for i := range h.Ops {
@@ -71,7 +91,18 @@ func Check(h *History, timeout time.Duration) Verdict {
 	return v
 }
 
-func check(h *History, timeout time.Duration) Verdict {
+// decide searches one partition: once with its limit, and if that is not enough once more with
+// retryFactor times it.
+func decide(h *History, p *partition, limit time.Duration) porcupine.CheckResult {
+	l := PartitionLimit(limit, len(p.ops))
+	res, _ := run(h, p, p.init, p.ops, p.hasObs, l, false)
+	if res == porcupine.Unknown && l > 0 {
+		res, _ = run(h, p, p.init, p.ops, p.hasObs, retryFactor*l, false)
+	}
+	return res
+}
+
+func check(h *History, limit time.Duration) Verdict {
 	ops := make([]*Op, 0, len(h.Ops))
 	for i := range h.Ops {
 		ops = append(ops, &h.Ops[i])
@@ -84,65 +115,59 @@ func check(h *History, timeout time.Duration) Verdict {
 			return *bad
 		}
 	}
-	deadline := time.Now().Add(timeout)
+	// The history is ok when, for some resolution of the pending ops, every partition is legal;
+	// a violation when every resolution has a partition found illegal; otherwise (some
+	// resolution has partitions left undecided and none illegal) unknown.
 	alternatives := resolvePending(h, ops)
-	var failing []*partition
-	var parts []*partition
-	unknown := false
+	var failing, parts []*partition
+	var undecided *partition // a partition of a resolution that only undecided ones kept from ok
 	for ai, alt := range alternatives {
 		altParts := partitions(h, alt)
-		var altFailing []*partition
-		altUnknown := false
+		var altFailing, altUnknown []*partition
 		for _, p := range altParts {
-			left := time.Until(deadline)
-			if timeout > 0 && left <= 0 {
-				altUnknown = true
-				break
-			}
-			if timeout <= 0 {
-				left = 0
-			}
-			switch res, _ := run(h, p, p.init, p.ops, p.hasObs, left, false); res {
+			switch decide(h, p, limit) {
 			case porcupine.Illegal:
 				altFailing = append(altFailing, p)
 			case porcupine.Unknown:
-				altUnknown = true
+				altUnknown = append(altUnknown, p)
 			}
 			if len(altFailing) > 0 && len(alternatives) > 1 {
 				break // this resolution of the pending ops fails: try the next one
 			}
 		}
-		if len(altFailing) == 0 && !altUnknown {
+		if len(altFailing) == 0 && len(altUnknown) == 0 {
 			return Verdict{Verdict: "ok", Criterion: string(h.Criterion), Partitions: len(altParts)}
 		}
-		unknown = unknown || altUnknown
+		if len(altFailing) == 0 && undecided == nil {
+			undecided = altUnknown[0]
+		}
 		if ai == 0 {
 			failing, parts = altFailing, altParts
 		}
 	}
-	if unknown {
-		return Verdict{Verdict: "unknown", Criterion: string(h.Criterion), Partitions: len(parts),
-			Message: fmt.Sprintf("porcupine did not decide within %v", timeout)}
+	if undecided != nil {
+		l := PartitionLimit(limit, len(undecided.ops))
+		return Verdict{Verdict: "unknown", Criterion: string(h.Criterion), Object: undecided.name,
+			Partitions: len(parts),
+			Message: fmt.Sprintf("porcupine decided %s (%d ops) neither within %v nor within %v",
+				undecided.name, len(undecided.ops), l, retryFactor*l)}
 	}
-	if len(failing) > 0 {
-		sort.SliceStable(failing, func(i, j int) bool { return len(failing[i].ops) < len(failing[j].ops) })
-		var before *partition // the same object's ops as recorded, before any report
-		for _, p := range partitions(h, recorded) {
-			if p.name == failing[0].name {
-				before = p
-			}
+	sort.SliceStable(failing, func(i, j int) bool { return len(failing[i].ops) < len(failing[j].ops) })
+	var before *partition // the same object's ops as recorded, before any report
+	for _, p := range partitions(h, recorded) {
+		if p.name == failing[0].name {
+			before = p
 		}
-		v := report(h, failing[0], before, timeout)
-		v.Partitions = len(parts)
-		if len(failing) > 1 {
-			v.Message += fmt.Sprintf(" (%d objects violate it; the smallest is shown)", len(failing))
-		}
-		if len(alternatives) > 1 {
-			v.Message += fmt.Sprintf(" (for each of the %d ways the pending ops could have ended)", len(alternatives))
-		}
-		return v
 	}
-	return Verdict{Verdict: "ok", Criterion: string(h.Criterion), Partitions: len(parts)}
+	v := report(h, failing[0], before, PartitionLimit(limit, len(failing[0].ops)))
+	v.Partitions = len(parts)
+	if len(failing) > 1 {
+		v.Message += fmt.Sprintf(" (%d objects violate it; the smallest is shown)", len(failing))
+	}
+	if len(alternatives) > 1 {
+		v.Message += fmt.Sprintf(" (for each of the %d ways the pending ops could have ended)", len(alternatives))
+	}
+	return v
 }
 
 // applyReports turns the detectability reports into completed or removed ops.

@@ -650,3 +650,60 @@ func TestAddsOrderedByTheRecoveredContents(t *testing.T) {
 	expectOK(t, history("stack", "durable", append(stack, items("1,2"))...))
 	expectViolation(t, history("stack", "durable", append(stack, items("1"))...), "durable", "stack")
 }
+
+// ---- time limits ---------------------------------------------------------------------------------
+
+// hardKey is a partition porcupine cannot decide in milliseconds: 22 overlapping puts on key 1,
+// then a get of a value none of them wrote (illegal, but only after every order of the puts,
+// n*2^(n-1) states, is tried).
+func hardKey() []string {
+	body := []string{`{"type":"init","state":{"keys":[[1,1]]}}`}
+	for i := 0; i < 22; i++ {
+		body = append(body, op(i, "put", fmt.Sprintf("1,%d", 100+i), 1, 1000, "false"))
+	}
+	return append(body, op(0, "get", "1", 1001, 1002, "999"))
+}
+
+func TestAnUndecidedKeyDoesNotHideAnotherKeysViolation(t *testing.T) {
+	// Key 2: a completed insert the recovery lost. Key 1 is checked first and not decided in the
+	// limit; key 2 still gets its own limit and is reported.
+	body := append(hardKey(), op(30, "put", "2,20", 1003, 1004, "true"), crash(1005), keys("[1,121]"))
+	h, err := NewReader(strings.NewReader(history("map", "durable", body...))).Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := Check(h, 5*time.Millisecond)
+	if v.Verdict != "violation" || v.Object != "key 2" {
+		t.Errorf("want a violation on key 2, got %s on %q: %s", v.Verdict, v.Object, v.Message)
+	}
+}
+
+func TestAPartitionNotDecidedTwiceIsUnknown(t *testing.T) {
+	body := append(hardKey(), crash(1005), keys("[1,121]"))
+	h, err := NewReader(strings.NewReader(history("map", "durable", body...))).Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	v := Check(h, 5*time.Millisecond)
+	if v.Verdict != "unknown" || v.Object != "key 1" || !strings.Contains(v.Message, "neither within 5ms nor within 20ms") {
+		t.Errorf("want unknown on key 1 after a retry, got %s on %q: %s", v.Verdict, v.Object, v.Message)
+	}
+	if elapsed := time.Since(start); elapsed < 25*time.Millisecond {
+		t.Errorf("decided %s in %v: the limit and its retry were not both spent", v.Verdict, elapsed)
+	}
+}
+
+func TestThePartitionLimitGrowsWithItsOperations(t *testing.T) {
+	for _, c := range []struct {
+		ops  int
+		want time.Duration
+	}{{0, time.Second}, {1, time.Second}, {100, time.Second}, {101, 2 * time.Second}, {250, 3 * time.Second}} {
+		if got := PartitionLimit(time.Second, c.ops); got != c.want {
+			t.Errorf("PartitionLimit(1s, %d) = %v, want %v", c.ops, got, c.want)
+		}
+	}
+	if got := PartitionLimit(0, 500); got != 0 {
+		t.Errorf("no limit gave %v", got)
+	}
+}

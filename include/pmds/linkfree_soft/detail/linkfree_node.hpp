@@ -102,10 +102,9 @@ struct alignas(32) ListNode {
 
   ListNode() = default;
   // A sentinel (DRAM only): never valid-checked, never marked, never flushed.
-  explicit ListNode(Key k) : validity(0), key(k), value(0), next(0) {
-    insert_flushed.store(1, std::memory_order_relaxed);
-    delete_flushed.store(0, std::memory_order_relaxed);
-  }
+  // constexpr: the sentinel is constant-initialised (linkfree_list.hpp says why).
+  constexpr explicit ListNode(Key k)
+      : validity(0), insert_flushed(1), delete_flushed(0), unused_{}, key(k), value(0), next(0) {}
 };
 static_assert(sizeof(ListNode) == 32 && alignof(ListNode) == 32,
               "a link-free list node is half a cache line, never straddling two");
