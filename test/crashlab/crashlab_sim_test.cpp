@@ -62,6 +62,9 @@ void print_rate(const LabResult& r) {
       static_cast<unsigned long long>(r.recovery_crashes),
       static_cast<unsigned long long>(r.undecided), r.sim_seconds,
       r.sim_seconds > 0 ? static_cast<double>(r.simulated_crashes) / r.sim_seconds : 0.0);
+  std::printf("[ crashlab ] %s: recovery crashes by phase: %s; nested %llu\n", r.structure.c_str(),
+              recovery_phases_text(r.recovery_crash_phases).c_str(),
+              static_cast<unsigned long long>(r.nested_recovery_crashes));
 }
 
 // A byte-string entry's workload writes keys and values longer than 8 bytes.
@@ -84,6 +87,16 @@ TEST_P(CrashlabSimulated, SurvivesSimulatedCrashes) {
   EXPECT_GE(r.simulated_crashes, o.crashes);
   EXPECT_GE(r.images_checked, r.simulated_crashes);
   EXPECT_EQ(r.violations, 0u) << report(r);
+  // Recoveries were crashed in every phase that writes the pool (a phase that only reads it,
+  // such as most structures' contents, has no crash point: a crash there is one at the next
+  // phase's first write), and crashed recoveries' recoveries were crashed again.
+  for (const RecoveryPhase p : {RecoveryPhase::open, RecoveryPhase::continuation,
+                                RecoveryPhase::close, RecoveryPhase::reopen})
+    EXPECT_GT(r.recovery_crash_phases[static_cast<std::size_t>(p)], 0u) << to_string(p);
+  EXPECT_GT(r.nested_recovery_crashes, 0u);
+  std::uint64_t by_phase = 0;
+  for (const std::uint64_t n : r.recovery_crash_phases) by_phase += n;
+  EXPECT_EQ(by_phase, r.recovery_crashes + r.nested_recovery_crashes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Registered, CrashlabSimulated,
@@ -306,16 +319,30 @@ TEST(CrashlabReproducibility, TheSameSeedRunsTheSameInterleavingsAndFindsTheSame
 }
 
 TEST(CrashlabReplayPoint, ParsesWhatItPrints) {
-  const ReplayPoint p{12345678901234567890ull, 42, 2, 7};
+  const ReplayPoint p{12345678901234567890ull, 42, 2, RecoveryCrash{RecoveryPhase::close, 7},
+                      std::nullopt};
+  EXPECT_EQ(p.text(), "12345678901234567890:42:2:close@7");
   const auto q = ReplayPoint::parse(p.text());
   ASSERT_TRUE(q.has_value());
   EXPECT_EQ(q->workload_seed, p.workload_seed);
   EXPECT_EQ(q->event, 42u);
   EXPECT_EQ(q->image, 2u);
-  EXPECT_EQ(q->recovery_event, 7u);
+  ASSERT_TRUE(q->recovery_crash.has_value());
+  EXPECT_EQ(q->recovery_crash->phase, RecoveryPhase::close);
+  EXPECT_EQ(q->recovery_crash->offset, 7u);
+  EXPECT_FALSE(q->recovery_crash2.has_value());
+  // A crash of a crashed recovery's recovery: two crashes.
+  const auto n = ReplayPoint::parse("1:2:0:continuation@30:open@4");
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(n->recovery_crash->phase, RecoveryPhase::continuation);
+  EXPECT_EQ(n->recovery_crash->offset, 30u);
+  EXPECT_EQ(n->recovery_crash2->phase, RecoveryPhase::open);
+  EXPECT_EQ(n->recovery_crash2->offset, 4u);
   EXPECT_FALSE(ReplayPoint::parse("1:2").has_value());
   EXPECT_FALSE(ReplayPoint::parse("1:x:3").has_value());
-  EXPECT_FALSE(ReplayPoint::parse("1:2:3:4:5").has_value());
+  EXPECT_FALSE(ReplayPoint::parse("1:2:3:4").has_value());
+  EXPECT_FALSE(ReplayPoint::parse("1:2:3:sideways@4").has_value());
+  EXPECT_FALSE(ReplayPoint::parse("1:2:3:open@4:open@5:open@6").has_value());
   EXPECT_FALSE(ReplayPoint::parse("").has_value());
 }
 

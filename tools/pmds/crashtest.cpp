@@ -80,6 +80,7 @@ void run_process_part(const registry::Entry& e, const crashtest::Options& o, Lab
   r.process_crashes += p.process_crashes;
   r.violations += p.violations;
   r.undecided += p.undecided;
+  r.killed_recoveries += p.killed_recoveries;
   r.process_seconds += p.process_seconds;
   if (r.first_violation_process_crash == 0)
     r.first_violation_process_crash = p.first_violation_process_crash;
@@ -185,7 +186,7 @@ int run(int argc, char** argv) {
   if (!o.replay.empty()) {
     replay = ReplayPoint::parse(o.replay);
     if (!replay || entries->size() != 1) {
-      std::cerr << "pmds crashtest: --replay needs W:E:I[:R] and exactly one --structure\n";
+      std::cerr << "pmds crashtest: --replay needs W:E:I[:PHASE@N[:PHASE@N]] and exactly one --structure\n";
       return 2;
     }
   }
@@ -246,7 +247,7 @@ int run(int argc, char** argv) {
                 << " not shown)\n";
     results.push_back(std::move(r));
   }
-  std::cout << "\n" << summary_table(results);
+  std::cout << "\n" << summary_table(results) << "\n" << recovery_crash_table(results);
   Json records = Json::array();
   for (const auto& r : results) records.push_back(result_json(r));
   if (!write_json(o, records)) return 1;

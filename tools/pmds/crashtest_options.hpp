@@ -159,7 +159,7 @@ inline void add_options(CLI::App& app, Options& o) {
       ->type_name("FILE")
       ->check(bench::non_empty("a file name"));
   app.add_option("--replay", o.replay, "re-run one simulated crash check printed by a violation")
-      ->type_name("W:E:I[:R]");
+      ->type_name("W:E:I[:P@N[:P@N]]");
   app.add_flag("--quiet", o.quiet, "no progress line");
   app.add_option("--mix", o.mix,
                  "fixed: every workload run uses --keys and --reads; vary: each run\n"

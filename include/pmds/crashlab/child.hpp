@@ -4,24 +4,43 @@
 // It opens the pool file (a crash image, or the real pool a killed process left), which maps it
 // at the base address its header records, recovers the structure (the registry's open), counts
 // the allocator's slots for the leak check, reads the contents back, and writes what it saw to
-// an output file:
-//   events N         simulator events the recovery took (simulated backend)
-//   slots LIVE TOTAL slots of used chunks not on a free list after recovery / all of them
+// an output file. Its work comes in phases (RecoveryPhase), each a place the lab may crash it:
+//   open          the registry's open: the structure's recovery
+//   finish        finish_recovery (the lazy sweep of the byte-string Masstrees)
+//   pending       recover_pending for each thread's last ticket (detectable entries)
+//   reexecute     (when asked, "reexecute=1") each thread's last operation invoked again with
+//                 its ticket, as seed 004's recovery does: it must take effect exactly once
+//   contents      reading the contents back (lazy InCLL recovery runs on first access)
+//   continuation  make_continuation's operations on the recovered structure
+//   close         its clean close
+//   reopen        the open after that clean close
+//   reread        reading the contents again
+// The output file, line by line, as the phases go:
+//   phase NAME E     the phase NAME began at simulator event E (simulated backend; else no E)
+//   site N D KIND LOC  (simulated backend) a persistence site the open executed N times (D: 1
+//                    if a fence of it completed another site's flushes), at LOC (FILE:LINE:COL)
 //   clean            the pool said it had been closed cleanly (a crashed one must not)
+//   slots LIVE TOTAL slots of used chunks not on a free list after recovery / all of them
 //   held N           slots the structure says it holds (RecoveryStats::live_slots), if it says
 //   report T TAKEN OK VALUE NUMBER-BITS   (detectable entries, "tickets=T:SEQ:CODE,...") what
 //                    recovery says of thread T's last operation, asked before anything else runs
-//   site N D KIND LOC  (simulated backend) a persistence site the recovery executed N times (D: 1
-//                    if a fence of it completed another site's flushes), at LOC (FILE:LINE:COL)
+//   reexec T OK VALUE NUMBER-BITS   thread T's last operation, invoked again with its ticket,
+//                    returned this
 //   items N          then N lines "key value"
-//   continued N      (when asked, "continue=N") make_continuation's N operations were applied to
-//                    the recovered structure: N lines "result OK VALUE NUMBER-BITS"; then the
-//                    pool was closed cleanly and opened again, and
+//   continued N      (when asked, "continue=N") make_continuation's N operations are applied to
+//                    the recovered structure: a line "result OK VALUE NUMBER-BITS" as each
+//                    returns; then
+//   closed           the clean close returned, and the pool was opened again:
 //   reopened N       then N lines "key value": the contents after that second open
-//   crashed          (instead of slots/items) recovery itself was crashed at the requested event,
-//                    and the crash image was written to crash_out
+//   events N         simulator events the whole process took (simulated backend), last
+//   crashed PHASE    (last, instead of the end of the list) the process was crashed where it was
+//                    asked ("crash_phase", "crash_offset"), in PHASE; the crash image was
+//                    written to crash_out
 //   error TEXT       recovery threw (the structure or the pool refused the image), or the
 //                    recovered structure failed in the continuation
+// With "stop=recovery" the process ends after the contents (before them when reading runs
+// operations: reading_operates) without closing the pool: the process lab kills such
+// recoveries at a random moment (process_lab.hpp).
 // A recovery that crashes (a signal) or hangs shows up in the parent as an abnormal exit.
 //
 // The role is dispatched before main() by a static initializer (child_role_dispatched below)
@@ -32,12 +51,16 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pmds/crashlab/entries.hpp"
@@ -53,15 +76,35 @@
 
 namespace pmds::crashlab {
 
+// Whether reading the contents back runs operations on the structure: a queue, stack or
+// priority queue is read by taking every element (crashlab/workload.hpp,
+// contents_after_reading), a detectable register by a read through its protocol, in the slot of
+// the recovery's thread, whose workload ticket recover_pending must be asked about before that
+// slot runs anything else. A crash while reading such a structure leaves a state, or a slot,
+// that no history the lab records explains: those phases are not crashed.
+inline bool reading_operates(const registry::Entry& e) {
+  return e.kind == registry::Kind::queue || e.kind == registry::Kind::stack ||
+         e.kind == registry::Kind::priority_queue || e.criterion == Criterion::detectable;
+}
+
 // What a recovery process reported.
 struct Recovered {
-  bool ok = false;           // items and slots are valid
-  bool crashed = false;      // recovery was crashed on purpose; an image is at crash_out
+  bool ok = false;  // items and slots are valid
+  // Recovery was crashed on purpose, in this phase; an image is at crash_out. What it reported
+  // before (items, continuation results) is kept: the lab checks the rest against it.
+  std::optional<RecoveryPhase> crashed;
   std::string error;         // non-empty: recovery failed (thrown error or abnormal exit)
-  std::uint64_t events = 0;  // simulator events recovery took
+  std::uint64_t events = 0;  // simulator events the process took
+  // The simulator event at which each phase began (simulated backend; the phases it reached).
+  std::array<std::optional<std::uint64_t>, recovery_phase_count> phase_start{};
+  bool have_items = false;  // the contents were read back in full (items)
+  bool closed = false;      // the continuation's clean close returned
   std::uint64_t live_slots = 0, total_slots = 0;
   std::optional<std::uint64_t> held_slots;  // the structure's own count, when it gives one
   std::vector<Report> reports;  // detectable entries: one per thread that invoked an operation
+  // Detectable entries, "reexecute=1": each thread's last operation invoked again with its
+  // ticket, and its response (taken: true).
+  std::vector<Report> reexecuted;
   std::vector<registry::Item> items;
   bool continued = false;  // the continuation ran: its results, then the contents reopened
   std::vector<registry::OpResult> continuation;
@@ -77,8 +120,8 @@ inline Recovered parse_recovered(const std::string& text, const ExitStatus& stat
     return r;
   }
   std::size_t pos = 0;
-  std::size_t expected_items = 0, expected_results = 0, expected_reopened = 0;
-  bool have_items = false;
+  std::size_t expected_items = 0, expected_reopened = 0;
+  bool have_reopened = false;
   std::vector<registry::Item>* section = &r.items;  // where "key value" lines go
   while (pos < text.size()) {
     const auto nl = text.find('\n', pos);
@@ -87,12 +130,20 @@ inline Recovered parse_recovered(const std::string& text, const ExitStatus& stat
     pos = nl == std::string::npos ? text.size() : nl + 1;
     unsigned long long a = 0, b = 0, c = 0;
     unsigned ok = 0;
+    char name[32] = {0};
     if (line.rfind("error ", 0) == 0) {
       r.error = line.substr(6);
     } else if (line == "clean") {
       r.clean_shutdown = true;
-    } else if (line == "crashed") {
-      r.crashed = true;
+    } else if (line == "closed") {
+      r.closed = true;
+    } else if (std::sscanf(line.c_str(), "crashed %31s", name) == 1) {
+      r.crashed = recovery_phase_named(name);
+      if (!r.crashed) r.error = "the recovery process reported a crash in an unknown phase";
+    } else if (std::sscanf(line.c_str(), "phase %31s", name) == 1) {
+      const auto phase = recovery_phase_named(name);
+      if (phase && std::sscanf(line.c_str(), "phase %*s %llu", &a) == 1)
+        r.phase_start[static_cast<std::size_t>(*phase)] = a;
     } else if (std::sscanf(line.c_str(), "events %llu", &a) == 1) {
       r.events = a;
     } else if (std::sscanf(line.c_str(), "slots %llu %llu", &a, &b) == 2) {
@@ -115,27 +166,32 @@ inline Recovered parse_recovered(const std::string& text, const ExitStatus& stat
       r.reports.push_back({static_cast<std::size_t>(a),
                            ok != 0,
                            {b != 0, c, std::bit_cast<double>(std::uint64_t{d})}});
+    } else if (unsigned long long d = 0; std::sscanf(line.c_str(), "reexec %llu %u %llu %llu",
+                                                     &a, &ok, &b, &d) == 4) {
+      r.reexecuted.push_back({static_cast<std::size_t>(a),
+                              true,
+                              {ok != 0, b, std::bit_cast<double>(std::uint64_t{d})}});
     } else if (std::sscanf(line.c_str(), "held %llu", &a) == 1) {
       r.held_slots = a;
     } else if (std::sscanf(line.c_str(), "items %llu", &a) == 1) {
       expected_items = a;
-      have_items = true;
-    } else if (std::sscanf(line.c_str(), "continued %llu", &a) == 1) {
+      section = &r.items;
+    } else if (line.rfind("continued ", 0) == 0) {
       r.continued = true;
-      expected_results = a;
     } else if (std::sscanf(line.c_str(), "result %u %llu %llu", &ok, &a, &c) == 3) {
       r.continuation.push_back({ok != 0, a, std::bit_cast<double>(std::uint64_t{c})});
     } else if (std::sscanf(line.c_str(), "reopened %llu", &a) == 1) {
       expected_reopened = a;
+      have_reopened = true;
       section = &r.reopened;
     } else if (std::sscanf(line.c_str(), "%llu %llu", &a, &b) == 2) {
       section->push_back({a, b});
     }
   }
+  r.have_items = r.items.size() == expected_items && text.find("\nitems ") != std::string::npos;
   if (r.error.empty() && !r.crashed) {
-    if (!have_items || r.items.size() != expected_items ||
-        (r.continued &&
-         (r.continuation.size() != expected_results || r.reopened.size() != expected_reopened)))
+    if (!r.have_items || (r.continued && (!r.closed || !have_reopened ||
+                                          r.reopened.size() != expected_reopened)))
       r.error = "the recovery process wrote an incomplete report";
     else
       r.ok = true;
@@ -161,25 +217,46 @@ inline pm::sim::ImageKind image_kind_from(const std::string& s) {
 }
 #endif
 
-// "report" lines for the tickets "THREAD:SEQ:CODE,..." (empty: none).
-inline std::string reports_text(const registry::Instance& inst, const std::string& tickets) {
-  std::string out;
+// The tickets argument "THREAD:SEQ:CODE:KEY:VALUE:FACTOR-BITS,..." (crashlab/history.hpp,
+// last_tickets): each thread's last operation and its ticket.
+struct TicketedOperation {
+  std::size_t thread = 0;
+  Ticket ticket;
+  registry::Operation op;
+};
+inline std::vector<TicketedOperation> parse_tickets(const std::string& tickets) {
+  std::vector<TicketedOperation> out;
   std::size_t pos = 0;
   while (pos < tickets.size()) {
     std::size_t end = tickets.find(',', pos);
     if (end == std::string::npos) end = tickets.size();
-    unsigned long long thread = 0, seq = 0;
+    unsigned long long thread = 0, seq = 0, key = 0, value = 0, factor = 0;
     unsigned code = 0;
-    if (std::sscanf(tickets.substr(pos, end - pos).c_str(), "%llu:%llu:%u", &thread, &seq, &code) !=
-        3)
+    if (std::sscanf(tickets.substr(pos, end - pos).c_str(), "%llu:%llu:%u:%llu:%llu:%llu", &thread,
+                    &seq, &code, &key, &value, &factor) != 6)
       throw Error("bad tickets argument " + tickets);
-    const auto outcome =
-        inst.recover_pending(Ticket{thread, seq}, static_cast<registry::OpCode>(code));
-    const registry::OpResult r = outcome.value_or(registry::OpResult{});
-    out += "report " + std::to_string(thread) + " " + (outcome ? "1 " : "0 ") +
-           (r.ok ? "1 " : "0 ") + std::to_string(r.value) + " " +
-           std::to_string(std::bit_cast<std::uint64_t>(r.number)) + "\n";
+    out.push_back({thread,
+                   Ticket{thread, seq},
+                   {static_cast<registry::OpCode>(code), key, value,
+                    std::bit_cast<double>(std::uint64_t{factor})}});
     pos = end + 1;
+  }
+  return out;
+}
+
+inline std::string result_fields(const registry::OpResult& r) {
+  return std::string(r.ok ? "1 " : "0 ") + std::to_string(r.value) + " " +
+         std::to_string(std::bit_cast<std::uint64_t>(r.number));
+}
+
+// "report" lines: what recovery says of each ticket's operation.
+inline std::string reports_text(const registry::Instance& inst,
+                                const std::vector<TicketedOperation>& tickets) {
+  std::string out;
+  for (const TicketedOperation& t : tickets) {
+    const auto outcome = inst.recover_pending(t.ticket, t.op.code);
+    out += "report " + std::to_string(t.thread) + " " + (outcome ? "1 " : "0 ") +
+           result_fields(outcome.value_or(registry::OpResult{})) + "\n";
   }
   return out;
 }
@@ -193,10 +270,60 @@ inline std::string reports_text(const registry::Instance& inst, const std::strin
   if (out.empty()) _exit(4);
   if (const std::string t = get("timeout"); !t.empty())
     ::alarm(static_cast<unsigned>(std::stoul(t)));
+  // What the process has seen so far: written at its end, or by the crash handler up to the
+  // phase it crashed in (the lab checks the rest of the run against it).
   std::string report;
+  RecoveryPhase phase = RecoveryPhase::open;
+  [[maybe_unused]] bool operating = false;  // reading runs operations (reading_operates)
+#if defined(PMDS_BACKEND_SIMULATED)
+  // A crash of this process ("crash_phase", "crash_offset"): `offset` events after the start of
+  // `phase` (or of the first later phase, when this one does not run). It writes the crash
+  // image, and what was seen so far, and stops. The phases that read the contents of a
+  // structure whose reading runs operations are never crashed (reading_operates): a crash due
+  // in one waits for the next phase.
+  struct Crash {
+    RecoveryPhase phase;
+    std::uint64_t offset;
+    std::function<void()> handler;
+    std::uint64_t event = 0;
+    bool armed = false, suspended = false;
+  };
+  std::optional<Crash> crash;
+#endif
+  const auto enter = [&](RecoveryPhase p) {
+    phase = p;
+    report += std::string("phase ") + to_string(p);
+#if defined(PMDS_BACKEND_SIMULATED)
+    report += " " + std::to_string(pm::sim::event_count());
+    if (crash) {
+      if (crash->suspended) {
+        crash->suspended = false;
+        pm::sim::set_crash_handler(std::max(crash->event, pm::sim::event_count()), crash->handler);
+      }
+      if (!crash->armed && p >= crash->phase) {
+        crash->armed = true;
+        crash->event = pm::sim::event_count() + crash->offset;
+        pm::sim::set_crash_handler(crash->event, crash->handler);
+      }
+      if (crash->armed && reads_contents(p) && operating) {
+        pm::sim::clear_crash_handler();
+        crash->suspended = true;
+      }
+    }
+#endif
+    report += "\n";
+  };
+  const auto events_line = [] {
+#if defined(PMDS_BACKEND_SIMULATED)
+    return "events " + std::to_string(pm::sim::event_count()) + "\n";
+#else
+    return std::string();
+#endif
+  };
   try {
     const registry::Entry* entry = find_entry(get("entry"));
     if (entry == nullptr) throw Error("unknown structure " + get("entry"));
+    operating = reading_operates(*entry);
     registry::CreateOptions options;
     options.key_range = std::stoull(get("keys"));
     options.key_size = std::stoull(get("key_size"));
@@ -212,25 +339,24 @@ inline std::string reports_text(const registry::Instance& inst, const std::strin
       pm::sim::set_mutants(*mutants);
     }
     pm::sim::reset_site_counts();
-    // Crash the recovery itself just before event crash_event: write that crash image and stop.
-    const std::string crash_event = get("crash_event");
-    if (!crash_event.empty()) {
+    if (const auto crash_phase = recovery_phase_named(get("crash_phase"))) {
       const std::string crash_out = get("crash_out"), image = get("image");
       const auto kind = image_kind_from(get("crash_kind"));
       const std::uint64_t seed = std::stoull(get("crash_seed"));
-      pm::sim::set_crash_handler(std::stoull(crash_event), [=] {
-        const pm::sim::Snapshot snap = pm::sim::snapshot(false);
-        // Before the pool is mapped (no region) the image is unchanged: a plain copy.
-        write_crash_image(snap, snap.choice(kind, seed), image, crash_out);
-        write_or_die(out, "events " + std::to_string(snap.event()) + "\ncrashed\n");
-        _exit(0);
-      });
+      crash = Crash{*crash_phase, std::stoull(get("crash_offset")),
+                    [&, crash_out, image, kind, seed] {
+                      const pm::sim::Snapshot snap = pm::sim::snapshot(false);
+                      // Before the pool is mapped (no region) the image is unchanged: a copy.
+                      write_crash_image(snap, snap.choice(kind, seed), image, crash_out);
+                      write_or_die(out, report + "events " + std::to_string(snap.event()) +
+                                            "\ncrashed " + to_string(phase) + "\n");
+                      _exit(0);
+                    }};
     }
 #endif
+    enter(RecoveryPhase::open);
     registry::Instance inst = registry::Instance::open(*entry, get("image"), options);
 #if defined(PMDS_BACKEND_SIMULATED)
-    pm::sim::clear_crash_handler();
-    report += "events " + std::to_string(pm::sim::event_count()) + "\n";
     for (const pm::sim::SiteCount& c : pm::sim::site_counts())
       report += "site " + std::to_string(c.executions) + " " +
                 (c.drains_other_sites ? "1 " : "0 ") + to_string(c.kind) + " " +
@@ -239,6 +365,7 @@ inline std::string reports_text(const registry::Instance& inst, const std::strin
     if (inst.pool()->was_clean_shutdown()) report += "clean\n";
     // Leak check: after recovery (and what it does while the structure runs) every slot of
     // every used chunk is live or free.
+    enter(RecoveryPhase::finish);
     inst.finish_recovery();
     const pm::ChunkAllocator& alloc = inst.pool()->allocator();
     std::uint64_t total = 0;
@@ -252,33 +379,63 @@ inline std::string reports_text(const registry::Instance& inst, const std::strin
       report += "held " + std::to_string(stats->live_slots) + "\n";
     // Detectability: each thread's last operation, by its ticket (slot = thread), before any
     // other operation (reading the contents) runs on the recovered structure.
-    report += reports_text(inst, get("tickets"));
+    enter(RecoveryPhase::pending);
+    const std::vector<TicketedOperation> tickets = parse_tickets(get("tickets"));
+    report += reports_text(inst, tickets);
+    // Seed 004's recovery: each thread's last operation invoked again with its ticket. One that
+    // took effect returns its response and changes nothing; one that did not takes effect now.
+    if (get("reexecute") == "1") {
+      enter(RecoveryPhase::reexecute);
+      for (const TicketedOperation& t : tickets)
+        report += "reexec " + std::to_string(t.thread) + " " +
+                  result_fields(inst.apply(t.op, t.ticket)) + "\n";
+    }
     const auto items_text = [](const char* header, const std::vector<registry::Item>& items) {
       std::string t = std::string(header) + " " + std::to_string(items.size()) + "\n";
       for (const auto& it : items)
         t += std::to_string(it.key) + " " + std::to_string(it.value) + "\n";
       return t;
     };
+    // A recovery the process lab kills on purpose ends here, as a crash would leave it (unread,
+    // when reading runs operations: reading_operates).
+    const bool stop_after_recovery = get("stop") == "recovery";
+    if (stop_after_recovery && reading_operates(*entry)) {
+      write_or_die(out, report + events_line());
+      _exit(0);
+    }
+    enter(RecoveryPhase::contents);
     report += items_text("items", inst.contents());
+    if (stop_after_recovery) {
+      write_or_die(out, report + events_line());
+      _exit(0);
+    }
     if (const std::string n = get("continue"); !n.empty()) {
       // The recovered structure works on; then a clean shutdown and a second open.
       const auto ops = make_continuation(*entry, options.key_range, std::stoull(n));
-      std::string results;
       try {
+        enter(RecoveryPhase::continuation);
+        report += "continued " + std::to_string(ops.size()) + "\n";
         for (const auto& op : ops) {
           const registry::OpResult res = inst.apply(op);
-          results += "result " + std::to_string(res.ok ? 1 : 0) + " " + std::to_string(res.value) +
-                     " " + std::to_string(std::bit_cast<std::uint64_t>(res.number)) + "\n";
+          report += "result " + std::to_string(res.ok ? 1 : 0) + " " + std::to_string(res.value) +
+                    " " + std::to_string(std::bit_cast<std::uint64_t>(res.number)) + "\n";
         }
+        enter(RecoveryPhase::close);
         inst.close();
+        report += "closed\n";
+        enter(RecoveryPhase::reopen);
         inst = registry::Instance::open(*entry, get("image"), options);
+        enter(RecoveryPhase::reread);
+        report += items_text("reopened", inst.contents());
       } catch (const std::exception& e) {
         throw Error(std::string("after recovery, in further operations or the reopen: ") +
                     e.what());
       }
-      report += "continued " + std::to_string(ops.size()) + "\n" + results;
-      report += items_text("reopened", inst.contents());
     }
+#if defined(PMDS_BACKEND_SIMULATED)
+    pm::sim::clear_crash_handler();
+#endif
+    report += events_line();
     if (get("close") == "1") inst.close();  // a clean shutdown: the process lab goes on with it
     if (get("close") == "0") {  // no shutdown (as a crash): the next open recovers again
       write_or_die(out, report);

@@ -369,8 +369,9 @@ inline std::string criterion_label(Criterion c) {
   return criterion_name(c);
 }
 
-// The ticket each thread's last operation carried (detectable entries; slot = thread), as the
-// recovery process's "tickets" argument: "THREAD:SEQ:CODE,..." (crashlab/child.hpp).
+// The ticket each thread's last operation carried (detectable entries; slot = thread), and that
+// operation, as the recovery process's "tickets" argument (crashlab/child.hpp):
+// "THREAD:SEQ:CODE:KEY:VALUE:FACTOR-BITS,...".
 inline std::string last_tickets(const std::vector<Record>& records) {
   std::vector<const Record*> last;
   for (const Record& r : records) {
@@ -381,7 +382,9 @@ inline std::string last_tickets(const std::vector<Record>& records) {
   for (const Record* r : last) {
     if (r == nullptr) continue;
     if (!out.empty()) out += ",";
-    out += std::to_string(r->thread) + ":" + std::to_string(r->seq) + ":" + std::to_string(r->code);
+    out += std::to_string(r->thread) + ":" + std::to_string(r->seq) + ":" + std::to_string(r->code) +
+           ":" + std::to_string(r->key) + ":" + std::to_string(r->value) + ":" +
+           std::to_string(std::bit_cast<std::uint64_t>(r->factor));
   }
   return out;
 }

@@ -11,6 +11,9 @@
 // crashes are (crashlab/verdict.hpp: recovery, leak, the entry's criterion), its history
 // starting from the contents the previous round's recovery read. The next round continues on
 // the same pool: what the simulated lab's continuation checks, these rounds do by themselves.
+// In some rounds (killed_recovery_percent) a first recovery process is killed with SIGKILL at a
+// random moment of its recovery before the checked one runs: recovery must restart from
+// wherever a crash left it.
 // With lazy recovery the check does not close the pool, so every round's workload process
 // opens it as after a crash.
 //
@@ -66,6 +69,10 @@ struct ProcessOptions {
   std::size_t keep_details = 3;
   bool keep_histories = false;
   std::string command = "pmds crashtest";
+  // Rounds whose recovery is first run in a process killed with SIGKILL at a moment drawn over
+  // the last recovery's duration, before the recovery that is checked: recovery must be
+  // restartable wherever a crash interrupts it (crashlab/child.hpp, "stop=recovery").
+  unsigned killed_recovery_percent = 50;
   std::function<void(const LabResult&)> progress;  // after each process crash
 };
 
@@ -164,6 +171,7 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
   Lincheck checker(find_lincheck(), o.check_timeout_s);
   std::mt19937_64 rng(mix_seed(o.seed, 0x9c0ce55));
   double workload_seconds = 0;  // a round's workload when nothing kills it (round 0 measures)
+  double recovery_seconds = 0;  // the last checked recovery's (the killed ones' range)
   for (std::uint64_t round = 0; round < o.crashes; ++round) {
     const std::uint64_t wseed = mix_seed(o.seed, 1000 + round);
     const Workload w = make_workload(e, o.workload, wseed);
@@ -221,7 +229,7 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
 
     // Recover in a fresh process, on the real pool: the next round goes on from there.
     ::unlink(out_file.path().c_str());
-    const Args a{{"entry", std::string(e.name)},
+    Args a{{"entry", std::string(e.name)},
                  {"image", pool_file.path()},
                  {"out", out_file.path()},
                  {"keys", std::to_string(o.workload.key_range)},
@@ -235,7 +243,31 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
                  // killed during it; the check's own reads changed nothing to recover.
                  {"close", o.workload.lazy_recovery ? "0" : "1"},
                  {"tickets", e.criterion == Criterion::detectable ? last_tickets(records) : ""}};
+    // Half the rounds of a detectable entry invoke each thread's last operation again with its
+    // ticket (seed 004's recovery; crashlab/child.hpp).
+    if (e.criterion == Criterion::detectable && rng() % 2 == 0) a["reexecute"] = "1";
+    if (recovery_seconds > 0 && rng() % 100 < o.killed_recovery_percent) {
+      // A recovery killed at a random moment: its open, the lazy sweep, recover_pending or
+      // reading the contents, with the structure's background threads running.
+      Args doomed = a;
+      doomed["stop"] = "recovery";
+      doomed["close"] = "0";
+      const double delay =
+          recovery_seconds * 1.1 * std::uniform_real_distribution<double>(0, 1)(rng);
+      const pid_t pid = spawn(self_exe(), {self_exe()},
+                              {std::string(role_variable) + "=recover",
+                               std::string(args_variable) + "=" + encode_args(doomed)});
+      std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+      ::kill(pid, SIGKILL);
+      const ExitStatus killed = wait_for(pid);
+      if (!killed.exited && killed.signal == SIGKILL) ++r.killed_recoveries;
+      ::unlink(out_file.path().c_str());
+    }
+    const auto recovery_started = std::chrono::steady_clock::now();
     const ExitStatus recovery = run_role("recover", a, o.recovery_timeout_s + 5);
+    recovery_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                     recovery_started)
+                           .count();
     const Recovered rec = parse_recovered(read_file(out_file.path()), recovery);
     Violation base;
     base.kind = "process";

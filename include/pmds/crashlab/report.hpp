@@ -2,8 +2,10 @@
 // excerpt, the command that replays each), the summary table and the JSON record.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +14,36 @@
 
 namespace pmds::crashlab {
 
+// The phases of a recovery process, in the order it runs them (crashlab/child.hpp), each a
+// place the lab may crash it.
+enum class RecoveryPhase : std::uint8_t {
+  open,
+  finish,
+  pending,
+  reexecute,
+  contents,
+  continuation,
+  close,
+  reopen,
+  reread
+};
+inline constexpr std::size_t recovery_phase_count = 9;
+inline constexpr const char* recovery_phase_names[recovery_phase_count] = {
+    "open",         "finish", "pending", "reexecute", "contents",
+    "continuation", "close",  "reopen",  "reread"};
+// The phases that read the contents back (never crashed where reading runs operations:
+// crashlab/child.hpp, reading_operates).
+constexpr bool reads_contents(RecoveryPhase p) {
+  return p == RecoveryPhase::contents || p == RecoveryPhase::reread;
+}
+constexpr const char* to_string(RecoveryPhase p) {
+  return recovery_phase_names[static_cast<std::size_t>(p)];
+}
+inline std::optional<RecoveryPhase> recovery_phase_named(std::string_view name) {
+  for (std::size_t i = 0; i < recovery_phase_count; ++i)
+    if (name == recovery_phase_names[i]) return static_cast<RecoveryPhase>(i);
+  return std::nullopt;
+}
 struct Violation {
   std::string kind;       // "simulated" or "process"
   std::string criterion;  // durable | buffered | detectable | linearizability | recovery | leak
@@ -78,7 +110,11 @@ struct LabResult {
   std::string criterion;
   std::uint64_t simulated_crashes = 0;      // crash points reached
   std::uint64_t images_checked = 0;         // crash images recovered and checked
-  std::uint64_t recovery_crashes = 0;       // recoveries crashed on purpose, then recovered again
+  std::uint64_t recovery_crashes = 0;  // recoveries crashed on purpose, then recovered again
+  std::uint64_t nested_recovery_crashes = 0;  // ... whose crash image's recovery crashed again
+  // Recovery crashes (nested ones included) by the phase they landed in.
+  std::array<std::uint64_t, recovery_phase_count> recovery_crash_phases{};
+  std::uint64_t killed_recoveries = 0;  // process lab: recovery processes killed with SIGKILL
   std::uint64_t process_crashes = 0;        // kill -9 of a process using a real pool
   std::uint64_t violations = 0;             // images / process crashes whose check failed
   std::uint64_t undecided = 0;  // histories the checker could not decide (counted as violations too)
@@ -121,6 +157,24 @@ inline Violation violation_from_json(const nlohmann::json& j) {
   return v;
 }
 
+// {"open": N, "finish": N, ...}: recovery crashes by phase.
+inline Json recovery_phases_json(const std::array<std::uint64_t, recovery_phase_count>& counts) {
+  Json j = Json::object();
+  for (std::size_t i = 0; i < recovery_phase_count; ++i) j[recovery_phase_names[i]] = counts[i];
+  return j;
+}
+
+// "open 12, finish 3, ...": recovery crashes by phase, for people.
+inline std::string recovery_phases_text(
+    const std::array<std::uint64_t, recovery_phase_count>& counts) {
+  std::string s;
+  for (std::size_t i = 0; i < recovery_phase_count; ++i) {
+    if (!s.empty()) s += ", ";
+    s += std::string(recovery_phase_names[i]) + " " + std::to_string(counts[i]);
+  }
+  return s;
+}
+
 // The JSON record of one structure (`pmds crashtest --json`).
 inline Json result_json(const LabResult& r) {
   Json details = Json::array(), sites = Json::array();
@@ -131,6 +185,9 @@ inline Json result_json(const LabResult& r) {
           {"simulated_crashes", r.simulated_crashes},
           {"images_checked", r.images_checked},
           {"recovery_crashes", r.recovery_crashes},
+          {"nested_recovery_crashes", r.nested_recovery_crashes},
+          {"recovery_crash_phases", recovery_phases_json(r.recovery_crash_phases)},
+          {"killed_recoveries", r.killed_recoveries},
           {"process_crashes", r.process_crashes},
           {"violations", r.violations},
           {"undecided", r.undecided},
@@ -156,6 +213,11 @@ inline LabResult result_from_json(const nlohmann::json& j) {
   r.simulated_crashes = j.value("simulated_crashes", r.simulated_crashes);
   r.images_checked = j.value("images_checked", r.images_checked);
   r.recovery_crashes = j.value("recovery_crashes", r.recovery_crashes);
+  r.nested_recovery_crashes = j.value("nested_recovery_crashes", r.nested_recovery_crashes);
+  if (const auto it = j.find("recovery_crash_phases"); it != j.end() && it->is_object())
+    for (std::size_t i = 0; i < recovery_phase_count; ++i)
+      r.recovery_crash_phases[i] = it->value(recovery_phase_names[i], std::uint64_t{0});
+  r.killed_recoveries = j.value("killed_recoveries", r.killed_recoveries);
   r.process_crashes = j.value("process_crashes", r.process_crashes);
   r.violations = j.value("violations", r.violations);
   r.undecided = j.value("undecided", r.undecided);
@@ -209,6 +271,19 @@ inline std::string summary_table(const std::vector<LabResult>& results) {
                   r.errors.empty() ? "" : "  LAB ERROR");
     s += line;
   }
+  return s;
+}
+
+// Where the recoveries were crashed: per structure, the recovery crashes (simulated) by the
+// phase they landed in, how many of them were a crash of a crashed recovery's recovery, and the
+// recovery processes killed with SIGKILL (process lab).
+inline std::string recovery_crash_table(const std::vector<LabResult>& results) {
+  std::string s = "recovery crashes by phase (simulated; nested: of a crashed recovery's "
+                  "recovery), recovery processes killed (process)\n";
+  for (const auto& r : results)
+    s += "  " + r.structure + ": " + recovery_phases_text(r.recovery_crash_phases) +
+         "; nested " + std::to_string(r.nested_recovery_crashes) + "; killed " +
+         std::to_string(r.killed_recoveries) + "\n";
   return s;
 }
 

@@ -69,36 +69,65 @@
 
 namespace pmds::crashlab {
 
+// A crash of a recovery process: `offset` simulator events into its phase `phase` (or into the
+// first later phase it runs, when it does not run that one): crashlab/child.hpp. Written
+// "PHASE@OFFSET".
+struct RecoveryCrash {
+  RecoveryPhase phase = RecoveryPhase::open;
+  std::uint64_t offset = 0;
+
+  std::string text() const { return std::string(to_string(phase)) + "@" + std::to_string(offset); }
+  static std::optional<RecoveryCrash> parse(std::string_view s) {
+    const auto at = s.find('@');
+    if (at == std::string_view::npos) return std::nullopt;
+    const auto phase = recovery_phase_named(s.substr(0, at));
+    const std::string_view digits = s.substr(at + 1);
+    if (!phase || digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
+      return std::nullopt;
+    return RecoveryCrash{*phase, std::stoull(std::string(digits))};
+  }
+};
+
 // One crash check to replay: workload seed, crash event (from the start of the workload
-// process's recorded part), image index, and the event at which recovery was crashed (if any).
+// process's recorded part), image index, and where its recovery was crashed (if it was) and the
+// recovery of that crash image crashed in turn (if it was).
 struct ReplayPoint {
   std::uint64_t workload_seed = 0;
   std::uint64_t event = 0;
   std::size_t image = 0;
-  std::optional<std::uint64_t> recovery_event;
+  std::optional<RecoveryCrash> recovery_crash;
+  std::optional<RecoveryCrash> recovery_crash2;
 
   std::string text() const {
     std::string s =
         std::to_string(workload_seed) + ":" + std::to_string(event) + ":" + std::to_string(image);
-    if (recovery_event) s += ":" + std::to_string(*recovery_event);
+    if (recovery_crash) s += ":" + recovery_crash->text();
+    if (recovery_crash && recovery_crash2) s += ":" + recovery_crash2->text();
     return s;
   }
-  // Parses "W:E:I[:R]"; nullopt when malformed.
+  // Parses "W:E:I[:PHASE@OFFSET[:PHASE@OFFSET]]"; nullopt when malformed.
   static std::optional<ReplayPoint> parse(std::string_view s) {
-    std::vector<std::uint64_t> parts;
+    std::vector<std::string_view> parts;
     std::size_t start = 0;
     while (start <= s.size()) {
       const auto end = std::min(s.find(':', start), s.size());
-      const std::string piece(s.substr(start, end - start));
-      if (piece.empty() || piece.find_first_not_of("0123456789") != std::string::npos)
-        return std::nullopt;
-      parts.push_back(std::stoull(piece));
+      parts.push_back(s.substr(start, end - start));
       start = end + 1;
       if (end == s.size()) break;
     }
-    if (parts.size() < 3 || parts.size() > 4) return std::nullopt;
-    ReplayPoint p{parts[0], parts[1], static_cast<std::size_t>(parts[2]), std::nullopt};
-    if (parts.size() == 4) p.recovery_event = parts[3];
+    if (parts.size() < 3 || parts.size() > 5) return std::nullopt;
+    std::uint64_t numbers[3];
+    for (std::size_t i = 0; i < 3; ++i) {
+      if (parts[i].empty() || parts[i].find_first_not_of("0123456789") != std::string::npos)
+        return std::nullopt;
+      numbers[i] = std::stoull(std::string(parts[i]));
+    }
+    ReplayPoint p{numbers[0], numbers[1], static_cast<std::size_t>(numbers[2]), std::nullopt,
+                  std::nullopt};
+    if (parts.size() >= 4 && !(p.recovery_crash = RecoveryCrash::parse(parts[3])))
+      return std::nullopt;
+    if (parts.size() == 5 && !(p.recovery_crash2 = RecoveryCrash::parse(parts[4])))
+      return std::nullopt;
     return p;
   }
 };
@@ -113,7 +142,12 @@ struct SimOptions {
   std::uint64_t crashes = 500;           // crash points to reach
   std::size_t images = 3;                // crash images per crash point
   std::size_t crashes_per_run = 25;      // crash points per workload run
-  unsigned recovery_crash_percent = 20;  // images whose recovery is itself crashed
+  // Images whose recovery is itself crashed, at an event in one of its phases (RecoveryPhase,
+  // crashlab/child.hpp) drawn first, each phase as likely; and of those, the share whose crash
+  // image's recovery is crashed again (in its open, finish, pending or contents phase), so
+  // recoveries are crashed two deep.
+  unsigned recovery_crash_percent = 20;
+  unsigned nested_recovery_crash_percent = 50;
   // After recovering an image, run further operations on the structure, close it cleanly and
   // reopen it (crashlab/child.hpp, make_continuation): a recovered structure must work on.
   bool continue_after_recovery = true;
@@ -220,10 +254,73 @@ inline std::vector<pm::sim::Choice> choose_images(const pm::sim::Snapshot& snap,
 // The scratch files of the workload process `pid`: pool, image, recovery-crash image, recovery
 // report. The lab process removes them too when the workload process ends (it may _exit or die
 // without cleaning up).
-inline std::array<std::string, 4> scratch_paths(pid_t pid) {
+inline std::array<std::string, 5> scratch_paths(pid_t pid) {
   const std::string tag = work_directory() + "/pmds-crashlab-" + std::to_string(pid);
-  return {tag + ".pool", tag + "-image.pool", tag + "-image2.pool", tag + ".out"};
+  return {tag + ".pool", tag + "-image.pool", tag + "-image2.pool", tag + "-image3.pool",
+          tag + ".out"};
 }
+
+// Where each phase of a recovery process lies in its simulator events, as the last recovery
+// that ran to its end reported them: phase p spans [bounds[p], bounds[p + 1]), the last one
+// ends at the process's last event; a phase it did not run is empty. A crash of a recovery
+// draws its phase first, each phase with events as likely (the open is as often crashed as
+// the continuation, which takes far more events), then an event in it.
+struct RecoveryPhases {
+  std::array<std::uint64_t, recovery_phase_count + 1> bounds{};
+  bool known = false;
+
+  static RecoveryPhases of(const Recovered& r) {
+    RecoveryPhases p;
+    p.known = true;
+    p.bounds[recovery_phase_count] = r.events;
+    for (std::size_t i = recovery_phase_count; i-- > 0;)
+      p.bounds[i] = r.phase_start[i].value_or(p.bounds[i + 1]);
+    return p;
+  }
+  // A crash in a phase drawn among `allowed`, at an event within that phase's length (nullopt:
+  // none of them has an event).
+  template <class Rng>
+  std::optional<RecoveryCrash> draw(Rng& rng, const std::vector<RecoveryPhase>& allowed) const {
+    std::vector<std::size_t> with_events;
+    for (const RecoveryPhase p : allowed) {
+      const auto i = static_cast<std::size_t>(p);
+      if (known && bounds[i + 1] > bounds[i]) with_events.push_back(i);
+    }
+    if (with_events.empty()) return std::nullopt;
+    const std::size_t i = with_events[rng() % with_events.size()];
+    return RecoveryCrash{static_cast<RecoveryPhase>(i), rng() % (bounds[i + 1] - bounds[i])};
+  }
+  Json json() const { return known ? Json(bounds) : Json(nullptr); }
+  static RecoveryPhases from_json(const nlohmann::json& j) {
+    RecoveryPhases p;
+    if (j.is_array() && j.size() == p.bounds.size()) {
+      for (std::size_t i = 0; i < p.bounds.size(); ++i) p.bounds[i] = j[i].get<std::uint64_t>();
+      p.known = true;
+    }
+    return p;
+  }
+};
+
+// The phases a recovery may be crashed in: all of them but those that read the contents of a
+// structure whose reading runs operations (reading_operates), or only those before the
+// continuation (`recovery_only`: the second, nested crash).
+inline std::vector<RecoveryPhase> crashable_phases(const registry::Entry& e, bool recovery_only) {
+  std::vector<RecoveryPhase> out;
+  for (std::size_t i = 0; i < recovery_phase_count; ++i) {
+    const auto p = static_cast<RecoveryPhase>(i);
+    if (reads_contents(p) && reading_operates(e)) continue;
+    if (recovery_only && p >= RecoveryPhase::continuation) break;
+    out.push_back(p);
+  }
+  return out;
+}
+
+// A recovery of one crash image: the recoveries crashed on purpose, in order (what each saw:
+// its phase, its contents, its continuation so far), and the recovery that ran to its end.
+struct RecoveryRun {
+  std::vector<Recovered> crashed;
+  Recovered final;
+};
 
 // The workload process: everything below runs in the forked child.
 class WorkloadProcess {
@@ -231,7 +328,7 @@ class WorkloadProcess {
   WorkloadProcess(const registry::Entry& e, const SimOptions& o, std::uint64_t wseed,
                   std::vector<std::uint64_t> events, std::size_t return_crashes,
                   std::uint64_t first_crash_number, std::size_t keep_budget,
-                  std::uint64_t recovery_estimate, int result_fd)
+                  RecoveryPhases recovery_phases, int result_fd)
       : e_(e),
         o_(o),
         wseed_(wseed),
@@ -242,7 +339,7 @@ class WorkloadProcess {
         return_dice_(mix_seed(wseed, 0x7e7a)),
         crash_number_(first_crash_number),
         keep_budget_(keep_budget),
-        recovery_estimate_(recovery_estimate),
+        recovery_phases_(recovery_phases),
         out_(result_fd) {}
 
   [[noreturn]] void run() {
@@ -262,7 +359,8 @@ class WorkloadProcess {
     pool_file_ = ScratchFile(paths[0]);
     image_file_ = ScratchFile(paths[1]);
     image2_file_ = ScratchFile(paths[2]);
-    out_file_ = ScratchFile(paths[3]);
+    image3_file_ = ScratchFile(paths[3]);
+    out_file_ = ScratchFile(paths[4]);
     lincheck_ = std::make_unique<Lincheck>(find_lincheck(), o_.check_timeout_s);
     recovery_ = std::make_unique<RecoveryServer>();
     pm::sim::set_mutants(o_.mutants);
@@ -358,7 +456,7 @@ class WorkloadProcess {
     send({{"type", "done"},
           {"sites", sites},
           {"events", pm::sim::event_count() - base_},
-          {"recovery_events", recovery_estimate_},
+          {"recovery_phases", recovery_phases_.json()},
           {"warnings", pm::sim::warning_count()},
           {"switches", scheduler_->switches()},
           {"stolen", scheduler_->stolen()},
@@ -402,7 +500,8 @@ class WorkloadProcess {
     const std::uint64_t event = pm::sim::event_count() - base_;
     const std::uint64_t crash_number = crash_number_++;
     Json violations = Json::array();
-    std::size_t images = 0, recovery_crashes = 0, undecided = 0, found = 0;
+    std::size_t images = 0, undecided = 0, found = 0;
+    RecoveryCrashes recovery_crashes;
     try {
       const std::uint64_t crash_time = log_->now();
       const std::vector<Record> records = log_->snapshot();
@@ -412,9 +511,9 @@ class WorkloadProcess {
         if (o_.replay && o_.replay->image != i) continue;
         ++images;
         write_crash_image(snap, choices[i], pool_file_.path(), image_file_.path());
-        ReplayPoint point{wseed_, event, i, std::nullopt};
-        const Recovered rec = recover(point, records, recovery_crashes);
-        std::vector<Violation> vs = check(point, crash_number, crash_time, records, rec, undecided);
+        ReplayPoint point{wseed_, event, i, std::nullopt, std::nullopt};
+        const RecoveryRun run = recover(point, records, recovery_crashes);
+        std::vector<Violation> vs = check(point, crash_number, crash_time, records, run, undecided);
         for (auto& v : vs) {
           ++found;
           violations.push_back(violation_json(v));
@@ -427,7 +526,9 @@ class WorkloadProcess {
     send({{"type", "crash"},
           {"event", event},
           {"images", images},
-          {"recovery_crashes", recovery_crashes},
+          {"recovery_crashes", recovery_crashes.first},
+          {"nested_recovery_crashes", recovery_crashes.nested},
+          {"recovery_crash_phases", recovery_phases_json(recovery_crashes.phases)},
           {"undecided", undecided},
           {"violation_count", found},
           {"violations", violations}});
@@ -435,10 +536,18 @@ class WorkloadProcess {
     arm_next(base_ + event + 1);  // a drawn point at this event (after_return's too) is done
   }
 
-  // Recovers the image in a fresh process, crashing that recovery at a drawn event when the
-  // dice say so (or when replaying such a point), then recovering the crash image.
-  Recovered recover(ReplayPoint& point, const std::vector<Record>& records,
-                    std::size_t& recovery_crashes) {
+  // Recovery crashes at one crash point: recoveries crashed, nested ones, by phase.
+  struct RecoveryCrashes {
+    std::uint64_t first = 0, nested = 0;
+    std::array<std::uint64_t, recovery_phase_count> phases{};
+  };
+
+  // Recovers the image in a fresh process. When the dice say so (or when replaying such a
+  // point) that recovery is crashed at an event drawn in one of its phases, and its crash image
+  // recovered again; that recovery is crashed in turn, now and then, in its own recovery phases
+  // (two deep), and its crash image recovered by a third process, which runs to its end.
+  RecoveryRun recover(ReplayPoint& point, const std::vector<Record>& records,
+                      RecoveryCrashes& crashes) {
     Args a{{"entry", std::string(e_.name)},
            {"image", image_file_.path()},
            {"out", out_file_.path()},
@@ -451,31 +560,71 @@ class WorkloadProcess {
     if (!o_.mutants.empty()) a["mutant"] = pm::sim::Mutant::text_of(o_.mutants);
     if (e_.criterion == Criterion::detectable) a["tickets"] = last_tickets(records);
     std::mt19937_64 dice(mix_seed(mix_seed(wseed_, point.event), point.image + 1000));
-    std::optional<std::uint64_t> crash_at;
-    if (o_.replay) {
-      crash_at = o_.replay->recovery_event;
-    } else if (recovery_estimate_ > 0 && dice() % 100 < o_.recovery_crash_percent) {
-      crash_at = dice() % recovery_estimate_;
-    }
-    if (crash_at) {
+    // Half the recoveries of a detectable entry invoke each thread's last operation again with
+    // its ticket (seed 004's recovery); the other half check recover_pending's answers alone.
+    if (e_.criterion == Criterion::detectable && dice() % 2 == 0) a["reexecute"] = "1";
+    // Arms a crash of the recovery with arguments `args`, its image to `out`.
+    const auto crash_at = [&](Args args, std::optional<RecoveryCrash> crash,
+                              const std::string& out) {
+      if (!crash) return args;
       static constexpr const char* kinds[] = {"min", "max", "random"};
-      a["crash_event"] = std::to_string(*crash_at);
-      a["crash_kind"] = kinds[mix_seed(point.event, point.image) % 3];
-      a["crash_seed"] = std::to_string(mix_seed(wseed_, *crash_at));
-      a["crash_out"] = image2_file_.path();
+      const std::uint64_t where = mix_seed(static_cast<std::uint64_t>(crash->phase), crash->offset);
+      args["crash_phase"] = to_string(crash->phase);
+      args["crash_offset"] = std::to_string(crash->offset);
+      args["crash_kind"] = kinds[mix_seed(point.event, point.image + where) % 3];
+      args["crash_seed"] = std::to_string(mix_seed(wseed_, where));
+      args["crash_out"] = out;
+      return args;
+    };
+    std::optional<RecoveryCrash> crash1;
+    if (o_.replay) {
+      crash1 = o_.replay->recovery_crash;
+    } else if (dice() % 100 < o_.recovery_crash_percent) {
+      crash1 = recovery_phases_.draw(dice, crashable_phases(e_, false));
     }
-    Recovered rec = run_recovery(a);
-    if (rec.crashed) {
-      ++recovery_crashes;
-      point.recovery_event = crash_at;
-      a.erase("crash_event");
-      a["image"] = image2_file_.path();
-      rec = run_recovery(a);
-      if (!rec.error.empty()) rec.error = "after a crash during recovery: " + rec.error;
+    RecoveryRun run;
+    run.final = run_recovery(crash_at(a, crash1, image2_file_.path()));
+    if (!run.final.crashed) {
+      if (run.final.ok) recovery_phases_ = RecoveryPhases::of(run.final);
+    } else {
+      ++crashes.first;
+      ++crashes.phases[static_cast<std::size_t>(*run.final.crashed)];
+      point.recovery_crash = crash1;
+      run.crashed.push_back(std::move(run.final));
+      Args again = a;
+      again["image"] = image2_file_.path();
+      std::optional<RecoveryCrash> crash2;
+      if (o_.replay) {
+        crash2 = o_.replay->recovery_crash2;
+      } else if (dice() % 100 < o_.nested_recovery_crash_percent) {
+        crash2 = recovery_phases_.draw(dice, crashable_phases(e_, true));
+      }
+      // The crash image of a recovery crashed in its continuation or later holds operations no
+      // ticket names: recover_pending is asked only about the workload's.
+      if (*run.crashed.back().crashed >= RecoveryPhase::continuation) again.erase("tickets");
+      run.final = run_recovery(crash_at(again, crash2, image3_file_.path()));
+      if (run.final.crashed) {
+        ++crashes.nested;
+        ++crashes.phases[static_cast<std::size_t>(*run.final.crashed)];
+        point.recovery_crash2 = crash2;
+        run.crashed.push_back(std::move(run.final));
+        again["image"] = image3_file_.path();
+        if (*run.crashed.back().crashed >= RecoveryPhase::continuation) again.erase("tickets");
+        run.final = run_recovery(again);
+      }
+      if (run.final.crashed) {
+        run.final.ok = false;
+        run.final.error = "a recovery crashed where no crash was asked for";
+      }
+      if (!run.final.error.empty()) {
+        std::string where;
+        for (const Recovered& c : run.crashed)
+          where += std::string(where.empty() ? "" : ", then ") + to_string(*c.crashed);
+        run.final.error = "after crashes of recovery in " + where + ": " + run.final.error;
+      }
     }
-    if (rec.ok) recovery_estimate_ = std::max(recovery_estimate_, rec.events);
-    for (const SiteUse& use : rec.sites) add_site(sites_, use);
-    return rec;
+    for (const SiteUse& use : run.final.sites) add_site(sites_, use);
+    return run;
   }
 
   // One recovery process; what its report file says.
@@ -487,7 +636,7 @@ class WorkloadProcess {
 
   std::vector<Violation> check(const ReplayPoint& point, std::uint64_t crash_number,
                                std::uint64_t crash_time, const std::vector<Record>& records,
-                               const Recovered& rec, std::size_t& undecided) {
+                               const RecoveryRun& run, std::size_t& undecided) {
     Violation base;
     base.kind = "simulated";
     base.crash_number = crash_number;
@@ -518,7 +667,7 @@ class WorkloadProcess {
     h.records = records;
     h.crashed = true;
     h.crash_time = crash_time;
-    Judgement verdict = judge(j, std::move(h), rec, base);
+    Judgement verdict = judge_after_crashed_recoveries(j, std::move(h), run.crashed, run.final, base);
     undecided += verdict.undecided;
     return std::move(verdict.violations);
   }
@@ -534,10 +683,10 @@ class WorkloadProcess {
   std::size_t next_ = 0;
   std::uint64_t crash_number_;
   std::size_t keep_budget_;
-  std::uint64_t recovery_estimate_;
+  RecoveryPhases recovery_phases_;
   int out_;
   std::uint64_t base_ = 0;
-  ScratchFile pool_file_, image_file_, image2_file_, out_file_;
+  ScratchFile pool_file_, image_file_, image2_file_, image3_file_, out_file_;
   std::unique_ptr<Lincheck> lincheck_;
   std::unique_ptr<RecoveryServer> recovery_;
   struct FreeDeleter {
@@ -561,7 +710,7 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   const std::size_t ops_total = o.workload.threads * o.workload.ops;
   std::uint64_t estimate = 0;  // events of one run, from the previous run
-  std::uint64_t recovery_estimate = 0;
+  detail::RecoveryPhases recovery_phases;  // from the previous run's recoveries
   for (std::uint64_t run = 0; r.simulated_crashes < o.crashes || (o.replay && run == 0); ++run) {
     if (o.replay && run > 0) break;
     const std::uint64_t wseed = o.replay ? o.replay->workload_seed : mix_seed(o.seed, run);
@@ -590,7 +739,7 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
       const std::size_t keep =
           o.keep_details > r.details.size() ? o.keep_details - r.details.size() : 0;
       detail::WorkloadProcess(e, o, wseed, std::move(events), return_crashes,
-                              r.simulated_crashes + 1, keep, recovery_estimate, fds[1])
+                              r.simulated_crashes + 1, keep, recovery_phases, fds[1])
           .run();
     }
     ::close(fds[1]);
@@ -613,6 +762,10 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
           ++r.simulated_crashes;
           r.images_checked += count("images");
           r.recovery_crashes += count("recovery_crashes");
+          r.nested_recovery_crashes += count("nested_recovery_crashes");
+          if (const auto it = j.find("recovery_crash_phases"); it != j.end())
+            for (std::size_t i = 0; i < recovery_phase_count; ++i)
+              r.recovery_crash_phases[i] += it->value(recovery_phase_names[i], std::uint64_t{0});
           r.undecided += count("undecided");
           const std::uint64_t found = count("violation_count");
           if (found > 0 && r.first_violation_crash == 0)
@@ -631,7 +784,8 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
           r.background_steps += count("background_steps");
           for (const auto& s : j.value("sites", nlohmann::json::array()))
             add_site(r.sites, site_from_json(s));
-          recovery_estimate = std::max(recovery_estimate, count("recovery_events"));
+          if (const auto it = j.find("recovery_phases"); it != j.end() && it->is_array())
+            recovery_phases = detail::RecoveryPhases::from_json(*it);
           if (count("stolen") > 0)
             r.errors.push_back("scheduler: a thread blocked outside the access layer; run " +
                                std::to_string(wseed) + " may not replay exactly");

@@ -101,31 +101,104 @@ inline void check_history(const Judge& j, const HistoryText& h, const std::strin
   out.violations.push_back(std::move(v));
 }
 
-// The continuation as a sequential history of thread 0, from the contents the lab read to the
-// contents after the clean reopen.
-inline std::vector<Record> continuation_records(const Judge& j, const Recovered& rec) {
-  const auto ops = make_continuation(j.entry, j.key_range, rec.continuation.size());
+// What a recovery process did to the structure it recovered, as a sequential history of
+// thread 0 from the contents it read: the takes that read a queue, stack or priority queue (it
+// held `rec.items`, each take returned the next, the last one nothing), then the continuation's
+// first `completed` operations with the results the process reported, then (`pending`) the
+// next one, running when the process was crashed.
+inline std::vector<Record> continuation_records(const Judge& j, const Recovered& rec,
+                                                std::size_t completed, bool pending) {
   std::vector<Record> records;
-  for (std::size_t i = 0; i < ops.size(); ++i) {
+  const auto add = [&](const Operation& op, std::optional<OpResult> result) {
     Record r;
-    r.call = 2 * i + 1;
-    r.ret = 2 * i + 2;
-    r.code = static_cast<std::uint8_t>(ops[i].code);
-    r.ok = rec.continuation[i].ok ? 1 : 0;
-    r.key = ops[i].key;
-    r.value = ops[i].value;
-    r.factor = ops[i].factor;
-    r.result_value = rec.continuation[i].value;
-    r.result_number = rec.continuation[i].number;
+    r.call = 2 * records.size() + 1;
+    r.ret = result ? r.call + 1 : 0;
+    r.code = static_cast<std::uint8_t>(op.code);
+    r.key = op.key;
+    r.value = op.value;
+    r.factor = op.factor;
+    if (result) {
+      r.ok = result->ok ? 1 : 0;
+      r.result_value = result->value;
+      r.result_number = result->number;
+    }
     records.push_back(r);
+  };
+  if (const auto take = reading_take(j.entry)) {
+    for (const Item& it : rec.items) add({*take, 1, 0, 1.0}, OpResult{true, it.key, 0});
+    add({*take, 1, 0, 1.0}, OpResult{false, 0, 0});
   }
+  const auto ops = make_continuation(j.entry, j.key_range, completed + (pending ? 1 : 0));
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    add(ops[i], i < completed ? std::optional<OpResult>(rec.continuation[i]) : std::nullopt);
   return records;
+}
+
+// The code of each thread's last operation in `records`.
+inline std::optional<OpCode> last_code(const std::vector<Record>& records, std::size_t thread) {
+  std::optional<OpCode> code;
+  std::uint64_t call = 0;
+  for (const Record& r : records)
+    if (r.thread == thread && r.call >= call) {
+      call = r.call;
+      code = static_cast<OpCode>(r.code);
+    }
+  return code;
+}
+
+// Two responses to operation `code` as the checker compares them (result_json).
+inline bool same_response(OpCode code, const OpResult& a, const OpResult& b) {
+  return result_json(code, a.ok, a.value, a.number) == result_json(code, b.ok, b.value, b.number);
+}
+
+// Each `again` response must equal the one `said` reported for the same thread, where it
+// reported one (taken); a violation of `base` per mismatch, its message from `what`.
+inline void expect_same_responses(const std::vector<Record>& records,
+                                  const std::vector<Report>& said,
+                                  const std::vector<Report>& again, const std::string& what,
+                                  const Violation& base, Judgement& out) {
+  for (const Report& a : again)
+    for (const Report& s : said) {
+      if (s.thread != a.thread || !s.taken) continue;
+      const auto code = last_code(records, a.thread);
+      if (!code || same_response(*code, s.result, a.result)) continue;
+      Violation v = base;
+      v.criterion = "detectable";
+      v.object = "thread " + std::to_string(a.thread);
+      v.message = what + ": " + result_json(*code, s.result.ok, s.result.value, s.result.number).dump() +
+                  " then " + result_json(*code, a.result.ok, a.result.value, a.result.number).dump();
+      out.violations.push_back(std::move(v));
+    }
 }
 
 }  // namespace detail
 
-// Judges one recovery. `h` is the history up to the crash (its `recovered` is set here from
-// `rec`); `base` carries the kind, crash number and replay command of every violation found.
+// The history of what a recovery process did on the structure it recovered (its continuation,
+// crashlab/child.hpp): from the contents it read (`rec.items`), its operations (reading a
+// queue, stack or priority queue took its elements: those takes first), then a crash
+// (`crashed`: in the continuation or its close) or its clean close. Each recovery has such a
+// history: what its reopen read must follow from it, and so must what recovers from a crash of
+// it. Checked under durable linearizability, whatever the entry's criterion, except when it
+// ended in a crash of a buffered entry: a clean close loses nothing (a buffered structure's
+// close syncs), a crash may lose a suffix (with no operation pending, detectable is durable).
+inline HistoryText continuation_history(const Judge& j, const Recovered& rec,
+                                        std::optional<RecoveryPhase> crashed) {
+  const bool pending = crashed == RecoveryPhase::continuation;
+  HistoryText c;
+  c.entry = &j.entry;
+  c.init = &rec.items;
+  c.records = detail::continuation_records(j, rec, rec.continuation.size(), pending);
+  c.crashed = true;
+  c.crash_time = 2 * c.records.size() + 1;
+  const bool may_lose_a_suffix = crashed && *crashed < RecoveryPhase::reopen &&
+                                 j.entry.criterion == Criterion::buffered;
+  c.criterion = may_lose_a_suffix ? Criterion::buffered : Criterion::durable;
+  return c;
+}
+
+// Judges one recovery. `h` is the history its contents must follow from (its `recovered` is
+// set here from `rec`); `base` carries the kind, crash number and replay command of every
+// violation found.
 inline Judgement judge(const Judge& j, HistoryText h, const Recovered& rec, const Violation& base) {
   Judgement out;
   if (!rec.ok) {
@@ -150,29 +223,81 @@ inline Judgement judge(const Judge& j, HistoryText h, const Recovered& rec, cons
     out.violations.push_back(std::move(v));
   }
   h.recovered = &rec.items;
-  if (j.entry.criterion == Criterion::detectable) h.reports = &rec.reports;
+  if (h.criterion.value_or(j.entry.criterion) == Criterion::detectable) {
+    // Seed 004's recovery invoked each thread's last operation again with its ticket: each must
+    // have taken effect exactly once, with the response the re-invocation returned, which is
+    // the one recover_pending reported for an operation it said took effect.
+    h.reports = rec.reexecuted.empty() ? &rec.reports : &rec.reexecuted;
+    detail::expect_same_responses(h.records, rec.reports, rec.reexecuted,
+                                  "recover_pending and the operation invoked again with its "
+                                  "ticket returned different responses",
+                                  base, out);
+  }
   detail::check_history(j, h, j.dump_name, "", base, out);
   if (rec.continued) {
-    const std::vector<registry::Item> read = contents_after_reading(j.entry, rec.items);
-    HistoryText c;
-    c.entry = &j.entry;
+    HistoryText c = continuation_history(j, rec, std::nullopt);
     c.meta = h.meta;
     c.meta["phase"] = "after recovery";
-    c.init = &read;
-    c.records = detail::continuation_records(j, rec);
-    c.crashed = true;  // the clean reopen: every operation completed before it
-    c.crash_time = 2 * c.records.size() + 1;
     c.recovered = &rec.reopened;
-    // A clean close makes everything durable, whatever a crash may lose: a buffered structure's
-    // close syncs (montage/, incll/), so nothing completed before it may be missing after the
-    // reopen. Durable linearizability, not the entry's own criterion (for a buffered entry,
-    // a prefix would do; with no operation pending, detectable is durable).
-    c.criterion = Criterion::durable;
     detail::check_history(j, c, j.dump_name + "-after-recovery",
                           "after recovery, " + std::to_string(c.records.size()) +
                               " further operations and a clean reopen: ",
                           base, out);
   }
+  return out;
+}
+
+// Judges the recoveries of one crash image: those crashed on purpose (`crashed`, in order,
+// each from the crash image of the one before) and the one that ran to its end (`final`). A
+// crash before the continuation changed nothing the structure holds; a recovery crashed in
+// its continuation, its close or its reopen had read the contents and worked on: what it read
+// must follow from the history so far, and from then on its continuation (continuation_history)
+// is the history the next recovery must follow from. The last history is `final`'s, judged as
+// any recovery is. An operation a crashed recovery invoked again with its ticket returned its
+// response: the next recovery that invokes it again must return the same.
+inline Judgement judge_after_crashed_recoveries(const Judge& j, HistoryText h,
+                                                const std::vector<Recovered>& crashed,
+                                                const Recovered& final, const Violation& base) {
+  Judgement out;
+  Judge current = j;
+  std::string context;
+  std::vector<Report> reexecuted;  // responses of re-invoked operations of the workload's
+  for (std::size_t i = 0; i < crashed.size(); ++i) {
+    const Recovered& r = crashed[i];
+    const RecoveryPhase phase = *r.crashed;
+    if (phase < RecoveryPhase::continuation) {
+      // Re-invocations under the workload's tickets (the history is still the workload's).
+      if (reexecuted.empty()) reexecuted = r.reexecuted;
+      continue;
+    }
+    reexecuted.clear();
+    // What r read follows from the history so far, and its continuation is the next history.
+    h.recovered = &r.items;
+    if (h.criterion.value_or(j.entry.criterion) == Criterion::detectable)
+      h.reports = r.reexecuted.empty() ? &r.reports : &r.reexecuted;
+    detail::check_history(current, h, current.dump_name, context, base, out);
+    HistoryText c = continuation_history(j, r, phase);
+    c.meta = h.meta;
+    c.meta["phase"] = std::string("recovery crashed in ") + to_string(phase);
+    h = std::move(c);
+    // A crash in the close may come after its mark of a clean shutdown, one in the reopen
+    // before the open marks the pool open again: the pool may then say it closed cleanly.
+    current.crashed_after_open = j.crashed_after_open && phase < RecoveryPhase::close;
+    current.dump_name = j.dump_name + "-after-crashed-recovery-" + std::to_string(i + 1);
+    context += std::string("a recovery crashed in its ") + to_string(phase) + " phase after " +
+               std::to_string(r.continuation.size()) + " further operations; ";
+  }
+  if (!reexecuted.empty())
+    detail::expect_same_responses(h.records, reexecuted, final.reexecuted,
+                                  "an operation invoked again with its ticket, before and after "
+                                  "a crash of the recovery, returned different responses",
+                                  base, out);
+  Judgement rest = judge(current, std::move(h), final, base);
+  for (Violation& v : rest.violations) {
+    v.message = context + v.message;
+    out.violations.push_back(std::move(v));
+  }
+  out.undecided += rest.undecided;
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -218,6 +219,21 @@ inline std::vector<registry::Operation> make_continuation(const registry::Entry&
     ops.push_back(op);
   }
   return ops;
+}
+
+// The operation a queue, stack or priority queue is read with (registry's contents_of: taken
+// until a take finds nothing); nullopt for a structure reading leaves as it was.
+inline std::optional<registry::OpCode> reading_take(const registry::Entry& e) {
+  switch (e.kind) {
+    case registry::Kind::queue:
+      return registry::OpCode::dequeue;
+    case registry::Kind::stack:
+      return registry::OpCode::pop;
+    case registry::Kind::priority_queue:
+      return registry::OpCode::delete_min;
+    default:
+      return std::nullopt;
+  }
 }
 
 // What a structure holds after the lab read its contents: a queue, stack or priority queue is
