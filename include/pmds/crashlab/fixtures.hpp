@@ -54,6 +54,9 @@
 //                              dequeue past it, without making the enqueuers' S durable first
 //                              (combining/wait_free_queue.hpp)
 //   recovery_reports_not_taken recovery says a request that took effect did not
+// and, on the register's adapter (not in the protocol: ReinvokedTwiceRegister below),
+//   reinvoked-ticket-applied-again  an operation invoked again with its ticket takes the next
+//                              one, so one that took effect is applied again
 //
 // nbMontage (seed 003, montage/) with each planted bug of montage::PlantedBug, on its hash table;
 // the control is the registered hash/montage:
@@ -130,6 +133,25 @@ template <template <class, combining::Persistence, combining::PlantedBug> class 
           combining::PlantedBug Bug>
 using BuggyCombiningRegister =
     combining::CombiningAtomicFloat<Protocol, combining::Persistence::detectable, Bug>;
+
+// A detectable register whose ticketed operations run under the slot's next ticket instead of
+// the one they are given: an operation invoked again after it took effect is applied again.
+// (Not a bug PBcomb itself can carry: a request invoked again with a served ticket's parity is
+// inactive by construction, so the protocol serves it at most once.) The lab's recovery
+// re-invokes each thread's last operation with its ticket (crashlab/child.hpp, "reexecute").
+class ReinvokedTwiceRegister
+    : public combining::CombiningAtomicFloat<combining::PBComb, combining::Persistence::detectable> {
+  using Base = combining::CombiningAtomicFloat<combining::PBComb, combining::Persistence::detectable>;
+
+ public:
+  using Base::Base;
+  using Base::fetch_multiply;
+  using Base::read;
+  double read(Ticket t) { return Base::read(next_ticket(t.slot)); }
+  double fetch_multiply(double factor, Ticket t) {
+    return Base::fetch_multiply(factor, next_ticket(t.slot));
+  }
+};
 
 // The leak fixture: the correct list, then every slot declared live again after its recovery.
 struct LeakyRecoveryFactory {
@@ -238,6 +260,9 @@ using Fixtures = registry::TypeList<
                        FixtureFactory<BuggyCombiningRegister<
                            combining::PBComb, combining::PlantedBug::recovery_reports_not_taken>>,
                        "fixture: PBcomb recovery reports every pending request as not taken">,
+    registry::Describe<"register/pbcomb-bug-reinvoked-ticket-applied-again",
+                       registry::Kind::register_object, FixtureFactory<ReinvokedTwiceRegister>,
+                       "fixture: an operation invoked again with its ticket is applied again">,
     registry::Describe<"register/pwfcomb-bug-no-psync-before-release",
                        registry::Kind::register_object,
                        FixtureFactory<BuggyCombiningRegister<
