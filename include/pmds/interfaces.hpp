@@ -59,6 +59,18 @@ constexpr const char* to_string(Criterion c) {
   return "?";
 }
 
+// What a buffered structure promises about the operations a crash can lose, by its epochs
+// (s.epoch() is its current one; the crash lab checks the promise, crashlab/sim_lab.hpp):
+enum class EpochBound {
+  none,
+  // nbMontage (seed 003, Theorem 2): a crash in epoch e keeps every operation that linearized
+  // in an epoch <= e-2.
+  two_epochs,
+  // InCLL (seed 002 §3): a crash in epoch f (the failed epoch) brings back the state at the
+  // start of f: every operation of an earlier epoch is kept, none of f.
+  failed_epoch,
+};
+
 // Constructor tags of every durable structure, the one convention they all follow:
 //   S s(create_new, pool, args...);   a new, empty structure in an unused pool
 //   S s(open_existing, pool);         the structure the pool holds, recovered
@@ -81,6 +93,9 @@ struct RecoveryStats {
   std::size_t freed_slots = 0;     // slots recovery returned to the free lists
   std::size_t duplicate_keys = 0;  // sets: live nodes whose key another live node has (0 unless
                                    // a planted bug made them; the extras are freed)
+  // Structures with an EpochBound: the epoch the crash happened in, as recovery found it in the
+  // pool (0: none, as after a clean shutdown).
+  std::uint64_t crash_epoch = 0;
   double seconds = 0;              // wall time of the whole recovery
 };
 

@@ -136,6 +136,34 @@ TEST(CrashlabHistoryJson, GoodAndBadHistoriesThroughLincheck) {
   EXPECT_EQ(checker.check(to_json_lines(h)).verdict, "violation");
 }
 
+// The papers' epoch bounds as marks on a buffered history's operations (crash in epoch 10).
+TEST(CrashlabHistoryJson, EpochMarksFollowEachPapersBound) {
+  const auto at = [](std::uint64_t call_epoch, std::uint64_t ret_epoch, bool done) {
+    Record r = rec(0, OpCode::insert, 5, 50, 1, done ? 2 : 0, true);
+    r.call_epoch = call_epoch;
+    r.ret_epoch = ret_epoch;
+    return r;
+  };
+  const auto mark = [](EpochBound b, const Record& r) {
+    const char* m = epoch_mark(b, r, 10);
+    return std::string(m == nullptr ? "" : m);
+  };
+  // nbMontage: returned by epoch e-2 = 8 survives; later, or pending, may be lost.
+  EXPECT_EQ(mark(EpochBound::two_epochs, at(7, 8, true)), "durable");
+  EXPECT_EQ(mark(EpochBound::two_epochs, at(8, 9, true)), "");
+  EXPECT_EQ(mark(EpochBound::two_epochs, at(8, 8, false)), "");
+  // InCLL: returned before the failed epoch 10 survives; begun in it is undone.
+  EXPECT_EQ(mark(EpochBound::failed_epoch, at(9, 9, true)), "durable");
+  EXPECT_EQ(mark(EpochBound::failed_epoch, at(9, 10, true)), "");
+  EXPECT_EQ(mark(EpochBound::failed_epoch, at(10, 10, true)), "lost");
+  EXPECT_EQ(mark(EpochBound::failed_epoch, at(10, 10, false)), "lost");
+  EXPECT_EQ(mark(EpochBound::none, at(1, 1, true)), "");
+  // sync has the checker's own rule.
+  Record s = at(1, 1, true);
+  s.code = static_cast<std::uint8_t>(OpCode::sync);
+  EXPECT_EQ(mark(EpochBound::two_epochs, s), "");
+}
+
 TEST(CrashlabHistoryJson, StatesOfEveryKind) {
   registry::Entry e = list_entry();
   e.kind = registry::Kind::stack;

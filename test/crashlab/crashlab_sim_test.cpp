@@ -62,9 +62,12 @@ void print_rate(const LabResult& r) {
       static_cast<unsigned long long>(r.recovery_crashes),
       static_cast<unsigned long long>(r.undecided), r.sim_seconds,
       r.sim_seconds > 0 ? static_cast<double>(r.simulated_crashes) / r.sim_seconds : 0.0);
-  std::printf("[ crashlab ] %s: recovery crashes by phase: %s; nested %llu\n", r.structure.c_str(),
-              recovery_phases_text(r.recovery_crash_phases).c_str(),
-              static_cast<unsigned long long>(r.nested_recovery_crashes));
+  std::printf("[ crashlab ] %s: recovery crashes by phase: %s; nested %llu%s\n",
+              r.structure.c_str(), recovery_phases_text(r.recovery_crash_phases).c_str(),
+              static_cast<unsigned long long>(r.nested_recovery_crashes),
+              r.max_epochs_lost
+                  ? ("; deepest loss " + std::to_string(*r.max_epochs_lost) + " epochs").c_str()
+                  : "");
 }
 
 // A byte-string entry's workload writes keys and values longer than 8 bytes.
@@ -97,6 +100,14 @@ TEST_P(CrashlabSimulated, SurvivesSimulatedCrashes) {
   std::uint64_t by_phase = 0;
   for (const std::uint64_t n : r.recovery_crash_phases) by_phase += n;
   EXPECT_EQ(by_phase, r.recovery_crashes + r.nested_recovery_crashes);
+  // The paper's own bound (the checker enforces it per history; this is the measured depth):
+  // nbMontage loses at most epochs e-1 and e, InCLL at most the failed epoch.
+  if (r.max_epochs_lost && e->epoch_bound == EpochBound::two_epochs) {
+    EXPECT_LE(*r.max_epochs_lost, 1u);
+  }
+  if (r.max_epochs_lost && e->epoch_bound == EpochBound::failed_epoch) {
+    EXPECT_EQ(*r.max_epochs_lost, 0u);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Registered, CrashlabSimulated,

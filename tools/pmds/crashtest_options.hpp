@@ -97,7 +97,8 @@ inline void add_options(CLI::App& app, Options& o) {
       ->type_name("N")
       ->transform(whole_number(0, any));
   app.add_option("--process-ops", o.process_ops,
-                 "operations per thread, process workload (default 100)")
+                 "operations per thread, process workload (default 100; at most 40 for\n"
+                 "a queue, stack or priority queue, whose history is one object)")
       ->type_name("N")
       ->transform(whole_number(0, any));
   CLI::Option* keys =

@@ -22,6 +22,8 @@
 //   clean            the pool said it had been closed cleanly (a crashed one must not)
 //   slots LIVE TOTAL slots of used chunks not on a free list after recovery / all of them
 //   held N           slots the structure says it holds (RecoveryStats::live_slots), if it says
+//   crash_epoch E    the epoch the crash happened in, as recovery found it (buffered structures:
+//                    RecoveryStats::crash_epoch)
 //   report T TAKEN OK VALUE NUMBER-BITS   (detectable entries, "tickets=T:SEQ:CODE,...") what
 //                    recovery says of thread T's last operation, asked before anything else runs
 //   reexec T OK VALUE NUMBER-BITS   thread T's last operation, invoked again with its ticket,
@@ -101,6 +103,7 @@ struct Recovered {
   bool closed = false;      // the continuation's clean close returned
   std::uint64_t live_slots = 0, total_slots = 0;
   std::optional<std::uint64_t> held_slots;  // the structure's own count, when it gives one
+  std::optional<std::uint64_t> crash_epoch;  // RecoveryStats::crash_epoch, when it says
   std::vector<Report> reports;  // detectable entries: one per thread that invoked an operation
   // Detectable entries, "reexecute=1": each thread's last operation invoked again with its
   // ticket, and its response (taken: true).
@@ -173,6 +176,8 @@ inline Recovered parse_recovered(const std::string& text, const ExitStatus& stat
                               {ok != 0, b, std::bit_cast<double>(std::uint64_t{d})}});
     } else if (std::sscanf(line.c_str(), "held %llu", &a) == 1) {
       r.held_slots = a;
+    } else if (std::sscanf(line.c_str(), "crash_epoch %llu", &a) == 1) {
+      r.crash_epoch = a;
     } else if (std::sscanf(line.c_str(), "items %llu", &a) == 1) {
       expected_items = a;
       section = &r.items;
@@ -375,8 +380,10 @@ inline std::string reports_text(const registry::Instance& inst,
     const std::uint64_t free_slots = alloc.free_slots();
     report += "slots " + std::to_string(free_slots > total ? 0 : total - free_slots) + " " +
               std::to_string(total) + "\n";
-    if (const auto stats = inst.recovery_stats())
+    if (const auto stats = inst.recovery_stats()) {
       report += "held " + std::to_string(stats->live_slots) + "\n";
+      if (stats->crash_epoch != 0) report += "crash_epoch " + std::to_string(stats->crash_epoch) + "\n";
+    }
     // Detectability: each thread's last operation, by its ticket (slot = thread), before any
     // other operation (reading the contents) runs on the recovered structure.
     enter(RecoveryPhase::pending);

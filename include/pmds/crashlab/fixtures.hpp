@@ -67,6 +67,9 @@
 //   close_without_sync            a clean close does not sync: the operations of the last
 //                                 epochs are lost although the pool says it closed cleanly
 //                                 (only the check after recovery sees it: crashlab/verdict.hpp)
+//   recovery_drops_last_epoch     recovery keeps the epochs up to e-3: a prefix (the buffered
+//                                 criterion accepts it), not Theorem 2's e-2 (the epoch bound
+//                                 does not)
 //
 // InCLL (seed 002, incll/) with each planted bug of incll::PlantedBug, on masstree/logging or
 // masstree/incll (the controls):
@@ -309,6 +312,10 @@ using Fixtures = registry::TypeList<
         "hash/montage-bug-close-without-sync", registry::Kind::map,
         registry::factories::Montage<montage::HashMap<montage::PlantedBug::close_without_sync>>,
         "fixture: nbMontage's hash table closes cleanly without a sync">,
+    registry::Describe<
+        "hash/montage-bug-recovery-drops-last-epoch", registry::Kind::map,
+        registry::factories::Montage<montage::HashMap<montage::PlantedBug::recovery_drops_last_epoch>>,
+        "fixture: nbMontage's recovery keeps epochs <= e-3 only">,
     registry::Describe<
         "masstree/logging-bug-log-entry-not-fenced", registry::Kind::map,
         registry::factories::Incll<incll::LoggingMasstree<incll::PlantedBug::log_entry_not_fenced>>,

@@ -55,6 +55,9 @@ struct Record {
   double factor = 0;
   std::uint64_t result_value = 0;
   double result_number = 0;
+  // Structures with epochs (registry::Entry::epoch): the epoch when the operation was invoked
+  // and when it returned (it linearized in between).
+  std::uint64_t call_epoch = 0, ret_epoch = 0;
 };
 
 // A thread's post-recovery report on its last operation (detectable recoverability): whether it
@@ -115,8 +118,9 @@ class HistoryLog {
   // Records one operation of thread t around perform() (which returns an OpResult); `seq` is its
   // ticket's sequence number when the entry is detectable. Throws when thread t's records are
   // full, before invoking anything.
-  template <class Perform>
-  OpResult record(std::size_t t, const Operation& op, Perform&& perform, std::uint64_t seq = 0) {
+  template <class Perform, class Epoch = std::uint64_t (*)()>
+  OpResult record(std::size_t t, const Operation& op, Perform&& perform, std::uint64_t seq = 0,
+                  Epoch epoch = [] { return std::uint64_t{0}; }) {
     const std::uint32_t n = h_->count[t].load(std::memory_order_relaxed);
     if (n >= h_->capacity)
       throw Error("pmds crashlab: history of thread " + std::to_string(t) + " is full (" +
@@ -129,12 +133,14 @@ class HistoryLog {
     r.value = op.value;
     r.factor = op.factor;
     r.ret.store(0, std::memory_order_relaxed);
+    r.call_epoch = epoch();
     r.call.store(h_->clock.fetch_add(1), std::memory_order_release);
     h_->count[t].store(n + 1, std::memory_order_release);
     const OpResult res = perform();
     r.ok = res.ok ? 1 : 0;
     r.result_value = res.value;
     r.result_number = res.number;
+    r.ret_epoch = epoch();
     r.ret.store(h_->clock.fetch_add(1), std::memory_order_release);
     return res;
   }
@@ -158,6 +164,8 @@ class HistoryLog {
         c.factor = rs[i].factor;
         c.result_value = rs[i].result_value;
         c.result_number = rs[i].result_number;
+        c.call_epoch = rs[i].call_epoch;
+        c.ret_epoch = rs[i].ret_epoch;
         out.push_back(c);
       }
     }
@@ -171,7 +179,7 @@ class HistoryLog {
   }
 
  private:
-  // A record in the log: 64 bytes, so two threads never write the same cache line.
+  // A record in the log: two cache lines, so two threads never write the same one.
   struct alignas(64) LogRecord {
     std::atomic<std::uint64_t> call{0};
     std::atomic<std::uint64_t> ret{0};
@@ -184,8 +192,9 @@ class HistoryLog {
     double factor = 0;
     std::uint64_t result_value = 0;
     double result_number = 0;
+    std::uint64_t call_epoch = 0, ret_epoch = 0;
   };
-  static_assert(sizeof(LogRecord) == 64);
+  static_assert(sizeof(LogRecord) == 128);
 
   struct alignas(64) Header {
     std::uint64_t magic = 0;
@@ -210,11 +219,13 @@ class HistoryLog {
 // log for the recovery's report.
 inline OpResult record_operation(HistoryLog& log, const registry::Instance& inst, std::size_t t,
                                  const Operation& op) {
+  const auto epoch = [&] { return inst.epoch().value_or(0); };
   if (inst.entry().criterion != Criterion::detectable)
-    return log.record(t, op, [&] { return inst.apply(op); });
+    return log.record(
+        t, op, [&] { return inst.apply(op); }, 0, epoch);
   const Ticket ticket = inst.next_ticket(t, op.code);
   return log.record(
-      t, op, [&] { return inst.apply(op, ticket); }, ticket.seq);
+      t, op, [&] { return inst.apply(op, ticket); }, ticket.seq, epoch);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -358,7 +369,30 @@ struct HistoryText {
   // The criterion checked, when not the entry's own (a clean close promises more than a crash:
   // durable linearizability for every entry, buffered ones included).
   std::optional<Criterion> criterion;
+  // The epoch the crash happened in, as recovery found it (RecoveryStats::crash_epoch): with it,
+  // a buffered history marks the operations the entry's EpochBound says the crash kept
+  // ("durable") or undid ("lost"), from the records' epochs (epoch_marks).
+  std::optional<std::uint64_t> crash_epoch;
 };
+
+// What the entry's epoch bound says of record r after a crash in epoch e: whether it must have
+// survived ("durable") or must not ("lost"); nullptr when neither. A completed operation that
+// returned by epoch e-2 (nbMontage), or before the failed epoch e (InCLL), survived; one that
+// began in the failed epoch did not (InCLL). sync has its own rule in the checker.
+inline const char* epoch_mark(EpochBound bound, const Record& r, std::uint64_t e) {
+  if (static_cast<OpCode>(r.code) == OpCode::sync) return nullptr;
+  const bool done = r.ret != 0;
+  switch (bound) {
+    case EpochBound::two_epochs:
+      return done && r.ret_epoch + 2 <= e ? "durable" : nullptr;
+    case EpochBound::failed_epoch:
+      if (done && r.ret_epoch < e) return "durable";
+      return r.call_epoch >= e ? "lost" : nullptr;
+    case EpochBound::none:
+      break;
+  }
+  return nullptr;
+}
 
 inline const char* criterion_name(Criterion c) {
   return c == Criterion::none ? "linearizable" : to_string(c);
@@ -399,7 +433,14 @@ inline std::string to_json_lines(const HistoryText& h) {
                     "\n";
   if (h.init != nullptr)
     out += json_line({{"type", "init"}, {"state", state_json(e, *h.init)}}) + "\n";
-  for (const Record& r : h.records) out += json_line(op_json(r)) + "\n";
+  const bool marks = h.criterion.value_or(e.criterion) == Criterion::buffered && h.crash_epoch &&
+                     h.recovered != nullptr && e.epoch_bound != EpochBound::none;
+  for (const Record& r : h.records) {
+    Json line = op_json(r);
+    if (marks)
+      if (const char* mark = epoch_mark(e.epoch_bound, r, *h.crash_epoch)) line[mark] = true;
+    out += json_line(line) + "\n";
+  }
   if (h.crashed) out += json_line({{"type", "crash"}, {"time", h.crash_time}}) + "\n";
   if (h.recovered != nullptr)
     out += json_line({{"type", "recovered"}, {"state", state_json(e, *h.recovered)}}) + "\n";

@@ -115,6 +115,9 @@ struct LabResult {
   // Recovery crashes (nested ones included) by the phase they landed in.
   std::array<std::uint64_t, recovery_phase_count> recovery_crash_phases{};
   std::uint64_t killed_recoveries = 0;  // process lab: recovery processes killed with SIGKILL
+  // Buffered maps with an epoch bound: the deepest loss measured, in epochs (verdict.hpp,
+  // epochs_lost); nullopt when no crash lost a completed update.
+  std::optional<std::uint64_t> max_epochs_lost;
   std::uint64_t process_crashes = 0;        // kill -9 of a process using a real pool
   std::uint64_t violations = 0;             // images / process crashes whose check failed
   std::uint64_t undecided = 0;  // histories the checker could not decide (counted as violations too)
@@ -188,6 +191,7 @@ inline Json result_json(const LabResult& r) {
           {"nested_recovery_crashes", r.nested_recovery_crashes},
           {"recovery_crash_phases", recovery_phases_json(r.recovery_crash_phases)},
           {"killed_recoveries", r.killed_recoveries},
+          {"max_epochs_lost", r.max_epochs_lost ? Json(*r.max_epochs_lost) : Json(nullptr)},
           {"process_crashes", r.process_crashes},
           {"violations", r.violations},
           {"undecided", r.undecided},
@@ -218,6 +222,8 @@ inline LabResult result_from_json(const nlohmann::json& j) {
     for (std::size_t i = 0; i < recovery_phase_count; ++i)
       r.recovery_crash_phases[i] = it->value(recovery_phase_names[i], std::uint64_t{0});
   r.killed_recoveries = j.value("killed_recoveries", r.killed_recoveries);
+  if (const auto it = j.find("max_epochs_lost"); it != j.end() && it->is_number())
+    r.max_epochs_lost = it->get<std::uint64_t>();
   r.process_crashes = j.value("process_crashes", r.process_crashes);
   r.violations = j.value("violations", r.violations);
   r.undecided = j.value("undecided", r.undecided);
@@ -283,7 +289,10 @@ inline std::string recovery_crash_table(const std::vector<LabResult>& results) {
   for (const auto& r : results)
     s += "  " + r.structure + ": " + recovery_phases_text(r.recovery_crash_phases) +
          "; nested " + std::to_string(r.nested_recovery_crashes) + "; killed " +
-         std::to_string(r.killed_recoveries) + "\n";
+         std::to_string(r.killed_recoveries) +
+         (r.max_epochs_lost ? "; deepest loss " + std::to_string(*r.max_epochs_lost) + " epochs"
+                            : std::string()) +
+         "\n";
   return s;
 }
 

@@ -529,6 +529,7 @@ class WorkloadProcess {
           {"recovery_crashes", recovery_crashes.first},
           {"nested_recovery_crashes", recovery_crashes.nested},
           {"recovery_crash_phases", recovery_phases_json(recovery_crashes.phases)},
+          {"epochs_lost", epochs_lost_ ? Json(*epochs_lost_) : Json(nullptr)},
           {"undecided", undecided},
           {"violation_count", found},
           {"violations", violations}});
@@ -667,6 +668,21 @@ class WorkloadProcess {
     h.records = records;
     h.crashed = true;
     h.crash_time = crash_time;
+    // The entry's epoch bound, with the crash's epoch as the first recovery of the image found
+    // it (a later one may find the epoch a crashed recovery moved on).
+    h.crash_epoch = run.crashed.empty() ? run.final.crash_epoch : run.crashed.front().crash_epoch;
+    if (h.crash_epoch) {
+      // What the workload's history came to: read by the first recovery that went on past it,
+      // or by the final one.
+      const Recovered* reader = &run.final;
+      for (const Recovered& r : run.crashed)
+        if (*r.crashed >= RecoveryPhase::continuation) {
+          reader = &r;
+          break;
+        }
+      if (const auto lost = epochs_lost(e_, records, reader->items, *h.crash_epoch))
+        epochs_lost_ = std::max(epochs_lost_.value_or(0), *lost);
+    }
     Judgement verdict = judge_after_crashed_recoveries(j, std::move(h), run.crashed, run.final, base);
     undecided += verdict.undecided;
     return std::move(verdict.violations);
@@ -684,6 +700,7 @@ class WorkloadProcess {
   std::uint64_t crash_number_;
   std::size_t keep_budget_;
   RecoveryPhases recovery_phases_;
+  std::optional<std::uint64_t> epochs_lost_;  // the deepest loss measured (epochs_lost)
   int out_;
   std::uint64_t base_ = 0;
   ScratchFile pool_file_, image_file_, image2_file_, image3_file_, out_file_;
@@ -763,6 +780,8 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
           r.images_checked += count("images");
           r.recovery_crashes += count("recovery_crashes");
           r.nested_recovery_crashes += count("nested_recovery_crashes");
+          if (const auto it = j.find("epochs_lost"); it != j.end() && it->is_number())
+            r.max_epochs_lost = std::max(r.max_epochs_lost.value_or(0), it->get<std::uint64_t>());
           if (const auto it = j.find("recovery_crash_phases"); it != j.end())
             for (std::size_t i = 0; i < recovery_phase_count; ++i)
               r.recovery_crash_phases[i] += it->value(recovery_phase_names[i], std::uint64_t{0});

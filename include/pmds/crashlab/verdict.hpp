@@ -12,6 +12,7 @@
 //              loses nothing, buffered entries' included).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
@@ -172,6 +173,38 @@ inline void expect_same_responses(const std::vector<Record>& records,
 }
 
 }  // namespace detail
+
+// How far back in epochs a crash's loss reached, measured on a map: the crash's epoch minus the
+// return epoch of the oldest completed insert (that inserted) or put whose value is missing from
+// what recovery read although every other update of its key had returned before it was invoked
+// (so nothing could have overwritten it); nullopt when none is missing. The entry's EpochBound
+// caps it (nbMontage: 1, the operations of epochs e-1 and e; InCLL: 0).
+inline std::optional<std::uint64_t> epochs_lost(const registry::Entry& e,
+                                                const std::vector<Record>& records,
+                                                const std::vector<registry::Item>& recovered,
+                                                std::uint64_t crash_epoch) {
+  if (e.kind != Kind::map || e.epoch_bound == EpochBound::none) return std::nullopt;
+  std::optional<std::uint64_t> deepest;
+  for (const Record& u : records) {
+    const auto code = static_cast<OpCode>(u.code);
+    const bool wrote =
+        u.ret != 0 && (code == OpCode::put || (code == OpCode::insert && u.ok != 0));
+    if (!wrote || u.ret_epoch > crash_epoch) continue;
+    bool overwritable = false;  // another update of the key that may follow it
+    for (const Record& v : records) {
+      const auto c = static_cast<OpCode>(v.code);
+      const bool update = c == OpCode::put || c == OpCode::insert || c == OpCode::remove;
+      overwritable = overwritable || (update && &v != &u && v.key == u.key &&
+                                      (v.ret == 0 || v.ret > u.call));
+    }
+    if (overwritable) continue;
+    const bool present = std::any_of(recovered.begin(), recovered.end(), [&](const registry::Item& it) {
+      return it.key == u.key && it.value == u.value;
+    });
+    if (!present) deepest = std::max(deepest.value_or(0), crash_epoch - u.ret_epoch);
+  }
+  return deepest;
+}
 
 // The history of what a recovery process did on the structure it recovered (its continuation,
 // crashlab/child.hpp): from the contents it read (`rec.items`), its operations (reading a

@@ -295,6 +295,7 @@ class Checkpoints {
       a.corrupt(std::string(name) + ": its root does not name a checkpoint anchor");
     anchor_ = static_cast<Anchor*>(area);
     epoch_.store(anchor_->epoch.load(), std::memory_order_relaxed);
+    opened_epoch_ = epoch_.load(std::memory_order_relaxed);
     exec_epoch_ = epoch_.load(std::memory_order_relaxed) + 1;
     read_failed_epochs();
     find_segments();
@@ -439,6 +440,8 @@ class Checkpoints {
   std::uint64_t epoch() const {
     return epoch_.load(std::memory_order_acquire);
   }
+  // The pool's epoch when it was opened: after a crash, the failed epoch (0: created new).
+  std::uint64_t opened_epoch() const { return opened_epoch_; }
 
   // One boundary, unless another thread is passing one (then false). See the header.
   bool try_advance() {
@@ -1109,6 +1112,7 @@ class Checkpoints {
   std::vector<std::uint64_t> failed_;
   std::vector<std::uint32_t> failed32_;  // the same, as EpochLink compares them (sorted)
   std::size_t stored_failed_ = 0;
+  std::uint64_t opened_epoch_ = 0;
   static constexpr std::size_t recovery_lock_count = 1024;
   mutable std::unique_ptr<std::mutex[]> recovery_locks_{new std::mutex[recovery_lock_count]};
   std::function<void(masstree_detail::Border&)> before_border_recovery_;  // set_lazy_open_hooks

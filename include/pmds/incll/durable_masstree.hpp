@@ -113,6 +113,7 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
 
  public:
   static constexpr Criterion criterion = Criterion::buffered;
+  static constexpr EpochBound epoch_bound = EpochBound::failed_epoch;
   static constexpr std::uint64_t tag = ByteStrings
                                            ? (M == Mode::incll ? 0x4c434e495942544d    // "MTBYINCL"
                                                                : 0x47474f4c5942544d)   // "MTBYLOGG"
@@ -178,6 +179,7 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
                            walk.listed.blocks + walk.listed.lists + memory.own_slots();
     blocks_on_free_lists_ = walk.listed.blocks;
     recovery_.freed_slots = allocator.free_slots;
+    recovery_.crash_epoch = memory.opened_epoch();
     if (sweep) start_sweep(a, std::move(reached), std::move(withheld), options.background_thread);
     recovery_.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -185,6 +187,8 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
 
   // Everything completed before the call is durable when it returns.
   void sync() { this->memory_.sync(); }
+  // The current epoch (a crash now makes it the failed one: EpochBound::failed_epoch).
+  std::uint64_t epoch() const { return this->memory_.epoch(); }
   // One epoch boundary attempt (the crash lab's scheduled advancer), and, while the lazy open of
   // byte strings has borders left to recover and no thread of its own, a few of them.
   void background_step() {

@@ -107,6 +107,8 @@ enum class PlantedBug : std::uint8_t {
   recovery_ignores_anti_nodes,   // recovery keeps every in-use payload, canceled or not
   sync_advances_once,            // sync() returns after one epoch advance
   close_without_sync,            // the hash table's clean close does not sync (hash_map.hpp)
+  recovery_drops_last_epoch,     // recovery keeps epochs <= e-3: a consistent prefix, but one
+                                 // epoch short of Theorem 2's bound
 };
 
 // The header of every persistent block (seed 003 Figure 2, PBlk). Written through pm::atomic.
@@ -412,7 +414,8 @@ class EpochSystem {
     const std::uint64_t e = area_->epoch.load();
     auto in_use = [&](const Block* b) {
       const std::uint64_t f = b->epoch.load();
-      if (f == 0 || f + 2 > e) return false;
+      const std::uint64_t kept_back = Bug == PlantedBug::recovery_drops_last_epoch ? 3 : 2;
+      if (f == 0 || f + kept_back > e) return false;
       const std::uint64_t op = b->operation.load();
       const std::uint64_t tid = op >> 56;
       const std::uint64_t sn = op & ((std::uint64_t{1} << 56) - 1);
@@ -481,6 +484,7 @@ class EpochSystem {
     }
     r.stats.live_slots = a.live_slots;
     r.stats.freed_slots = a.free_slots;
+    r.stats.crash_epoch = e;
     r.stats.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     start_background();

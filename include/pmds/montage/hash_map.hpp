@@ -75,6 +75,7 @@ class BasicHashMap {
  public:
   static constexpr bool durable = Durable;
   static constexpr Criterion criterion = durable ? Criterion::buffered : Criterion::none;
+  static constexpr EpochBound epoch_bound = durable ? EpochBound::two_epochs : EpochBound::none;
   static constexpr std::size_t default_bucket_count = std::size_t{1} << 20;
   static constexpr std::uint64_t tag = Keys::byte_strings ? 0x424e4f4d48534148   // "HASHMONB"
                                                           : 0x544e4f4d48534148;  // "HASHMONT"

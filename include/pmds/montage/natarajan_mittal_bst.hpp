@@ -53,6 +53,7 @@ template <PlantedBug Bug = PlantedBug::none>
 class NatarajanMittalTree {
  public:
   static constexpr Criterion criterion = Criterion::buffered;
+  static constexpr EpochBound epoch_bound = EpochBound::two_epochs;
   static constexpr std::uint64_t tag = 0x47544e4f4d545342;  // "BSTMONTG"
   static constexpr const char* name = "bst/montage";
   static constexpr Key infinity = max_reserved_key;  // the three sentinel keys (algo/ header)

@@ -41,6 +41,7 @@ template <PlantedBug Bug = PlantedBug::none>
 class Queue {
  public:
   static constexpr Criterion criterion = Criterion::buffered;
+  static constexpr EpochBound epoch_bound = EpochBound::two_epochs;
   static constexpr std::uint64_t tag = 0x544e4f4d55455551;  // "QUEUMONT"
   static constexpr const char* name = "queue/montage";
 
@@ -140,6 +141,7 @@ class Queue {
   }
 
   void sync() { system_->sync(); }
+  std::uint64_t epoch() const { return system_->epoch(); }
   void background_step() { system_->background_step(); }
   void drain() { domain_.drain(); }
   const RecoveryStats& recovery_stats() const { return recovery_; }

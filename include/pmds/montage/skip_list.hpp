@@ -69,6 +69,7 @@ class BasicSkipList {
  public:
   static constexpr bool durable = Durable;
   static constexpr Criterion criterion = durable ? Criterion::buffered : Criterion::none;
+  static constexpr EpochBound epoch_bound = durable ? EpochBound::two_epochs : EpochBound::none;
   static constexpr std::uint64_t tag = Keys::byte_strings ? 0x424e4f4d50494b53   // "SKIPMONB"
                                                           : 0x544e4f4d50494b53;  // "SKIPMONT"
   static constexpr const char* name =

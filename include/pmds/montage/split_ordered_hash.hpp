@@ -59,6 +59,7 @@ class SplitOrderedHash {
  public:
   static constexpr bool durable = Durable;
   static constexpr Criterion criterion = durable ? Criterion::buffered : Criterion::none;
+  static constexpr EpochBound epoch_bound = durable ? EpochBound::two_epochs : EpochBound::none;
   static constexpr std::uint64_t tag = 0x544d4f5348534148;  // "HASHSOMT"
   static constexpr const char* name = durable ? "hash-so/montage" : "hash-so/transient";
   // Keys per bucket above which the bucket count doubles (Shalev & Shavit's MAX_LOAD).

@@ -303,6 +303,10 @@ struct Entry {
   // then): the lazy open of the byte-string Masstrees, whose recovery_stats() count every slot
   // only after it (incll/durable_masstree.hpp).
   void (*finish_recovery)(void* object) = nullptr;
+  // What a crash may lose, by epochs (a buffered structure's T::epoch_bound), and its current
+  // epoch (s.epoch(); null when it has none).
+  EpochBound epoch_bound = EpochBound::none;
+  std::uint64_t (*epoch)(const void* object) = nullptr;
   // Epoch-checkpointed structures (seed 002's, s.checkpoint_stats(); null otherwise): epoch
   // boundaries passed and objects logged whole to the external log since it was opened.
   CheckpointCounts (*checkpoint_counts)(const void* object) = nullptr;
@@ -535,6 +539,10 @@ Entry make_entry(std::size_t index) {
     e.background_step = [](void* p) { static_cast<T*>(p)->background_step(); };
   if constexpr (requires(T & t) { t.finish_recovery_sweep(); })
     e.finish_recovery = [](void* p) { static_cast<T*>(p)->finish_recovery_sweep(); };
+  if constexpr (requires { T::epoch_bound; } && requires(const T& t) { t.epoch(); }) {
+    e.epoch_bound = T::epoch_bound;
+    e.epoch = [](const void* p) -> std::uint64_t { return static_cast<const T*>(p)->epoch(); };
+  }
   if constexpr (requires(const T& t) { t.checkpoint_stats(); })
     e.checkpoint_counts = [](const void* p) {
       const auto s = static_cast<const T*>(p)->checkpoint_stats();
@@ -724,6 +732,11 @@ class Instance {
   }
   void background_step() const {
     if (entry_->background_step != nullptr) entry_->background_step(object_);
+  }
+  // Entry::epoch; nullopt for a structure without epochs.
+  std::optional<std::uint64_t> epoch() const {
+    if (entry_->epoch == nullptr) return std::nullopt;
+    return entry_->epoch(object_);
   }
   // Entry::checkpoint_counts; nullopt for a structure without epoch checkpoints.
   std::optional<CheckpointCounts> checkpoint_counts() const {

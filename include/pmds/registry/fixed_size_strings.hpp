@@ -34,6 +34,10 @@ template <class M, bool SharedPrefixes = false>
 class FixedSizeStrings {
  public:
   static constexpr Criterion criterion = M::criterion;
+  static constexpr EpochBound epoch_bound = [] {
+    if constexpr (requires { M::epoch_bound; }) return M::epoch_bound;
+    return EpochBound::none;
+  }();
 
   FixedSizeStrings(std::unique_ptr<M> map, std::size_t key_size, std::size_t value_size)
       : map_(std::move(map)),
@@ -71,6 +75,8 @@ class FixedSizeStrings {
   }
 
   void sync() requires Syncable<M> { map_->sync(); }
+  std::uint64_t epoch() const requires requires(const M& m) { m.epoch(); }
+  { return map_->epoch(); }
   void background_step() requires HasBackgroundWork<M> { map_->background_step(); }
   RecoveryStats recovery_stats() const requires requires(const M& m) { m.recovery_stats(); }
   { return map_->recovery_stats(); }

@@ -321,7 +321,11 @@ func encode(h *History, ops []*Op, observe []uint64, withObs bool) []porcupine.O
 	infinity := int64(math.MaxInt64 / 2)
 	out := make([]porcupine.Operation, 0, len(ops)+1)
 	for _, op := range ops {
-		o := porcupine.Operation{ClientId: op.Thread, Input: &input{op: op}, Call: 2 * op.Call}
+		in := &input{op: op}
+		if withObs {
+			in.beforeObservation, in.afterObservation = op.Durable, op.Lost
+		}
+		o := porcupine.Operation{ClientId: op.Thread, Input: in, Call: 2 * op.Call}
 		switch {
 		case op.Done:
 			o.Return, o.Output = 2*op.Ret, op.Result

@@ -3,6 +3,7 @@
 package checker
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math/rand"
@@ -176,6 +177,33 @@ func TestBufferedSyncConcurrentWithOp(t *testing.T) {
 	// A sync still pending at the crash promises nothing.
 	body = []string{op(0, "insert", "1,1", 1, 2, "true"), pending(1, "sync", "", 3), crash(11)}
 	expectOK(t, history("set", "buffered", append(body, keys(""))...))
+}
+
+// marked adds "durable":true or "lost":true to an op line.
+func marked(line, mark string) string {
+	return strings.TrimSuffix(line, "}") + fmt.Sprintf(`,%q:true}`, mark)
+}
+
+func TestBufferedEpochBound(t *testing.T) {
+	// insert(1) linearized in an epoch the crash cannot lose ("durable"); insert(2) in the epoch
+	// the crash undoes ("lost").
+	first := op(0, "insert", "1,1", 1, 2, "true")
+	second := op(1, "insert", "2,2", 3, 4, "true")
+	plain := []string{first, second, crash(5)}
+	expectOK(t, history("set", "buffered", append(plain, keys(""))...))
+	bound := []string{marked(first, "durable"), marked(second, "lost"), crash(5)}
+	expectOK(t, history("set", "buffered", append(bound, keys("[1,1]"))...))
+	// Losing the durable one, or keeping the lost one, is a violation; without the marks both
+	// are a prefix.
+	expectViolation(t, history("set", "buffered", append(bound, keys(""))...), "buffered", "map")
+	expectViolation(t, history("set", "buffered", append(bound, keys("[1,1],[2,2]"))...), "buffered", "map")
+	expectOK(t, history("set", "buffered", append(plain, keys("[1,1],[2,2]"))...))
+	// The marks belong to buffered histories only.
+	h, err := NewReader(strings.NewReader(history("set", "durable", marked(first, "durable"), crash(3), keys("")))).Next()
+	var ie *InputError
+	if h != nil || !errors.As(err, &ie) {
+		t.Errorf("a durable history with an epoch mark was accepted: %v", err)
+	}
 }
 
 func TestBufferedQueue(t *testing.T) {

@@ -19,6 +19,11 @@
 //	    (taken, with its response) or not
 //	{"type":"end"}
 //
+// An op line of a buffered history may carry the epoch bound its structure promises
+// (docs/ARCHITECTURE.md §4): "durable":true, the op must lie inside the recovered prefix (it
+// linearized in an epoch the crash cannot lose); "lost":true, it must lie outside it (it ran in
+// the epoch the crash undoes).
+//
 // Operations and results per model (keys, values and items are unsigned 64-bit integers;
 // register values are doubles; "sync" is valid in every model and has no result):
 //
@@ -89,6 +94,9 @@ type Op struct {
 	// Forced: a pending op the checker assumes took effect before the crash, with Result
 	// (resolve.go); it is then linearized before the recovered state is observed.
 	Forced bool
+	// Buffered histories, the structure's epoch bound: the op lies inside the recovered prefix
+	// (Durable) or outside it (Lost).
+	Durable, Lost bool
 }
 
 // Report is a thread's post-recovery statement about its last invoked operation.
@@ -139,6 +147,8 @@ type rawLine struct {
 	Result    json.RawMessage `json:"result"`
 	Time      *int64          `json:"time"`
 	Taken     *bool           `json:"taken"`
+	Durable   bool            `json:"durable"`
+	Lost      bool            `json:"lost"`
 }
 
 type rawState struct {
@@ -268,7 +278,13 @@ func (h *History) add(l *rawLine, line int) error {
 		if l.Thread == nil || l.Call == nil || l.Op == "" {
 			return &InputError{line, "op needs \"thread\", \"op\" and \"call\""}
 		}
-		op := Op{Thread: *l.Thread, Name: l.Op, Call: *l.Call, Line: line}
+		op := Op{Thread: *l.Thread, Name: l.Op, Call: *l.Call, Line: line, Durable: l.Durable, Lost: l.Lost}
+		if op.Durable && op.Lost {
+			return &InputError{line, "an op cannot be both \"durable\" and \"lost\""}
+		}
+		if (op.Durable || op.Lost) && h.Criterion != Buffered {
+			return &InputError{line, "\"durable\" and \"lost\" mark ops of buffered histories only"}
+		}
 		if err := h.checkSignature(&op, len(l.Args), line); err != nil {
 			return err
 		}

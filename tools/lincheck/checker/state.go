@@ -28,6 +28,8 @@ type state struct {
 type input struct {
 	op      *Op
 	observe []uint64
+	// The op's epoch bound (Op.Durable, Op.Lost), set when the history has an observation.
+	beforeObservation, afterObservation bool
 }
 
 func statesEqual(a, b interface{}) bool {
@@ -187,6 +189,9 @@ func step(kind Kind) func(st, in, out interface{}) (bool, interface{}) {
 		if i.op.Name == "sync" && recorded.Known && s.observed {
 			// Buffered durability: a completed sync lies inside the recovered prefix.
 			return false, s
+		}
+		if (i.beforeObservation && s.observed) || (i.afterObservation && !s.observed) {
+			return false, s // the structure's epoch bound puts it on the other side of the cut
 		}
 		res, next := apply(kind, s.items, i.op)
 		if recorded.Known && !sameResult(res, recorded) {
