@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pmds/crashlab/entries.hpp"
@@ -281,6 +282,79 @@ TEST(CrashlabScheduler, BackgroundWorkRunsScheduledAndReplays) {
   EXPECT_EQ(a.background_steps, b.background_steps);
 }
 
+// Runs `threads` threads of `steps` preemption points each under `s`: the thread of each step,
+// in the order they ran.
+std::vector<int> schedule_of(Scheduler& s, std::size_t threads, std::size_t steps) {
+  std::vector<int> order;  // written only by the turn holder
+  int word = 0;
+  std::vector<std::thread> workers;
+  for (std::size_t t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      s.enter(t);
+      for (std::size_t i = 0; i < steps; ++i) {
+        Scheduler::preemption_point(pm::sim::Operation::load, &word);
+        order.push_back(static_cast<int>(t));
+      }
+      s.leave();
+    });
+  for (auto& w : workers) w.join();
+  return order;
+}
+
+// The length, in steps the others ran, of each time a thread was stopped in the middle of its
+// run and resumed.
+std::vector<std::size_t> stop_lengths(const std::vector<int>& order) {
+  std::vector<std::size_t> out;
+  std::vector<std::size_t> last(8, 0);  // per thread: 1 + index of its last step, 0: not yet
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const auto t = static_cast<std::size_t>(order[i]);
+    if (last[t] != 0 && last[t] != i) out.push_back(i - last[t]);
+    last[t] = i + 1;
+  }
+  return out;
+}
+
+std::size_t median(std::vector<std::size_t> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+// Planned preemptions (Scheduler::Pct): a change point puts the running thread down and keeps it
+// down while the others run, so that the window it stopped in stays open; a random switch hands
+// the turn back after a hundred steps or so (p = 0.01, three threads). Both replay from the
+// seed.
+TEST(CrashlabScheduler, APlannedPreemptionStopsAThreadLongerThanARandomOne) {
+  constexpr std::size_t threads = 3, steps = 400, seeds = 30;
+  std::vector<std::size_t> planned_stops, random_stops;
+  for (std::uint64_t seed = 1; seed <= seeds; ++seed) {
+    // Without switches, a thread runs to its end...
+    Scheduler plain(threads, seed, 0.0);
+    const auto order = schedule_of(plain, threads, steps);
+    ASSERT_EQ(order.size(), threads * steps);
+    EXPECT_TRUE(stop_lengths(order).empty()) << "seed " << seed;
+    // ... but at the change points (d - 1 = 2 of them).
+    Scheduler planned(threads, seed, 0.0, 0.0, Scheduler::Pct{3, threads * steps});
+    const auto stops = stop_lengths(schedule_of(planned, threads, steps));
+    EXPECT_LE(stops.size(), 2u) << "seed " << seed;
+    planned_stops.insert(planned_stops.end(), stops.begin(), stops.end());
+
+    Scheduler random(threads, seed, 0.01);
+    const auto r = stop_lengths(schedule_of(random, threads, steps));
+    random_stops.insert(random_stops.end(), r.begin(), r.end());
+
+    Scheduler both(threads, seed, 0.01, 0.0, Scheduler::Pct{3, threads * steps});
+    Scheduler again(threads, seed, 0.01, 0.0, Scheduler::Pct{3, threads * steps});
+    EXPECT_EQ(schedule_of(both, threads, steps), schedule_of(again, threads, steps))
+        << "seed " << seed << " replays";
+  }
+  std::printf("stops in mid-run: planned %zu, median %zu steps; random %zu, median %zu steps\n",
+              planned_stops.size(), median(planned_stops), random_stops.size(),
+              median(random_stops));
+  EXPECT_GE(planned_stops.size(), seeds) << "change points stop threads in mid-run";
+  EXPECT_GE(median(planned_stops), 2 * median(random_stops));
+}
+
 // ---- reproducibility ---------------------------------------------------------------------------
 
 TEST(CrashlabReproducibility, TheSameSeedRunsTheSameInterleavingsAndFindsTheSameViolation) {
@@ -355,6 +429,18 @@ TEST(CrashlabReplayPoint, ParsesWhatItPrints) {
   EXPECT_FALSE(ReplayPoint::parse("1:2:3:sideways@4").has_value());
   EXPECT_FALSE(ReplayPoint::parse("1:2:3:open@4:open@5:open@6").has_value());
   EXPECT_FALSE(ReplayPoint::parse("").has_value());
+  // A PCT run states the preemption points its change points were drawn over.
+  const auto pct = ReplayPoint::parse("1:2:0:open@4:pct@512");
+  ASSERT_TRUE(pct.has_value());
+  EXPECT_EQ(pct->pct_steps, 512u);
+  EXPECT_EQ(pct->recovery_crash->phase, RecoveryPhase::open);
+  EXPECT_EQ(pct->text(), "1:2:0:open@4:pct@512");
+  EXPECT_EQ(ReplayPoint::parse("1:2:0:pct@9")->pct_steps, 9u);
+  EXPECT_FALSE(ReplayPoint::parse("1:2:0:pct@0").has_value());
+  EXPECT_FALSE(ReplayPoint::parse("1:2:0:pct@").has_value());
+  EXPECT_FALSE(ReplayPoint::parse("1:2:pct@5").has_value());
+  EXPECT_FALSE(ReplayPoint::parse("1:2:3:pct@5:open@1").has_value());
+  EXPECT_FALSE(ReplayPoint::parse("99999999999999999999:2:3").has_value());  // past 64 bits
 }
 
 // --mix vary: each run's mix is drawn from its seed (so a replay finds it again), around the

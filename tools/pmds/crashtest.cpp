@@ -109,6 +109,8 @@ SimOptions sim_options(const crashtest::Options& o, const std::optional<ReplayPo
   so.recovery_crash_percent = o.recovery_crashes;
   so.switch_probability = o.switch_probability;
   so.persist_switch_probability = o.persist_switch_probability;
+  so.pct_percent = o.pct;
+  so.pct_depth = o.pct_depth;
   so.return_crash_percent = o.return_crashes;
   so.pool_size = o.pool_mib << 20;  // (0: the lab's default)
   so.stop_at_first_violation = o.stop_at_first;
@@ -186,7 +188,9 @@ int run(int argc, char** argv) {
   if (!o.replay.empty()) {
     replay = ReplayPoint::parse(o.replay);
     if (!replay || entries->size() != 1) {
-      std::cerr << "pmds crashtest: --replay needs W:E:I[:PHASE@N[:PHASE@N]] and exactly one --structure\n";
+      std::cerr
+          << "pmds crashtest: --replay needs W:E:I[:PHASE@N[:PHASE@N]][:pct@S] and exactly one "
+             "--structure\n";
       return 2;
     }
   }

@@ -102,7 +102,7 @@ struct Recovered {
   bool have_items = false;  // the contents were read back in full (items)
   bool closed = false;      // the continuation's clean close returned
   std::uint64_t live_slots = 0, total_slots = 0;
-  std::optional<std::uint64_t> held_slots;  // the structure's own count, when it gives one
+  std::optional<std::uint64_t> held_slots;   // the structure's own count, when it gives one
   std::optional<std::uint64_t> crash_epoch;  // RecoveryStats::crash_epoch, when it says
   std::vector<Report> reports;  // detectable entries: one per thread that invoked an operation
   // Detectable entries, "reexecute=1": each thread's last operation invoked again with its
@@ -169,8 +169,8 @@ inline Recovered parse_recovered(const std::string& text, const ExitStatus& stat
       r.reports.push_back({static_cast<std::size_t>(a),
                            ok != 0,
                            {b != 0, c, std::bit_cast<double>(std::uint64_t{d})}});
-    } else if (unsigned long long d = 0; std::sscanf(line.c_str(), "reexec %llu %u %llu %llu",
-                                                     &a, &ok, &b, &d) == 4) {
+    } else if (unsigned long long d = 0;
+               std::sscanf(line.c_str(), "reexec %llu %u %llu %llu", &a, &ok, &b, &d) == 4) {
       r.reexecuted.push_back({static_cast<std::size_t>(a),
                               true,
                               {ok != 0, b, std::bit_cast<double>(std::uint64_t{d})}});
@@ -195,8 +195,8 @@ inline Recovered parse_recovered(const std::string& text, const ExitStatus& stat
   }
   r.have_items = r.items.size() == expected_items && text.find("\nitems ") != std::string::npos;
   if (r.error.empty() && !r.crashed) {
-    if (!r.have_items || (r.continued && (!r.closed || !have_reopened ||
-                                          r.reopened.size() != expected_reopened)))
+    if (!r.have_items ||
+        (r.continued && (!r.closed || !have_reopened || r.reopened.size() != expected_reopened)))
       r.error = "the recovery process wrote an incomplete report";
     else
       r.ok = true;
@@ -348,15 +348,15 @@ inline std::string reports_text(const registry::Instance& inst,
       const std::string crash_out = get("crash_out"), image = get("image");
       const auto kind = image_kind_from(get("crash_kind"));
       const std::uint64_t seed = std::stoull(get("crash_seed"));
-      crash = Crash{*crash_phase, std::stoull(get("crash_offset")),
-                    [&, crash_out, image, kind, seed] {
-                      const pm::sim::Snapshot snap = pm::sim::snapshot(false);
-                      // Before the pool is mapped (no region) the image is unchanged: a copy.
-                      write_crash_image(snap, snap.choice(kind, seed), image, crash_out);
-                      write_or_die(out, report + "events " + std::to_string(snap.event()) +
-                                            "\ncrashed " + to_string(phase) + "\n");
-                      _exit(0);
-                    }};
+      crash =
+          Crash{*crash_phase, std::stoull(get("crash_offset")), [&, crash_out, image, kind, seed] {
+                  const pm::sim::Snapshot snap = pm::sim::snapshot(false);
+                  // Before the pool is mapped (no region) the image is unchanged: a copy.
+                  write_crash_image(snap, snap.choice(kind, seed), image, crash_out);
+                  write_or_die(out, report + "events " + std::to_string(snap.event()) +
+                                        "\ncrashed " + to_string(phase) + "\n");
+                  _exit(0);
+                }};
     }
 #endif
     enter(RecoveryPhase::open);
@@ -382,7 +382,8 @@ inline std::string reports_text(const registry::Instance& inst,
               std::to_string(total) + "\n";
     if (const auto stats = inst.recovery_stats()) {
       report += "held " + std::to_string(stats->live_slots) + "\n";
-      if (stats->crash_epoch != 0) report += "crash_epoch " + std::to_string(stats->crash_epoch) + "\n";
+      if (stats->crash_epoch != 0)
+        report += "crash_epoch " + std::to_string(stats->crash_epoch) + "\n";
     }
     // Detectability: each thread's last operation, by its ticket (slot = thread), before any
     // other operation (reading the contents) runs on the recovered structure.

@@ -143,8 +143,10 @@ using BuggyCombiningRegister =
 // inactive by construction, so the protocol serves it at most once.) The lab's recovery
 // re-invokes each thread's last operation with its ticket (crashlab/child.hpp, "reexecute").
 class ReinvokedTwiceRegister
-    : public combining::CombiningAtomicFloat<combining::PBComb, combining::Persistence::detectable> {
-  using Base = combining::CombiningAtomicFloat<combining::PBComb, combining::Persistence::detectable>;
+    : public combining::CombiningAtomicFloat<combining::PBComb,
+                                             combining::Persistence::detectable> {
+  using Base =
+      combining::CombiningAtomicFloat<combining::PBComb, combining::Persistence::detectable>;
 
  public:
   using Base::Base;
@@ -312,10 +314,10 @@ using Fixtures = registry::TypeList<
         "hash/montage-bug-close-without-sync", registry::Kind::map,
         registry::factories::Montage<montage::HashMap<montage::PlantedBug::close_without_sync>>,
         "fixture: nbMontage's hash table closes cleanly without a sync">,
-    registry::Describe<
-        "hash/montage-bug-recovery-drops-last-epoch", registry::Kind::map,
-        registry::factories::Montage<montage::HashMap<montage::PlantedBug::recovery_drops_last_epoch>>,
-        "fixture: nbMontage's recovery keeps epochs <= e-3 only">,
+    registry::Describe<"hash/montage-bug-recovery-drops-last-epoch", registry::Kind::map,
+                       registry::factories::Montage<
+                           montage::HashMap<montage::PlantedBug::recovery_drops_last_epoch>>,
+                       "fixture: nbMontage's recovery keeps epochs <= e-3 only">,
     registry::Describe<
         "masstree/logging-bug-log-entry-not-fenced", registry::Kind::map,
         registry::factories::Incll<incll::LoggingMasstree<incll::PlantedBug::log_entry_not_fenced>>,
@@ -368,12 +370,12 @@ inline std::span<const registry::Entry> fixture_entries() {
 
 }  // namespace pmds::crashlab
 
-#define PMDS_FIXTURE_TABLE_HERE()                                                      \
-  std::span<const pmds::registry::Entry> pmds::crashlab::fixture_entries() {          \
-    static const std::vector<pmds::registry::Entry> table =                           \
-        pmds::registry::detail::Table<pmds::crashlab::Fixtures>::build();             \
-    return table;                                                                     \
-  }                                                                                   \
+#define PMDS_FIXTURE_TABLE_HERE()                                            \
+  std::span<const pmds::registry::Entry> pmds::crashlab::fixture_entries() { \
+    static const std::vector<pmds::registry::Entry> table =                  \
+        pmds::registry::detail::Table<pmds::crashlab::Fixtures>::build();    \
+    return table;                                                            \
+  }                                                                          \
   static_assert(true, "a semicolon follows PMDS_FIXTURE_TABLE_HERE()")
 
 // The look-ups over the fixtures and the registry (find_entry, planted_bugs, ...).

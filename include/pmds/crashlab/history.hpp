@@ -119,8 +119,9 @@ class HistoryLog {
   // ticket's sequence number when the entry is detectable. Throws when thread t's records are
   // full, before invoking anything.
   template <class Perform, class Epoch = std::uint64_t (*)()>
-  OpResult record(std::size_t t, const Operation& op, Perform&& perform, std::uint64_t seq = 0,
-                  Epoch epoch = [] { return std::uint64_t{0}; }) {
+  OpResult record(
+      std::size_t t, const Operation& op, Perform&& perform, std::uint64_t seq = 0,
+      Epoch epoch = [] { return std::uint64_t{0}; }) {
     const std::uint32_t n = h_->count[t].load(std::memory_order_relaxed);
     if (n >= h_->capacity)
       throw Error("pmds crashlab: history of thread " + std::to_string(t) + " is full (" +
@@ -416,9 +417,9 @@ inline std::string last_tickets(const std::vector<Record>& records) {
   for (const Record* r : last) {
     if (r == nullptr) continue;
     if (!out.empty()) out += ",";
-    out += std::to_string(r->thread) + ":" + std::to_string(r->seq) + ":" + std::to_string(r->code) +
-           ":" + std::to_string(r->key) + ":" + std::to_string(r->value) + ":" +
-           std::to_string(std::bit_cast<std::uint64_t>(r->factor));
+    out += std::to_string(r->thread) + ":" + std::to_string(r->seq) + ":" +
+           std::to_string(r->code) + ":" + std::to_string(r->key) + ":" + std::to_string(r->value) +
+           ":" + std::to_string(std::bit_cast<std::uint64_t>(r->factor));
   }
   return out;
 }

@@ -239,19 +239,19 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
     // Recover in a fresh process, on the real pool: the next round goes on from there.
     ::unlink(out_file.path().c_str());
     Args a{{"entry", std::string(e.name)},
-                 {"image", pool_file.path()},
-                 {"out", out_file.path()},
-                 {"keys", std::to_string(o.workload.key_range)},
-                 {"key_size", std::to_string(o.workload.key_size)},
-                 {"value_size", std::to_string(o.workload.value_size)},
-                 {"lazy", o.workload.lazy_recovery ? "1" : "0"},
-                 {"timeout", std::to_string(static_cast<unsigned>(o.recovery_timeout_s))},
-                 // With lazy recovery the check leaves the pool as a crash would, so that the
-                 // next round's workload runs beside a lazy recovery again (each border
-                 // recovered on its first access; the byte-string trees' sweep) and may be
-                 // killed during it; the check's own reads changed nothing to recover.
-                 {"close", o.workload.lazy_recovery ? "0" : "1"},
-                 {"tickets", e.criterion == Criterion::detectable ? last_tickets(records) : ""}};
+           {"image", pool_file.path()},
+           {"out", out_file.path()},
+           {"keys", std::to_string(o.workload.key_range)},
+           {"key_size", std::to_string(o.workload.key_size)},
+           {"value_size", std::to_string(o.workload.value_size)},
+           {"lazy", o.workload.lazy_recovery ? "1" : "0"},
+           {"timeout", std::to_string(static_cast<unsigned>(o.recovery_timeout_s))},
+           // With lazy recovery the check leaves the pool as a crash would, so that the
+           // next round's workload runs beside a lazy recovery again (each border
+           // recovered on its first access; the byte-string trees' sweep) and may be
+           // killed during it; the check's own reads changed nothing to recover.
+           {"close", o.workload.lazy_recovery ? "0" : "1"},
+           {"tickets", e.criterion == Criterion::detectable ? last_tickets(records) : ""}};
     // Half the rounds of a detectable entry invoke each thread's last operation again with its
     // ticket (seed 004's recovery; crashlab/child.hpp).
     if (e.criterion == Criterion::detectable && rng() % 2 == 0) a["reexecute"] = "1";
@@ -274,9 +274,8 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
     }
     const auto recovery_started = std::chrono::steady_clock::now();
     const ExitStatus recovery = run_role("recover", a, o.recovery_timeout_s + 5);
-    recovery_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                     recovery_started)
-                           .count();
+    recovery_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - recovery_started).count();
     const Recovered rec = parse_recovered(read_file(out_file.path()), recovery);
     Violation base;
     base.kind = "process";

@@ -46,6 +46,7 @@ inline std::optional<RecoveryPhase> recovery_phase_named(std::string_view name) 
 }
 struct Violation {
   std::string kind;       // "simulated" or "process"
+  std::string scheduler;  // simulated: the run's scheduler, "random" or "pct" (scheduler.hpp)
   std::string criterion;  // durable | buffered | detectable | linearizability | recovery | leak
   std::string object;     // "key 17", "queue", ...
   std::string message;
@@ -108,9 +109,9 @@ inline SiteUse site_from_json(const nlohmann::json& j) {
 struct LabResult {
   std::string structure;
   std::string criterion;
-  std::uint64_t simulated_crashes = 0;      // crash points reached
-  std::uint64_t images_checked = 0;         // crash images recovered and checked
-  std::uint64_t recovery_crashes = 0;  // recoveries crashed on purpose, then recovered again
+  std::uint64_t simulated_crashes = 0;        // crash points reached
+  std::uint64_t images_checked = 0;           // crash images recovered and checked
+  std::uint64_t recovery_crashes = 0;         // recoveries crashed on purpose, then recovered again
   std::uint64_t nested_recovery_crashes = 0;  // ... whose crash image's recovery crashed again
   // Recovery crashes (nested ones included) by the phase they landed in.
   std::array<std::uint64_t, recovery_phase_count> recovery_crash_phases{};
@@ -118,10 +119,11 @@ struct LabResult {
   // Buffered maps with an epoch bound: the deepest loss measured, in epochs (verdict.hpp,
   // epochs_lost); nullopt when no crash lost a completed update.
   std::optional<std::uint64_t> max_epochs_lost;
-  std::uint64_t process_crashes = 0;        // kill -9 of a process using a real pool
-  std::uint64_t violations = 0;             // images / process crashes whose check failed
-  std::uint64_t undecided = 0;  // histories the checker could not decide (counted as violations too)
-  std::uint64_t first_violation_crash = 0;  // simulated crash number, 0: none
+  std::uint64_t process_crashes = 0;  // kill -9 of a process using a real pool
+  std::uint64_t violations = 0;       // images / process crashes whose check failed
+  // Histories the checker could not decide (counted as violations too).
+  std::uint64_t undecided = 0;
+  std::uint64_t first_violation_crash = 0;          // simulated crash number, 0: none
   std::uint64_t first_violation_process_crash = 0;  // process crash number, 0: none
   std::uint64_t workload_runs = 0;
   std::uint64_t events = 0;  // simulator events executed by the workloads (crash-point range)
@@ -141,6 +143,7 @@ struct LabResult {
 inline Json violation_json(const Violation& v) {
   Json j = {{"kind", v.kind},       {"criterion", v.criterion}, {"object", v.object},
             {"message", v.message}, {"replay", v.replay},       {"crash", v.crash_number}};
+  if (!v.scheduler.empty()) j["scheduler"] = v.scheduler;
   if (!v.history_file.empty()) j["history_file"] = v.history_file;
   j["excerpt"] = v.excerpt;
   return j;
@@ -150,6 +153,7 @@ inline Json violation_json(const Violation& v) {
 inline Violation violation_from_json(const nlohmann::json& j) {
   Violation v;
   v.kind = j.value("kind", v.kind);
+  v.scheduler = j.value("scheduler", v.scheduler);
   v.criterion = j.value("criterion", v.criterion);
   v.object = j.value("object", v.object);
   v.message = j.value("message", v.message);
@@ -248,7 +252,8 @@ inline LabResult result_from_json(const nlohmann::json& j) {
 inline std::string describe(const std::string& structure, const Violation& v) {
   std::string s = "VIOLATION " + structure + " [" + v.criterion + "]";
   if (!v.object.empty()) s += " " + v.object;
-  s += " (" + v.kind + " crash #" + std::to_string(v.crash_number) + "): " + v.message + "\n";
+  s += " (" + v.kind + " crash #" + std::to_string(v.crash_number) +
+       (v.scheduler.empty() ? "" : ", " + v.scheduler + " scheduler") + "): " + v.message + "\n";
   for (const auto& l : v.excerpt) s += "    " + l + "\n";
   if (!v.history_file.empty())
     s += "  history: " + v.history_file + "  (tools/lincheck: lincheck -text FILE)\n";
@@ -284,11 +289,12 @@ inline std::string summary_table(const std::vector<LabResult>& results) {
 // phase they landed in, how many of them were a crash of a crashed recovery's recovery, and the
 // recovery processes killed with SIGKILL (process lab).
 inline std::string recovery_crash_table(const std::vector<LabResult>& results) {
-  std::string s = "recovery crashes by phase (simulated; nested: of a crashed recovery's "
-                  "recovery), recovery processes killed (process)\n";
+  std::string s =
+      "recovery crashes by phase (simulated; nested: of a crashed recovery's "
+      "recovery), recovery processes killed (process)\n";
   for (const auto& r : results)
-    s += "  " + r.structure + ": " + recovery_phases_text(r.recovery_crash_phases) +
-         "; nested " + std::to_string(r.nested_recovery_crashes) + "; killed " +
+    s += "  " + r.structure + ": " + recovery_phases_text(r.recovery_crash_phases) + "; nested " +
+         std::to_string(r.nested_recovery_crashes) + "; killed " +
          std::to_string(r.killed_recoveries) +
          (r.max_epochs_lost ? "; deepest loss " + std::to_string(*r.max_epochs_lost) + " epochs"
                             : std::string()) +

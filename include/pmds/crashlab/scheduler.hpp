@@ -24,6 +24,21 @@
 // stores it has not flushed yet: a crash right after another thread's operation returns then
 // is the crash that exposes a reader that should have persisted what it read.
 //
+// Planned preemptions, after PCT (Burckhardt et al., "A Randomized Scheduler with Probabilistic
+// Guarantees of Finding Bugs", ASPLOS 2010): with Pct, d-1 change points are drawn uniformly
+// over the run's expected preemption points, and at each the running thread is put down, with
+// no other thread handing the turn back to it for `park_steps` preemption points (a random
+// switch among parked threads only keeps the turn; a thread that ends hands it to a parked
+// one when no other is left). A window that needs two preemptions at given places
+// (one thread stopped between its read and its CAS, a second before another's write-back) then
+// opens with a probability that does not shrink with the switch chance, and stays open while
+// the third thread runs several operations; a random switch would hand the turn back within a
+// few dozen accesses. PCT's strict priorities (the highest-priority thread always runs) are
+// left out on purpose, measured: with three threads they cut the mutation score (hash/izraelevitz
+// 5/15 -> 3/15, list/mirror 7/9 -> 5/9, 100 crashes per mutant) as the lowest thread hardly
+// ran, and two threads spinning on a third of lower priority (combining waiters, InCLL's epoch
+// barrier) passed the turn between themselves forever. The random switches stay, at p_switch.
+//
 // A thread that blocks outside the access layer while holding the turn (a std::mutex held
 // across a persistent access, say) would stop every other thread: a waiter that has waited
 // `steal_after` takes the turn instead, the run goes on (no longer replayable exactly) and
@@ -35,25 +50,42 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
-
+#include <optional>
 #include <random>
 #include <vector>
+
 #include "pmds/pm/simulator.hpp"
 
 namespace pmds::crashlab {
 
 class Scheduler {
  public:
+  struct Pct {
+    std::size_t depth = 3;                // d: d-1 change points
+    std::uint64_t expected_steps = 1000;  // preemption points of a run (the last run's)
+  };
+
   // p_switch: probability that an access-layer operation passes the turn; p_persist: that a
-  // flush of a line the thread stored to since it last flushed it does.
-  Scheduler(std::size_t threads, std::uint64_t seed, double p_switch, double p_persist = 0)
+  // flush of a line the thread stored to since it last flushed it does; pct: planned
+  // preemptions (above) besides.
+  Scheduler(std::size_t threads, std::uint64_t seed, double p_switch, double p_persist = 0,
+            std::optional<Pct> pct = std::nullopt)
       : live_(threads, true),
         written_(threads),
         stalled_(threads, false),
         rng_(seed),
         p_switch_(p_switch),
-        p_persist_(p_persist) {}
+        p_persist_(p_persist),
+        pct_(pct.has_value()) {
+    if (!pct) return;
+    const std::size_t d = std::max<std::size_t>(pct->depth, 1);
+    parked_until_.assign(threads, 0);
+    for (std::size_t i = 1; i < d; ++i)
+      change_points_.push_back(1 + rng_() % std::max<std::uint64_t>(pct->expected_steps, 1));
+    std::sort(change_points_.begin(), change_points_.end(), std::greater<>());  // next: back()
+  }
 
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -134,8 +166,10 @@ class Scheduler {
 
   std::uint64_t switches() const { return switches_; }
   std::uint64_t stolen() const { return stolen_; }
+  std::uint64_t steps() const { return steps_; }  // preemption points passed
 
   static constexpr auto steal_after = std::chrono::seconds(2);
+  static constexpr std::uint64_t park_steps = 1024;  // Pct: how long a change point parks
 
  private:
   static int& current_index() {
@@ -155,8 +189,17 @@ class Scheduler {
     }
     const bool window = persistence_window(me, op, addr);
     const double p = window ? std::max(p_switch_, p_persist_) : p_switch_;
-    if (std::uniform_real_distribution<double>(0, 1)(rng_) >= p) return;
-    const int next = pick_other(static_cast<int>(me));
+    ++steps_;
+    bool change_point = false;
+    while (!change_points_.empty() && change_points_.back() <= steps_) {
+      change_points_.pop_back();
+      parked_until_[me] = steps_ + park_steps;
+      change_point = true;
+    }
+    if (!change_point && std::uniform_real_distribution<double>(0, 1)(rng_) >= p) return;
+    // A random switch does not wake a parked thread: the window its change point opened stays
+    // open (at most park_steps, so a thread spinning on a parked one waits that long).
+    const int next = pick_other(static_cast<int>(me), change_point);
     if (next < 0) return;
     pass_to(next);
     // Stalled with stores it has not flushed yet: at this window's flush, or before reaching
@@ -194,11 +237,14 @@ class Scheduler {
     return n;
   }
 
-  // A live thread other than `me`, uniformly (-1 when there is none). Lock held.
-  int pick_other(int me) {
-    std::vector<int> candidates;
+  // A live thread other than `me`, uniformly among those not parked (Pct); a parked one only
+  // when `or_parked` and no other is left (-1 when there is none). Lock held.
+  int pick_other(int me, bool or_parked = true) {
+    std::vector<int> candidates, parked;
     for (std::size_t i = 0; i < live_.size(); ++i)
-      if (live_[i] && static_cast<int>(i) != me) candidates.push_back(static_cast<int>(i));
+      if (live_[i] && static_cast<int>(i) != me)
+        (pct_ && parked_until_[i] > steps_ ? parked : candidates).push_back(static_cast<int>(i));
+    if (candidates.empty() && or_parked) candidates.swap(parked);
     if (candidates.empty()) return -1;
     return candidates[rng_() % candidates.size()];
   }
@@ -228,6 +274,10 @@ class Scheduler {
   int turn_ = 0;
   std::mt19937_64 rng_;
   double p_switch_, p_persist_;
+  bool pct_;
+  std::vector<std::uint64_t> parked_until_;   // Pct: per thread, the step its parking ends
+  std::vector<std::uint64_t> change_points_;  // Pct: steps still to come, the next one last
+  std::uint64_t steps_ = 0;
   std::uint64_t switches_ = 0;
   std::uint64_t stolen_ = 0;
   int frozen_ = 0;

@@ -42,6 +42,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -89,24 +90,36 @@ struct RecoveryCrash {
 };
 
 // One crash check to replay: workload seed, crash event (from the start of the workload
-// process's recorded part), image index, and where its recovery was crashed (if it was) and the
-// recovery of that crash image crashed in turn (if it was).
+// process's recorded part), image index, where its recovery was crashed (if it was) and the
+// recovery of that crash image crashed in turn (if it was), and for a run scheduled with PCT the
+// preemption points its change points were drawn over (the previous run's count, which a
+// replay does not have).
 struct ReplayPoint {
   std::uint64_t workload_seed = 0;
   std::uint64_t event = 0;
   std::size_t image = 0;
   std::optional<RecoveryCrash> recovery_crash;
   std::optional<RecoveryCrash> recovery_crash2;
+  std::uint64_t pct_steps = 0;  // 0: not a PCT run
 
   std::string text() const {
     std::string s =
         std::to_string(workload_seed) + ":" + std::to_string(event) + ":" + std::to_string(image);
     if (recovery_crash) s += ":" + recovery_crash->text();
     if (recovery_crash && recovery_crash2) s += ":" + recovery_crash2->text();
+    if (pct_steps) s += ":pct@" + std::to_string(pct_steps);
     return s;
   }
-  // Parses "W:E:I[:PHASE@OFFSET[:PHASE@OFFSET]]"; nullopt when malformed.
+  // Parses "W:E:I[:PHASE@OFFSET[:PHASE@OFFSET]][:pct@STEPS]"; nullopt when malformed.
   static std::optional<ReplayPoint> parse(std::string_view s) {
+    // Digits only, within 64 bits.
+    const auto number = [](std::string_view t) -> std::optional<std::uint64_t> {
+      std::uint64_t v = 0;
+      const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+      if (t.empty() || t[0] == '-' || ec != std::errc{} || end != t.data() + t.size())
+        return std::nullopt;
+      return v;
+    };
     std::vector<std::string_view> parts;
     std::size_t start = 0;
     while (start <= s.size()) {
@@ -115,15 +128,22 @@ struct ReplayPoint {
       start = end + 1;
       if (end == s.size()) break;
     }
+    std::uint64_t pct_steps = 0;
+    if (parts.size() > 3 && parts.back().starts_with("pct@")) {
+      const auto steps = number(parts.back().substr(4));
+      if (!steps || *steps == 0) return std::nullopt;
+      pct_steps = *steps;
+      parts.pop_back();
+    }
     if (parts.size() < 3 || parts.size() > 5) return std::nullopt;
     std::uint64_t numbers[3];
     for (std::size_t i = 0; i < 3; ++i) {
-      if (parts[i].empty() || parts[i].find_first_not_of("0123456789") != std::string::npos)
-        return std::nullopt;
-      numbers[i] = std::stoull(std::string(parts[i]));
+      const auto n = number(parts[i]);
+      if (!n) return std::nullopt;
+      numbers[i] = *n;
     }
-    ReplayPoint p{numbers[0], numbers[1], static_cast<std::size_t>(numbers[2]), std::nullopt,
-                  std::nullopt};
+    ReplayPoint p{numbers[0],   numbers[1],   static_cast<std::size_t>(numbers[2]),
+                  std::nullopt, std::nullopt, pct_steps};
     if (parts.size() >= 4 && !(p.recovery_crash = RecoveryCrash::parse(parts[3])))
       return std::nullopt;
     if (parts.size() == 5 && !(p.recovery_crash2 = RecoveryCrash::parse(parts[4])))
@@ -139,9 +159,9 @@ struct SimOptions {
   // caught under one mix only: ARCHITECTURE.md §3, "Mutation").
   bool vary_mix = false;
   std::uint64_t seed = 1;
-  std::uint64_t crashes = 500;           // crash points to reach
-  std::size_t images = 3;                // crash images per crash point
-  std::size_t crashes_per_run = 25;      // crash points per workload run
+  std::uint64_t crashes = 500;       // crash points to reach
+  std::size_t images = 3;            // crash images per crash point
+  std::size_t crashes_per_run = 25;  // crash points per workload run
   // Images whose recovery is itself crashed, at an event in one of its phases (RecoveryPhase,
   // crashlab/child.hpp) drawn first, each phase as likely; and of those, the share whose crash
   // image's recovery is crashed again (in its open, finish, pending or contents phase), so
@@ -159,6 +179,11 @@ struct SimOptions {
   // ... and at a flush of a line the thread stored to since it last flushed it (a persistence
   // window, crashlab/scheduler.hpp).
   double persist_switch_probability = 0.2;
+  // Share of the workload runs scheduled with PCT's planned preemptions (crashlab/scheduler.hpp)
+  // of depth pct_depth; in those runs a hash table has one bucket, so that its threads meet on
+  // one list's words. Each run's scheduler is drawn from its seed.
+  unsigned pct_percent = 50;
+  std::size_t pct_depth = 3;
   // Share of each run's crash points taken right after an operation returns while another
   // thread waits at the flush that would make its stores durable (crashlab/scheduler.hpp);
   // the rest are drawn uniformly over the run's events.
@@ -180,6 +205,11 @@ struct SimOptions {
   std::function<void(const LabResult&)> progress;  // called after each crash point
 };
 
+// Whether the run with seed `wseed` is scheduled with PCT (SimOptions::pct_percent).
+inline bool pct_run(const SimOptions& o, std::uint64_t wseed) {
+  return mix_seed(wseed, 0x9c7) % 100 < o.pct_percent;
+}
+
 // The workload options of the run with seed `wseed`: o.workload, or with o.vary_mix a key range
 // from {K/2, K, 2K} and a read share from {R-30, R, R+30} (within 0..90), and for a queue, stack
 // or priority queue without an explicit --prefill a prefill of 1 or the default 4 (an empty
@@ -189,6 +219,8 @@ struct SimOptions {
 inline WorkloadOptions run_workload(const registry::Entry& e, const SimOptions& o,
                                     std::uint64_t wseed) {
   WorkloadOptions w = o.workload;
+  // PCT runs of a hash table: one bucket, so that its threads meet on one list's words.
+  if (pct_run(o, wseed) && e.structure.starts_with("hash")) w.buckets = 1;
   if (!o.vary_mix) return w;
   std::mt19937_64 rng(mix_seed(wseed, 0x313c));
   const std::uint64_t keys[] = {std::max<std::uint64_t>(2, w.key_range / 2), w.key_range,
@@ -223,6 +255,8 @@ inline std::string lab_command(const registry::Entry& e, const SimOptions& o) {
     s += " --return-crashes " + std::to_string(o.return_crash_percent);
   if (o.seed != SimOptions{}.seed) s += " --seed " + std::to_string(o.seed);
   if (o.vary_mix) s += " --mix vary";
+  if (o.pct_percent != SimOptions{}.pct_percent) s += " --pct " + std::to_string(o.pct_percent);
+  if (o.pct_depth != SimOptions{}.pct_depth) s += " --pct-depth " + std::to_string(o.pct_depth);
   if (!o.mutants.empty()) s += " --mutant " + pm::sim::Mutant::text_of(o.mutants);
   return s;
 }
@@ -328,7 +362,7 @@ class WorkloadProcess {
   WorkloadProcess(const registry::Entry& e, const SimOptions& o, std::uint64_t wseed,
                   std::vector<std::uint64_t> events, std::size_t return_crashes,
                   std::uint64_t first_crash_number, std::size_t keep_budget,
-                  RecoveryPhases recovery_phases, int result_fd)
+                  RecoveryPhases recovery_phases, std::uint64_t step_estimate, int result_fd)
       : e_(e),
         o_(o),
         wseed_(wseed),
@@ -340,6 +374,8 @@ class WorkloadProcess {
         crash_number_(first_crash_number),
         keep_budget_(keep_budget),
         recovery_phases_(recovery_phases),
+        pct_(pct_run(o, wseed)),
+        step_estimate_(step_estimate),
         out_(result_fd) {}
 
   [[noreturn]] void run() {
@@ -403,8 +439,11 @@ class WorkloadProcess {
     const Workload w = make_workload(e_, workload_, wseed_);
     // The structure's background work, if any, is scheduled thread number `threads`.
     const bool background = inst.has_background_work();
-    scheduler_.emplace(threads + (background ? 1 : 0), mix_seed(wseed_, 0x5c4ed),
-                       o_.switch_probability, o_.persist_switch_probability);
+    scheduler_.emplace(
+        threads + (background ? 1 : 0), mix_seed(wseed_, 0x5c4ed), o_.switch_probability,
+        o_.persist_switch_probability,
+        pct_ ? std::optional<Scheduler::Pct>(Scheduler::Pct{o_.pct_depth, step_estimate_})
+             : std::nullopt);
     arm_next(pm::sim::event_count());
 
     for (const auto& op : w.prefill) record_operation(*log_, inst, threads, op);
@@ -459,6 +498,7 @@ class WorkloadProcess {
           {"recovery_phases", recovery_phases_.json()},
           {"warnings", pm::sim::warning_count()},
           {"switches", scheduler_->switches()},
+          {"steps", scheduler_->steps()},
           {"stolen", scheduler_->stolen()},
           {"background_steps", background_steps}});
   }
@@ -511,7 +551,7 @@ class WorkloadProcess {
         if (o_.replay && o_.replay->image != i) continue;
         ++images;
         write_crash_image(snap, choices[i], pool_file_.path(), image_file_.path());
-        ReplayPoint point{wseed_, event, i, std::nullopt, std::nullopt};
+        ReplayPoint point{wseed_, event, i, std::nullopt, std::nullopt, pct_ ? step_estimate_ : 0};
         const RecoveryRun run = recover(point, records, recovery_crashes);
         std::vector<Violation> vs = check(point, crash_number, crash_time, records, run, undecided);
         for (auto& v : vs) {
@@ -640,6 +680,7 @@ class WorkloadProcess {
                                const RecoveryRun& run, std::size_t& undecided) {
     Violation base;
     base.kind = "simulated";
+    base.scheduler = pct_ ? "pct" : "random";
     base.crash_number = crash_number;
     base.replay = replay_command(e_, o_, point);
     Judge j{.entry = e_,
@@ -683,7 +724,8 @@ class WorkloadProcess {
       if (const auto lost = epochs_lost(e_, records, reader->items, *h.crash_epoch))
         epochs_lost_ = std::max(epochs_lost_.value_or(0), *lost);
     }
-    Judgement verdict = judge_after_crashed_recoveries(j, std::move(h), run.crashed, run.final, base);
+    Judgement verdict =
+        judge_after_crashed_recoveries(j, std::move(h), run.crashed, run.final, base);
     undecided += verdict.undecided;
     return std::move(verdict.violations);
   }
@@ -700,6 +742,8 @@ class WorkloadProcess {
   std::uint64_t crash_number_;
   std::size_t keep_budget_;
   RecoveryPhases recovery_phases_;
+  bool pct_;                                  // this run is scheduled with PCT (pct_run)
+  std::uint64_t step_estimate_;               // PCT's change points' range (ReplayPoint::pct_steps)
   std::optional<std::uint64_t> epochs_lost_;  // the deepest loss measured (epochs_lost)
   int out_;
   std::uint64_t base_ = 0;
@@ -726,8 +770,9 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
   r.criterion = criterion_label(e.criterion);
   const auto start = std::chrono::steady_clock::now();
   const std::size_t ops_total = o.workload.threads * o.workload.ops;
-  std::uint64_t estimate = 0;  // events of one run, from the previous run
+  std::uint64_t estimate = 0;              // events of one run, from the previous run
   detail::RecoveryPhases recovery_phases;  // from the previous run's recoveries
+  std::uint64_t steps = 0;                 // preemption points of the previous run
   for (std::uint64_t run = 0; r.simulated_crashes < o.crashes || (o.replay && run == 0); ++run) {
     if (o.replay && run > 0) break;
     const std::uint64_t wseed = o.replay ? o.replay->workload_seed : mix_seed(o.seed, run);
@@ -756,7 +801,11 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
       const std::size_t keep =
           o.keep_details > r.details.size() ? o.keep_details - r.details.size() : 0;
       detail::WorkloadProcess(e, o, wseed, std::move(events), return_crashes,
-                              r.simulated_crashes + 1, keep, recovery_phases, fds[1])
+                              r.simulated_crashes + 1, keep, recovery_phases,
+                              o.replay ? o.replay->pct_steps
+                              : steps  ? steps
+                                       : 1000,
+                              fds[1])
           .run();
     }
     ::close(fds[1]);
@@ -798,6 +847,7 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
         } else if (type == "done") {
           done = true;
           estimate = std::max<std::uint64_t>(count("events"), 1);
+          steps = count("steps");
           r.events += count("events");
           r.not_durable_reads += count("warnings");
           r.background_steps += count("background_steps");

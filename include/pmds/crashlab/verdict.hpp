@@ -93,10 +93,11 @@ inline void check_history(const Judge& j, const HistoryText& h, const std::strin
                 : verdict.verdict == "unknown" ? "undecided"
                                                : verdict.criterion;
   v.object = verdict.object;
-  v.message = context + (verdict.verdict == "unknown" ? "the checker could not decide the " +
-                                                            std::string(to_string(j.entry.criterion)) +
-                                                            " history: " + verdict.message
-                                                      : verdict.message);
+  v.message =
+      context + (verdict.verdict == "unknown" ? "the checker could not decide the " +
+                                                    std::string(to_string(j.entry.criterion)) +
+                                                    " history: " + verdict.message
+                                              : verdict.message);
   v.excerpt = verdict.excerpt;
   if (j.keep) v.history_file = j.keep(text);
   out.violations.push_back(std::move(v));
@@ -155,9 +156,8 @@ inline bool same_response(OpCode code, const OpResult& a, const OpResult& b) {
 // Each `again` response must equal the one `said` reported for the same thread, where it
 // reported one (taken); a violation of `base` per mismatch, its message from `what`.
 inline void expect_same_responses(const std::vector<Record>& records,
-                                  const std::vector<Report>& said,
-                                  const std::vector<Report>& again, const std::string& what,
-                                  const Violation& base, Judgement& out) {
+                                  const std::vector<Report>& said, const std::vector<Report>& again,
+                                  const std::string& what, const Violation& base, Judgement& out) {
   for (const Report& a : again)
     for (const Report& s : said) {
       if (s.thread != a.thread || !s.taken) continue;
@@ -166,8 +166,9 @@ inline void expect_same_responses(const std::vector<Record>& records,
       Violation v = base;
       v.criterion = "detectable";
       v.object = "thread " + std::to_string(a.thread);
-      v.message = what + ": " + result_json(*code, s.result.ok, s.result.value, s.result.number).dump() +
-                  " then " + result_json(*code, a.result.ok, a.result.value, a.result.number).dump();
+      v.message =
+          what + ": " + result_json(*code, s.result.ok, s.result.value, s.result.number).dump() +
+          " then " + result_json(*code, a.result.ok, a.result.value, a.result.number).dump();
       out.violations.push_back(std::move(v));
     }
 }
@@ -187,20 +188,19 @@ inline std::optional<std::uint64_t> epochs_lost(const registry::Entry& e,
   std::optional<std::uint64_t> deepest;
   for (const Record& u : records) {
     const auto code = static_cast<OpCode>(u.code);
-    const bool wrote =
-        u.ret != 0 && (code == OpCode::put || (code == OpCode::insert && u.ok != 0));
+    const bool wrote = u.ret != 0 && (code == OpCode::put || (code == OpCode::insert && u.ok != 0));
     if (!wrote || u.ret_epoch > crash_epoch) continue;
     bool overwritable = false;  // another update of the key that may follow it
     for (const Record& v : records) {
       const auto c = static_cast<OpCode>(v.code);
       const bool update = c == OpCode::put || c == OpCode::insert || c == OpCode::remove;
-      overwritable = overwritable || (update && &v != &u && v.key == u.key &&
-                                      (v.ret == 0 || v.ret > u.call));
+      overwritable =
+          overwritable || (update && &v != &u && v.key == u.key && (v.ret == 0 || v.ret > u.call));
     }
     if (overwritable) continue;
-    const bool present = std::any_of(recovered.begin(), recovered.end(), [&](const registry::Item& it) {
-      return it.key == u.key && it.value == u.value;
-    });
+    const bool present = std::any_of(
+        recovered.begin(), recovered.end(),
+        [&](const registry::Item& it) { return it.key == u.key && it.value == u.value; });
     if (!present) deepest = std::max(deepest.value_or(0), crash_epoch - u.ret_epoch);
   }
   return deepest;
@@ -223,8 +223,8 @@ inline HistoryText continuation_history(const Judge& j, const Recovered& rec,
   c.records = detail::continuation_records(j, rec, rec.continuation.size(), pending);
   c.crashed = true;
   c.crash_time = 2 * c.records.size() + 1;
-  const bool may_lose_a_suffix = crashed && *crashed < RecoveryPhase::reopen &&
-                                 j.entry.criterion == Criterion::buffered;
+  const bool may_lose_a_suffix =
+      crashed && *crashed < RecoveryPhase::reopen && j.entry.criterion == Criterion::buffered;
   c.criterion = may_lose_a_suffix ? Criterion::buffered : Criterion::durable;
   return c;
 }

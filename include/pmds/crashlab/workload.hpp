@@ -26,6 +26,7 @@ struct WorkloadOptions {
   unsigned read_percent = 20;    // contains/get (sets, maps), get_min (pq), read (register)
   unsigned sync_percent = 5;     // sync(), for structures that have it
   std::size_t prefill = 0;       // 0: key_range/2 for sets and maps, 4 items otherwise
+  std::uint64_t buckets = 0;     // hash tables: 0 = one per key (registry::CreateOptions)
   // The byte-string maps (the -bytes entries): bytes each key and value is written as
   // (registry::CreateOptions::key_size, value_size; registry/fixed_size_strings.hpp).
   std::size_t key_size = 8, value_size = 8;
@@ -40,6 +41,7 @@ struct WorkloadOptions {
 inline registry::CreateOptions create_options(const WorkloadOptions& w) {
   registry::CreateOptions co;
   co.key_range = w.key_range;
+  co.buckets = w.buckets;
   co.key_size = w.key_size;
   co.value_size = w.value_size;
   co.lazy_recovery = w.lazy_recovery;
