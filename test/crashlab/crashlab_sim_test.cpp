@@ -63,9 +63,10 @@ void print_rate(const LabResult& r) {
       static_cast<unsigned long long>(r.recovery_crashes),
       static_cast<unsigned long long>(r.undecided), r.sim_seconds,
       r.sim_seconds > 0 ? static_cast<double>(r.simulated_crashes) / r.sim_seconds : 0.0);
-  std::printf("[ crashlab ] %s: recovery crashes by phase: %s; nested %llu%s\n",
+  std::printf("[ crashlab ] %s: recovery crashes by phase: %s; nested %llu; re-executed %llu%s\n",
               r.structure.c_str(), recovery_phases_text(r.recovery_crash_phases).c_str(),
               static_cast<unsigned long long>(r.nested_recovery_crashes),
+              static_cast<unsigned long long>(r.reexecuted_operations),
               r.max_epochs_lost
                   ? ("; deepest loss " + std::to_string(*r.max_epochs_lost) + " epochs").c_str()
                   : "");
@@ -101,6 +102,12 @@ TEST_P(CrashlabSimulated, SurvivesSimulatedCrashes) {
   std::uint64_t by_phase = 0;
   for (const std::uint64_t n : r.recovery_crash_phases) by_phase += n;
   EXPECT_EQ(by_phase, r.recovery_crashes + r.nested_recovery_crashes);
+  // Detectable recovery was completed: operations recover_pending found not taken were invoked
+  // again with their tickets (and checked to take effect once).
+  if (e->criterion == Criterion::detectable) {
+    EXPECT_GT(r.reexecuted_operations, 0u);
+    EXPECT_GT(r.recovery_crash_phases[static_cast<std::size_t>(RecoveryPhase::reexecute)], 0u);
+  }
   // The paper's own bound (the checker enforces it per history; this is the measured depth):
   // nbMontage loses at most epochs e-1 and e, InCLL at most the failed epoch.
   if (r.max_epochs_lost && e->epoch_bound == EpochBound::two_epochs) {

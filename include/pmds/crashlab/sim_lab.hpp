@@ -54,6 +54,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "pmds/crashlab/child.hpp"
@@ -570,6 +571,7 @@ class WorkloadProcess {
           {"nested_recovery_crashes", recovery_crashes.nested},
           {"recovery_crash_phases", recovery_phases_json(recovery_crashes.phases)},
           {"epochs_lost", epochs_lost_ ? Json(*epochs_lost_) : Json(nullptr)},
+          {"reexecuted", std::exchange(reexecuted_, 0)},
           {"undecided", undecided},
           {"violation_count", found},
           {"violations", violations}});
@@ -724,6 +726,8 @@ class WorkloadProcess {
       if (const auto lost = epochs_lost(e_, records, reader->items, *h.crash_epoch))
         epochs_lost_ = std::max(epochs_lost_.value_or(0), *lost);
     }
+    reexecuted_ += run.final.reexecuted.size();
+    for (const Recovered& r : run.crashed) reexecuted_ += r.reexecuted.size();
     Judgement verdict =
         judge_after_crashed_recoveries(j, std::move(h), run.crashed, run.final, base);
     undecided += verdict.undecided;
@@ -745,6 +749,7 @@ class WorkloadProcess {
   bool pct_;                                  // this run is scheduled with PCT (pct_run)
   std::uint64_t step_estimate_;               // PCT's change points' range (ReplayPoint::pct_steps)
   std::optional<std::uint64_t> epochs_lost_;  // the deepest loss measured (epochs_lost)
+  std::uint64_t reexecuted_ = 0;  // operations re-invoked with their tickets, since the last report
   int out_;
   std::uint64_t base_ = 0;
   ScratchFile pool_file_, image_file_, image2_file_, image3_file_, out_file_;
@@ -829,6 +834,7 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
           r.images_checked += count("images");
           r.recovery_crashes += count("recovery_crashes");
           r.nested_recovery_crashes += count("nested_recovery_crashes");
+          r.reexecuted_operations += count("reexecuted");
           if (const auto it = j.find("epochs_lost"); it != j.end() && it->is_number())
             r.max_epochs_lost = std::max(r.max_epochs_lost.value_or(0), it->get<std::uint64_t>());
           if (const auto it = j.find("recovery_crash_phases"); it != j.end())
