@@ -102,6 +102,10 @@ TEST_P(CrashlabSimulated, SurvivesSimulatedCrashes) {
   std::uint64_t by_phase = 0;
   for (const std::uint64_t n : r.recovery_crash_phases) by_phase += n;
   EXPECT_EQ(by_phase, r.recovery_crashes + r.nested_recovery_crashes);
+  // Background work (epoch advancers, the lazy sweep) was crashed inside its steps.
+  if (e->background_step != nullptr) {
+    EXPECT_GT(r.background_crashes, 0u);
+  }
   // Detectable recovery was completed: operations recover_pending found not taken were invoked
   // again with their tickets (and checked to take effect once).
   if (e->criterion == Criterion::detectable) {

@@ -112,6 +112,7 @@ SimOptions sim_options(const crashtest::Options& o, const std::optional<ReplayPo
   so.pct_percent = o.pct;
   so.pct_depth = o.pct_depth;
   so.return_crash_percent = o.return_crashes;
+  so.background_crash_percent = o.background_crashes;
   so.pool_size = o.pool_mib << 20;  // (0: the lab's default)
   so.stop_at_first_violation = o.stop_at_first;
   so.keep_histories = o.keep_histories || replay.has_value();

@@ -28,7 +28,8 @@ struct Options {
   std::size_t key_size = 8, value_size = 8;  // the -bytes entries' strings
   bool lazy_recovery = false;                // the InCLL Masstrees' recoveries open lazily
   std::uint64_t keys = 16, seed = 1, pool_mib = 0;
-  unsigned reads = 20, recovery_crashes = 20, return_crashes = 40, pct = 50;
+  unsigned reads = 20, recovery_crashes = 20, return_crashes = 40, pct = 50,
+           background_crashes = 15;
   std::size_t pct_depth = 3;
   std::size_t crashes_per_run = 25;
   double switch_probability = 0.01, persist_switch_probability = 0.2;
@@ -145,6 +146,11 @@ inline void add_options(CLI::App& app, Options& o) {
                  "PCT's depth d: d-1 planned preemptions per run (default 3)")
       ->type_name("D")
       ->transform(whole_number(1, 16));
+  app.add_option("--background-crashes", o.background_crashes,
+                 "percent of crash points taken inside a step of the structure's\n"
+                 "background work (epoch advancer, lazy sweep), if it has any (default 15)")
+      ->type_name("P")
+      ->transform(whole_number(0, 100));
   app.add_option("--return-crashes", o.return_crashes,
                  "percent of crash points taken right after an operation returns\n"
                  "while another thread waits at a window's flush (default 40)")

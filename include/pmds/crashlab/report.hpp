@@ -133,7 +133,8 @@ struct LabResult {
   // The simulator's diagnostic (docs/ARCHITECTURE.md §3): times a thread stored after loading a
   // value another thread had not made durable yet. Informational: not a violation by itself.
   std::uint64_t not_durable_reads = 0;
-  std::uint64_t background_steps = 0;  // rounds of the structure's background work (scheduled)
+  std::uint64_t background_steps = 0;    // rounds of the structure's background work (scheduled)
+  std::uint64_t background_crashes = 0;  // crash points aimed inside one of them
   double sim_seconds = 0, process_seconds = 0;
   std::vector<Violation> details;   // the first few violations
   std::vector<std::string> errors;  // the lab could not run (not a verdict on the structure)
@@ -209,6 +210,7 @@ inline Json result_json(const LabResult& r) {
           {"simulator_events", r.events},
           {"not_durable_reads", r.not_durable_reads},
           {"background_steps", r.background_steps},
+          {"background_crashes", r.background_crashes},
           {"simulated_seconds", r.sim_seconds},
           {"process_seconds", r.process_seconds},
           {"crashes_per_second",
@@ -243,6 +245,7 @@ inline LabResult result_from_json(const nlohmann::json& j) {
   r.events = j.value("simulator_events", r.events);
   r.not_durable_reads = j.value("not_durable_reads", r.not_durable_reads);
   r.background_steps = j.value("background_steps", r.background_steps);
+  r.background_crashes = j.value("background_crashes", r.background_crashes);
   r.sim_seconds = j.value("simulated_seconds", r.sim_seconds);
   r.process_seconds = j.value("process_seconds", r.process_seconds);
   for (const auto& v : j.value("details", nlohmann::json::array()))
@@ -296,11 +299,13 @@ inline std::string summary_table(const std::vector<LabResult>& results) {
 inline std::string recovery_crash_table(const std::vector<LabResult>& results) {
   std::string s =
       "recovery crashes by phase (simulated; nested: of a crashed recovery's "
-      "recovery), recovery processes killed (process)\n";
+      "recovery), recovery processes killed (process), crash points inside background steps\n";
   for (const auto& r : results)
     s += "  " + r.structure + ": " + recovery_phases_text(r.recovery_crash_phases) + "; nested " +
          std::to_string(r.nested_recovery_crashes) + "; killed " +
          std::to_string(r.killed_recoveries) +
+         (r.background_steps > 0 ? "; in background steps " + std::to_string(r.background_crashes)
+                                 : std::string()) +
          (r.criterion == "detectable"
               ? "; re-executed " + std::to_string(r.reexecuted_operations) + " operations"
               : std::string()) +

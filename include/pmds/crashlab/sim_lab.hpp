@@ -189,6 +189,9 @@ struct SimOptions {
   // thread waits at the flush that would make its stores durable (crashlab/scheduler.hpp);
   // the rest are drawn uniformly over the run's events.
   unsigned return_crash_percent = 40;
+  // Entries with background work (an epoch advancer, the lazy sweep): share of each run's crash
+  // points taken inside one of its steps, at an event drawn over the step before's events.
+  unsigned background_crash_percent = 15;
   // 0: 16 MiB (of 256 KiB chunks: each thread claims a chunk of every slot size it allocates).
   std::uint64_t pool_size = 0;
   double recovery_timeout_s = 30;
@@ -252,6 +255,8 @@ inline std::string lab_command(const registry::Entry& e, const SimOptions& o) {
     std::snprintf(sw, sizeof sw, "%g", o.persist_switch_probability);
     s += std::string(" --switch-persist ") + sw;
   }
+  if (o.background_crash_percent != SimOptions{}.background_crash_percent)
+    s += " --background-crashes " + std::to_string(o.background_crash_percent);
   if (o.return_crash_percent != SimOptions{}.return_crash_percent)
     s += " --return-crashes " + std::to_string(o.return_crash_percent);
   if (o.seed != SimOptions{}.seed) s += " --seed " + std::to_string(o.seed);
@@ -357,11 +362,18 @@ struct RecoveryRun {
   Recovered final;
 };
 
+// The crash points of a run aimed at a moment rather than drawn over its events.
+struct AimedCrashes {
+  std::size_t after_return = 0;        // SimOptions::return_crash_percent's
+  std::size_t in_background = 0;       // SimOptions::background_crash_percent's
+  std::uint64_t background_steps = 0;  // the previous run's (spreads in_background over a run)
+};
+
 // The workload process: everything below runs in the forked child.
 class WorkloadProcess {
  public:
   WorkloadProcess(const registry::Entry& e, const SimOptions& o, std::uint64_t wseed,
-                  std::vector<std::uint64_t> events, std::size_t return_crashes,
+                  std::vector<std::uint64_t> events, AimedCrashes aimed,
                   std::uint64_t first_crash_number, std::size_t keep_budget,
                   RecoveryPhases recovery_phases, std::uint64_t step_estimate, int result_fd)
       : e_(e),
@@ -369,9 +381,13 @@ class WorkloadProcess {
         wseed_(wseed),
         workload_(run_workload(e, o, wseed)),
         events_(std::move(events)),
-        return_crashes_(return_crashes),
-        return_share_(return_crashes),
+        return_crashes_(aimed.after_return),
+        return_share_(aimed.after_return),
         return_dice_(mix_seed(wseed, 0x7e7a)),
+        background_crashes_(aimed.in_background),
+        background_share_(aimed.in_background),
+        background_estimate_(std::max<std::uint64_t>(aimed.background_steps, 1)),
+        background_dice_(mix_seed(wseed, 0xb4c6)),
         crash_number_(first_crash_number),
         keep_budget_(keep_budget),
         recovery_phases_(recovery_phases),
@@ -473,8 +489,12 @@ class WorkloadProcess {
       workers.emplace_back([&] {
         scheduler_->enter(threads);
         try {
+          std::uint64_t step_events = 0;  // the last step's (other threads' included)
           while (!scheduler_->alone()) {
+            const std::uint64_t before = pm::sim::event_count();
+            in_background(step_events);
             inst.background_step();
+            step_events = pm::sim::event_count() - before;
             ++background_steps;
             scheduler_->yield();
           }
@@ -516,6 +536,7 @@ class WorkloadProcess {
   // Arms the first drawn crash point at or after event `from` (absolute).
   void arm_next(std::uint64_t from) {
     while (next_ < events_.size() && base_ + events_[next_] < from) ++next_;
+    background_armed_ = false;
     if (next_ < events_.size())
       pm::sim::set_crash_handler(base_ + events_[next_], [this] { on_crash(); });
   }
@@ -531,6 +552,19 @@ class WorkloadProcess {
     if (return_dice_() % ops >= return_share_) return;
     --return_crashes_;
     pm::sim::set_crash_handler(pm::sim::event_count(), [this] { on_crash(); });
+    background_armed_ = false;
+  }
+
+  // A background step is about to run (its thread holds the turn): now and then, with chance
+  // (this run's share) / (the previous run's steps), crash at an event inside it, drawn over
+  // the events the step before took. Own dice, as after_return's.
+  void in_background(std::uint64_t step_events) {
+    if (background_crashes_ == 0) return;
+    if (background_dice_() % background_estimate_ >= background_share_) return;
+    --background_crashes_;
+    const std::uint64_t at = pm::sim::event_count() + background_dice_() % (step_events + 1);
+    pm::sim::set_crash_handler(at, [this] { on_crash(); });
+    background_armed_ = true;
   }
 
   void send(const Json& line) { write_all(out_, json_line(line) + "\n"); }
@@ -540,6 +574,7 @@ class WorkloadProcess {
     Scheduler::Freeze freeze(scheduler_ ? &*scheduler_ : nullptr);
     const std::uint64_t event = pm::sim::event_count() - base_;
     const std::uint64_t crash_number = crash_number_++;
+    const bool in_background = std::exchange(background_armed_, false);
     Json violations = Json::array();
     std::size_t images = 0, undecided = 0, found = 0;
     RecoveryCrashes recovery_crashes;
@@ -572,6 +607,7 @@ class WorkloadProcess {
           {"recovery_crash_phases", recovery_phases_json(recovery_crashes.phases)},
           {"epochs_lost", epochs_lost_ ? Json(*epochs_lost_) : Json(nullptr)},
           {"reexecuted", std::exchange(reexecuted_, 0)},
+          {"background", in_background},
           {"undecided", undecided},
           {"violation_count", found},
           {"violations", violations}});
@@ -742,6 +778,11 @@ class WorkloadProcess {
   std::size_t return_crashes_;  // left in this run
   std::size_t return_share_;    // at the start
   std::mt19937_64 return_dice_;
+  std::size_t background_crashes_;     // left in this run
+  std::size_t background_share_;       // at the start
+  std::uint64_t background_estimate_;  // background steps of a run (the previous one's)
+  std::mt19937_64 background_dice_;
+  bool background_armed_ = false;  // the armed crash point is in_background's
   std::size_t next_ = 0;
   std::uint64_t crash_number_;
   std::size_t keep_budget_;
@@ -778,19 +819,25 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
   std::uint64_t estimate = 0;              // events of one run, from the previous run
   detail::RecoveryPhases recovery_phases;  // from the previous run's recoveries
   std::uint64_t steps = 0;                 // preemption points of the previous run
+  std::uint64_t background_steps = 0;      // background steps of the previous run
   for (std::uint64_t run = 0; r.simulated_crashes < o.crashes || (o.replay && run == 0); ++run) {
     if (o.replay && run > 0) break;
     const std::uint64_t wseed = o.replay ? o.replay->workload_seed : mix_seed(o.seed, run);
     std::vector<std::uint64_t> events;
-    std::size_t return_crashes = 0;  // none when replaying: the replayed point is an event
+    detail::AimedCrashes aimed;  // none when replaying: the replayed point is an event
     if (o.replay) {
       events.push_back(o.replay->event);
     } else {
       const std::uint64_t range = estimate ? estimate : 60 * (ops_total + 8);
       const std::uint64_t all =
           std::min<std::uint64_t>(o.crashes_per_run, o.crashes - r.simulated_crashes);
-      return_crashes = static_cast<std::size_t>(all * o.return_crash_percent / 100);
-      const std::uint64_t want = all - return_crashes;
+      aimed.after_return = static_cast<std::size_t>(all * o.return_crash_percent / 100);
+      if (e.background_step != nullptr)
+        aimed.in_background =
+            std::min<std::size_t>(static_cast<std::size_t>(all * o.background_crash_percent / 100),
+                                  static_cast<std::size_t>(all) - aimed.after_return);
+      aimed.background_steps = background_steps;
+      const std::uint64_t want = all - aimed.after_return - aimed.in_background;
       std::mt19937_64 rng(mix_seed(wseed, 0xc4a54));
       for (std::uint64_t i = 0; i < want; ++i) events.push_back(rng() % range);
       std::sort(events.begin(), events.end());
@@ -805,8 +852,8 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
       ::close(fds[0]);
       const std::size_t keep =
           o.keep_details > r.details.size() ? o.keep_details - r.details.size() : 0;
-      detail::WorkloadProcess(e, o, wseed, std::move(events), return_crashes,
-                              r.simulated_crashes + 1, keep, recovery_phases,
+      detail::WorkloadProcess(e, o, wseed, std::move(events), aimed, r.simulated_crashes + 1, keep,
+                              recovery_phases,
                               o.replay ? o.replay->pct_steps
                               : steps  ? steps
                                        : 1000,
@@ -835,6 +882,7 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
           r.recovery_crashes += count("recovery_crashes");
           r.nested_recovery_crashes += count("nested_recovery_crashes");
           r.reexecuted_operations += count("reexecuted");
+          r.background_crashes += j.value("background", false) ? 1 : 0;
           if (const auto it = j.find("epochs_lost"); it != j.end() && it->is_number())
             r.max_epochs_lost = std::max(r.max_epochs_lost.value_or(0), it->get<std::uint64_t>());
           if (const auto it = j.find("recovery_crash_phases"); it != j.end())
@@ -857,6 +905,7 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
           r.events += count("events");
           r.not_durable_reads += count("warnings");
           r.background_steps += count("background_steps");
+          background_steps = count("background_steps");
           for (const auto& s : j.value("sites", nlohmann::json::array()))
             add_site(r.sites, site_from_json(s));
           if (const auto it = j.find("recovery_phases"); it != j.end() && it->is_array())
