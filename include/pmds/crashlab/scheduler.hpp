@@ -28,16 +28,17 @@
 // Guarantees of Finding Bugs", ASPLOS 2010): with Pct, d-1 change points are drawn uniformly
 // over the run's expected preemption points, and at each the running thread is put down, with
 // no other thread handing the turn back to it for `park_steps` preemption points (a random
-// switch among parked threads only keeps the turn; a thread that ends hands it to a parked
-// one when no other is left). A window that needs two preemptions at given places
-// (one thread stopped between its read and its CAS, a second before another's write-back) then
-// opens with a probability that does not shrink with the switch chance, and stays open while
-// the third thread runs several operations; a random switch would hand the turn back within a
-// few dozen accesses. PCT's strict priorities (the highest-priority thread always runs) are
-// left out on purpose, measured: with three threads they cut the mutation score (hash/izraelevitz
-// 5/15 -> 3/15, list/mirror 7/9 -> 5/9, 100 crashes per mutant) as the lowest thread hardly
-// ran, and two threads spinning on a third of lower priority (combining waiters, InCLL's epoch
-// barrier) passed the turn between themselves forever. The random switches stay, at p_switch.
+// switch that finds only parked threads keeps the turn; a thread that ends hands it to a parked
+// one when no other is left). A window that needs two preemptions at given places (one thread
+// stopped between its read and its CAS, a second before another's write-back) then opens with
+// a probability that does not shrink with the switch chance, and stays open while the third
+// thread runs several operations; a random switch hands the turn back after about a hundred
+// accesses (the CrashlabScheduler test: median stop 400 points planned, 104 random). PCT's strict
+// priorities (the highest-priority thread always runs) are left out on purpose, measured: with
+// three threads they cut the mutation score (hash/izraelevitz 5/15 -> 3/15, list/mirror 7/9 -> 5/9,
+// 100 crashes per mutant) as the lowest thread hardly ran, and two threads spinning on a third of
+// lower priority (combining waiters, InCLL's epoch barrier) passed the turn between themselves
+// forever. The random switches stay, at p_switch.
 //
 // A thread that blocks outside the access layer while holding the turn (a std::mutex held
 // across a persistent access, say) would stop every other thread: a waiter that has waited

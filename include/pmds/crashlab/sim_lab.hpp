@@ -494,6 +494,8 @@ class WorkloadProcess {
             const std::uint64_t before = pm::sim::event_count();
             in_background(step_events);
             inst.background_step();
+            // An aimed crash the step ended before reaching is dropped, not taken elsewhere.
+            if (background_armed_) arm_next(pm::sim::event_count());
             step_events = pm::sim::event_count() - before;
             ++background_steps;
             scheduler_->yield();
@@ -852,12 +854,9 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
       ::close(fds[0]);
       const std::size_t keep =
           o.keep_details > r.details.size() ? o.keep_details - r.details.size() : 0;
+      const std::uint64_t pct_steps = o.replay ? o.replay->pct_steps : steps ? steps : 1000;
       detail::WorkloadProcess(e, o, wseed, std::move(events), aimed, r.simulated_crashes + 1, keep,
-                              recovery_phases,
-                              o.replay ? o.replay->pct_steps
-                              : steps  ? steps
-                                       : 1000,
-                              fds[1])
+                              recovery_phases, pct_steps, fds[1])
           .run();
     }
     ::close(fds[1]);
