@@ -66,7 +66,9 @@
 //     vectors indexed by epoch mod 4: the same order of deletion, with no aliasing to argue.
 //   - the mindicator of §3.6 (mindicator.hpp) holds each thread's announced epoch; a thread
 //     announces max(its entry, the epoch it read): an advancer raises a lagging thread's entry to
-//     e only once the clock has reached e, so the thread's operations tagged with an older epoch
+//     e only once the clock has reached e, and only after deciding "failed" any operation of the
+//     thread still undecided with an older tag (a decider may have read the clock before it
+//     moved: fail_if_undecided_before), so the thread's operations tagged with an older epoch
 //     cannot commit and need no write-back by advancers (their untagged blocks are the thread's
 //     own to write back, in its next begin_op). Entries therefore only grow after a thread's
 //     first announce, which the mindicator's lock-free tree relies on.
@@ -346,6 +348,7 @@ class EpochSystem {
     // The caller's own subtree first (§3.6), so concurrent sync() callers share the work.
     const std::size_t start = pmds::thread_id_or(0);
     mindicator_.for_each_below(e, start, [&](std::size_t t, std::uint64_t announced) {
+      fail_if_undecided_before(t, e);
       states_[t]->tbp[(e - 1) % 4].pop_all();
       if constexpr (Bug != PlantedBug::descriptor_not_written_back) {
         pm::flush(&area_->descriptors[t]);
@@ -618,9 +621,11 @@ class EpochSystem {
     for (std::size_t i = 0; i < due; ++i) allocator_.free(ts.to_free[i].block);
     ts.to_free.erase(ts.to_free.begin(), ts.to_free.begin() + static_cast<std::ptrdiff_t>(due));
     ++ts.sn;
+    // The epoch before the status that names it: an advancer that reads the status reads this
+    // operation's epoch (fail_if_undecided_before).
+    ts.desc_epoch.store(e, std::memory_order_release);
     area_->descriptors[ts.tid].status.store(status_word(ts.sn, in_progress),
                                             std::memory_order_release);
-    ts.desc_epoch.store(e, std::memory_order_release);
     for (Detach& d : ts.detaches) setup(ts, d.anti, true);
     if constexpr (Bug != PlantedBug::payload_tagged_after_lin_cas)
       for (Block* p : ts.allocs) setup(ts, p, true);
@@ -665,6 +670,25 @@ class EpochSystem {
     // an epoch with a commit someone has already observed (App. C; sync relies on it).
     if ((s & 3) == committed) note_commit(epoch);
     return s & 3;
+  }
+
+  // An advancer from e, before it writes back lagging thread t's descriptor: an operation of t
+  // still undecided and tagged with an epoch before e is decided "failed" here. decide() reads
+  // the clock, then CASes its verdict in: a decider that read the clock while it still showed
+  // the tag may CAS "committed" only after the clock has moved on, and this advance would then
+  // write back the descriptor still undecided and move the clock past an epoch that gains a
+  // commit afterwards, neither durable nor written back by anyone (the crash lab found it in
+  // hash/montage: a remove decided "committed" in epoch 9 once the clock read 11, lost after its
+  // sync() returned). With the verdict CASed here first, the decider's CAS fails and it reads
+  // "failed", which is what the clock says (it no longer reads the tag); the operation retries
+  // in the current epoch. The status CAS makes one decision, as between owner and helpers.
+  void fail_if_undecided_before(std::size_t t, std::uint64_t e) {
+    auto& status = area_->descriptors[t].status;
+    std::uint64_t s = status.load(std::memory_order_acquire);
+    if ((s & 3) != in_progress || (s >> 2) == 0) return;  // decided, or no operation yet
+    // begin_op writes the epoch before the status, so it is the epoch of the status read here.
+    if (states_[t]->desc_epoch.load(std::memory_order_acquire) >= e) return;
+    status.compare_exchange_strong(s, status_word(s >> 2, failed), std::memory_order_acq_rel);
   }
 
   // Completes the descriptor `ref` found in `word`, so that the caller can go on.
