@@ -332,16 +332,13 @@ using Registered = TypeList<
 #if !defined(PMDS_REGISTRY_TABLE_IN_ONE_FILE)
 // Every registered structure, in the order of Registered.
 inline std::span<const Entry> entries() {
-  static const std::vector<Entry> table = detail::Table<Registered>::build();
-  return table;
+  return table_of<Registered>();
 }
 #endif
-#define PMDS_REGISTRY_TABLE_HERE()                                               \
-  std::span<const pmds::registry::Entry> pmds::registry::entries() {            \
-    static const std::vector<pmds::registry::Entry> table =                     \
-        pmds::registry::detail::Table<pmds::registry::Registered>::build();     \
-    return table;                                                               \
-  }                                                                             \
+#define PMDS_REGISTRY_TABLE_HERE()                                   \
+  std::span<const pmds::registry::Entry> pmds::registry::entries() { \
+    return pmds::registry::table_of<pmds::registry::Registered>();   \
+  }                                                                  \
   static_assert(true, "a semicolon follows PMDS_REGISTRY_TABLE_HERE()")
 
 // One entry, compiled alone (entries() compiles every registered structure's factory; a

@@ -363,8 +363,7 @@ using Fixtures = registry::TypeList<
 #if !defined(PMDS_FIXTURE_TABLE_IN_ONE_FILE)
 // The fixtures as registry entries (their own table: registry::entries() does not list them).
 inline std::span<const registry::Entry> fixture_entries() {
-  static const std::vector<registry::Entry> table = registry::detail::Table<Fixtures>::build();
-  return table;
+  return registry::table_of<Fixtures>();
 }
 #endif
 
@@ -372,9 +371,7 @@ inline std::span<const registry::Entry> fixture_entries() {
 
 #define PMDS_FIXTURE_TABLE_HERE()                                            \
   std::span<const pmds::registry::Entry> pmds::crashlab::fixture_entries() { \
-    static const std::vector<pmds::registry::Entry> table =                  \
-        pmds::registry::detail::Table<pmds::crashlab::Fixtures>::build();    \
-    return table;                                                            \
+    return pmds::registry::table_of<pmds::crashlab::Fixtures>();             \
   }                                                                          \
   static_assert(true, "a semicolon follows PMDS_FIXTURE_TABLE_HERE()")
 

@@ -619,11 +619,14 @@ Entry entry_of() {
   return detail::make_entry<D>(0);
 }
 
-// Entries for a TypeList of descriptors kept apart from the registry (the crash lab's
-// planted-bug fixtures); indices count from 0 within the list.
+// The entries of a TypeList of descriptors, built once on first use; indices count from 0 within
+// the list. The body of registry::entries() and of the crash lab's fixture_entries() (a list kept
+// apart from the registry), inline or in the one file that compiles them (registry.hpp,
+// PMDS_REGISTRY_TABLE_HERE; crashlab/fixtures.hpp, PMDS_FIXTURE_TABLE_HERE).
 template <class List>
-std::vector<Entry> make_entries() {
-  return detail::Table<List>::build();
+std::span<const Entry> table_of() {
+  static const std::vector<Entry> table = detail::Table<List>::build();
+  return table;
 }
 
 // ---------------------------------------------------------------------------------------------
