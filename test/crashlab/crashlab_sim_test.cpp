@@ -14,12 +14,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "pmds/crashlab/entries.hpp"
+#include "pmds/crashlab/mutation.hpp"
 #include "pmds/crashlab/sim_lab.hpp"
 #include "registry_test_names.hpp"
 
@@ -481,6 +484,32 @@ TEST(CrashlabWorkloadMix, VaryDrawsEachRunsMixFromItsSeed) {
   EXPECT_EQ(set_prefills, (std::set<std::size_t>{0}));  // 0: the default, half the key range
   EXPECT_EQ(queue_prefills, (std::set<std::size_t>{0, 1}));
   EXPECT_NE(lab_command(set, o).find("--mix vary"), std::string::npos);
+}
+
+// A survivor's reason is read from its site's source: "Mutant survives:" in the comment block
+// right above the site's line, or on the line itself; nothing for a site that gives none.
+TEST(CrashlabMutation, ASurvivorsReasonIsReadFromTheCommentAboveItsSite) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("pmds_reason_" + std::to_string(::getpid()));
+  fs::create_directories(root / "include/pmds");
+  std::ofstream(root / "include/pmds/x.hpp") << "void f() {\n"
+                                                "  // Write back the line.\n"
+                                                "  // Mutant survives: the locked CAS that\n"
+                                                "  //   follows orders it.\n"
+                                                "  flush(a);\n"
+                                                "  flush(b);  // Mutant survives: fenced below.\n"
+                                                "  // A comment without the marker.\n"
+                                                "  fence();\n"
+                                                "}\n";
+  using pmds::crashlab::redundancy_reason;
+  EXPECT_EQ(redundancy_reason("include/pmds/x.hpp:5:3", root),
+            "the locked CAS that follows orders it.");
+  EXPECT_EQ(redundancy_reason("include/pmds/x.hpp:6:3", root), "fenced below.");
+  EXPECT_EQ(redundancy_reason("include/pmds/x.hpp:8:3", root), "");
+  EXPECT_EQ(redundancy_reason("include/pmds/x.hpp:1:1", root), "");
+  EXPECT_EQ(redundancy_reason("include/pmds/x.hpp:99:1", root), "") << "past the end";
+  EXPECT_EQ(redundancy_reason("include/pmds/missing.hpp:5:3", root), "") << "no source";
+  fs::remove_all(root);
 }
 
 }  // namespace

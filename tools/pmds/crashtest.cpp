@@ -143,13 +143,15 @@ int run_mutation_command(const crashtest::Options& o,
       if (o.quiet) return;
       std::fprintf(stderr, "%-24s %-13s %-62s %s after %llu crashes, %.1f s\n", e->name.data(),
                    mode_name(m.mutant.mode), m.site.location.c_str(),
-                   !m.errors.empty() ? "ERROR"
-                   : m.caught        ? "caught"
-                                     : "survived",
+                   !m.errors.empty()      ? "ERROR"
+                   : m.caught             ? "caught"
+                   : !m.redundant.empty() ? "redundant"
+                                          : "survived",
                    static_cast<unsigned long long>(m.caught ? m.first_violation_crash : m.crashes),
                    m.seconds);
     };
-    const MutationResult r = run_mutation(*e, base, o.census_crashes, progress);
+    const MutationResult r =
+        run_mutation(*e, base, o.census_crashes, o.planned_rerun, PMDS_SOURCE_DIR, progress);
     std::cout << mutation_table(r);
     if (!r.census_passed()) {
       for (const auto& v : r.census.details) std::cout << describe(r.structure, v);

@@ -35,7 +35,8 @@ struct Options {
   double switch_probability = 0.01, persist_switch_probability = 0.2;
   bool stop_at_first = false, keep_histories = false, quiet = false, json_line = false;
   std::string json_file, replay;
-  bool mutate = false;   // the mutation run (crashlab/mutation.hpp)
+  bool mutate = false;         // the mutation run (crashlab/mutation.hpp)
+  bool planned_rerun = false;  // --mutate without --pct: survivors run again under PCT alone
   std::string mix;       // "fixed" or "vary" (SimOptions::vary_mix); empty: vary with --mutate
   std::string mutant;    // one lab run with these sites mutated (comma separated)
   double min_score = 0;  // --mutate: exit 1 when a structure's score is below
@@ -139,7 +140,8 @@ inline void add_options(CLI::App& app, Options& o) {
       app.add_option("--pct", o.pct,
                      "percent of simulated workload runs scheduled with PCT's planned\n"
                      "preemptions (hash tables then have one bucket; default 50; 0 with\n"
-                     "--mutate)")
+                     "--mutate, whose survivors are then run again under PCT alone;\n"
+                     "--mutate --pct 0: no second run)")
           ->type_name("P")
           ->transform(whole_number(0, 100));
   app.add_option("--pct-depth", o.pct_depth,
@@ -242,8 +244,12 @@ inline void add_options(CLI::App& app, Options& o) {
       // writer's window, which the random switches and the window switches open; planned
       // preemptions and one hash bucket (--pct) aim at logic windows, and in a mutant's 100
       // crash points cost more catches than they gave (hash/izraelevitz 5/15 -> 3-4/15,
-      // hash/mirror 7/9 -> 5/9 at --pct 50).
-      if (pct->count() == 0) o.pct = 0;
+      // hash/mirror 7/9 -> 5/9 at --pct 50). A survivor is then run again under PCT alone
+      // (crashlab/mutation.hpp), for the removals only two preemptions expose.
+      if (pct->count() == 0) {
+        o.pct = 0;
+        o.planned_rerun = true;
+      }
       // And each run its own mix around those: a removal may be caught under one mix only
       // (skip_list.hpp's upper-level link persist under izraelevitz: caught with 16 keys and
       // half reads, or 8 keys and 20% reads, not in 300 crash points with 8 keys and half reads).

@@ -83,7 +83,9 @@ requires(std::is_trivially_copyable_v<T> && sizeof(T) <= 8) class patomic {
       if (p_seq == v_seq + 1) {  // lines 19-25: finish another thread's write first
         if constexpr (Bug != MirrorBug::helper_skips_flush) {
           pm::flush(&persistent);
-          pm::fence();  // see the fence below
+          // Mutant survives: the volatile DWCAS below is a locked instruction and orders the
+          // flush on x86; kept for weaker models, as the writer's fence below is.
+          pm::fence();
         }
         pm::WordPair before{v_val, v_seq};
         volatile_.compare_exchange(before, {p_val, p_seq});
@@ -111,11 +113,10 @@ requires(std::is_trivially_copyable_v<T> && sizeof(T) <= 8) class patomic {
         }
       }
       pm::flush(&persistent);
-      // On x86 the volatile DWCAS that follows is a locked instruction and orders the flush by
-      // itself (seed 001 §6.1 says as much): the crash lab's mutation run finds this fence and
-      // the helper's redundant here, while dropping the flushes they complete is caught. Kept
-      // as Figure 4 has them: on a weaker model (ARM: DC CVAP then DSB) nothing else orders
-      // the write-back before the value becomes visible.
+      // Mutant survives: on x86 the volatile DWCAS that follows is a locked instruction and
+      // orders the flush by itself (seed 001 §6.1 says as much); dropping the flushes this fence
+      // completes is caught. Kept as Figure 4 has it: on a weaker model (ARM: DC CVAP then DSB)
+      // nothing else orders the write-back before the value becomes visible.
       pm::fence();
       if (won) {
         pm::WordPair seen{p_val, p_seq};
