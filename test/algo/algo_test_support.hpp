@@ -34,6 +34,7 @@
 #include "pmds/interfaces.hpp"
 #include "pmds/mirror/policy.hpp"
 #include "pmds/pm/pool.hpp"
+#include "pool/pool_test_util.hpp"
 
 namespace pmds::algo::testing {
 
@@ -53,23 +54,8 @@ inline Value value_of(Key k) {
   return k * 0x9E3779B97F4A7C15ull + 7;
 }
 
-// A pool file path removed on destruction.
-class TempPath {
- public:
-  explicit TempPath(const std::string& what) {
-    static std::atomic<int> counter{0};
-    path_ = (std::filesystem::temp_directory_path() /
-             ("pmds-algo-" + what + "-" + std::to_string(::getpid()) + "-" +
-              std::to_string(counter.fetch_add(1))))
-                .string();
-    std::filesystem::remove(path_);
-  }
-  ~TempPath() { std::filesystem::remove(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+// A pool file path removed on destruction (the pool tests' own).
+using pool_test::TempPath;
 
 inline constexpr std::size_t pool_size = 96u << 20;
 
@@ -81,7 +67,7 @@ class Instance {
   template <class... Args>
   explicit Instance(Args&&... args) : path_(S::name) {
     if constexpr (S::Policy::durable) {
-      pool_.emplace(pm::Pool::create(path_.path(), pool_size, layout(), pool_options()));
+      pool_.emplace(pm::Pool::create(path_.str(), pool_size, layout(), pool_options()));
       s_ = std::make_unique<S>(create_new, *pool_, std::forward<Args>(args)...);
     } else {
       s_ = std::make_unique<S>(std::forward<Args>(args)...);
@@ -96,7 +82,7 @@ class Instance {
     if constexpr (S::Policy::durable) {
       s_.reset();
       pool_.reset();
-      pool_.emplace(pm::Pool::open(path_.path(), layout()));
+      pool_.emplace(pm::Pool::open(path_.str(), layout()));
       s_ = std::make_unique<S>(open_existing, *pool_);
     }
   }
@@ -165,7 +151,7 @@ void pool_misuse_is_a_typed_error() {
   EXPECT_THROW(S(create_new, s.pool()), PoolError);
   TempPath path("empty");
   auto empty =
-      pm::Pool::create(path.path(), pool_size, Instance<S>::layout(), Instance<S>::pool_options());
+      pm::Pool::create(path.str(), pool_size, Instance<S>::layout(), Instance<S>::pool_options());
   EXPECT_THROW(S(open_existing, empty), PoolError);
 }
 
@@ -378,7 +364,7 @@ void set_recovery_in_new_process(Make make, LiveSlots live_slots, bool clean_clo
   c.own_keys = own_keys;
   const auto expected = partition_model(c);
   fill_in_child<S>(
-      path.path(), make,
+      path.str(), make,
       [&](S& s) {
         std::vector<std::thread> workers;
         for (int t = 0; t < c.threads; ++t)
@@ -388,7 +374,7 @@ void set_recovery_in_new_process(Make make, LiveSlots live_slots, bool clean_clo
       clean_close);
   if (::testing::Test::HasFatalFailure()) return;
 
-  auto pool = pm::Pool::open(path.path(), Instance<S>::layout());
+  auto pool = pm::Pool::open(path.str(), Instance<S>::layout());
   EXPECT_EQ(pool.was_clean_shutdown(), clean_close);
   S s(open_existing, pool);
   EXPECT_EQ(contents_of(s), expected);
@@ -417,7 +403,7 @@ void set_recovery_after_kill(Make make, Key own_keys, std::uint64_t min_ops = 30
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     try {
-      auto pool = pm::Pool::create(path.path(), pool_size, Instance<S>::layout(),
+      auto pool = pm::Pool::create(path.str(), pool_size, Instance<S>::layout(),
                                    Instance<S>::pool_options());
       auto s = make(pool);
       std::vector<std::thread> workers;
@@ -448,7 +434,7 @@ void set_recovery_after_kill(Make make, Key own_keys, std::uint64_t min_ops = 30
   ASSERT_GE(done[0], min_ops) << "timed out";
   ASSERT_GE(done[1], min_ops) << "timed out";
 
-  auto pool = pm::Pool::open(path.path(), Instance<S>::layout());
+  auto pool = pm::Pool::open(path.str(), Instance<S>::layout());
   EXPECT_FALSE(pool.was_clean_shutdown());
   S s(open_existing, pool);
   const auto contents = contents_of(s);

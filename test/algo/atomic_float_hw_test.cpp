@@ -104,7 +104,7 @@ void recover_in_new_process(bool clean_close) {
   TempPath path("register-recovery");
   constexpr int per_thread = 300;
   fill_in_child<R>(
-      path.path(), [](pm::Pool& pool) { return std::make_unique<R>(create_new, pool); },
+      path.str(), [](pm::Pool& pool) { return std::make_unique<R>(create_new, pool); },
       [&](R& r) {
         std::vector<std::thread> workers;
         for (int t = 0; t < 2; ++t)
@@ -117,7 +117,7 @@ void recover_in_new_process(bool clean_close) {
       clean_close);
   if (::testing::Test::HasFatalFailure()) return;
 
-  auto pool = pm::Pool::open(path.path(), Instance<R>::layout());
+  auto pool = pm::Pool::open(path.str(), Instance<R>::layout());
   EXPECT_EQ(pool.was_clean_shutdown(), clean_close);
   R r(open_existing, pool);
   const double expected = 1.5 * std::ldexp(1.0, 2 * per_thread);
@@ -137,7 +137,7 @@ TEST(AtomicFloatRecovery, NewProcessAfterCleanClose) {
 
 TEST(AtomicFloatRecovery, WrongOrEmptyRootSlotIsATypedError) {
   TempPath path("register-errors");
-  auto pool = pm::Pool::create(path.path(), pool_size, "algo/register");
+  auto pool = pm::Pool::create(path.str(), pool_size, "algo/register");
   // Nothing created yet: open fails.
   EXPECT_THROW((AtomicFloat<izraelevitz>(open_existing, pool)), PoolError);
   { AtomicFloat<izraelevitz> r(create_new, pool); }

@@ -65,12 +65,12 @@ TEST(BstRecovery, OccupiedOrEmptyPoolIsATypedError) {
 TEST(BstRecovery, PlantedRecoveryBugDropsAKey) {
   TempPath path("bst-planted");
   {
-    auto pool = pm::Pool::create(path.path(), pool_size, "algo/bst");
+    auto pool = pm::Pool::create(path.str(), pool_size, "algo/bst");
     DurableBst list(create_new, pool);
     for (Key k = 1; k <= 10; ++k) list.insert(k, value_of(k));
   }
   {
-    auto pool = pm::Pool::open(path.path(), "algo/bst");
+    auto pool = pm::Pool::open(path.str(), "algo/bst");
     NatarajanMittalTree<IzraelevitzPolicy<PlantedBug::recovery_drops_node>> buggy(open_existing,
                                                                                   pool);
     EXPECT_EQ(buggy.size(), 9u);

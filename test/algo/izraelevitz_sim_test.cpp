@@ -24,7 +24,7 @@ template <PlantedBug Bug>
 std::map<Key, Value> recovered_image(pm::sim::ImageKind kind) {
   TempPath pool_path("sim-list"), image_path("sim-list-image");
   {
-    auto pool = pm::Pool::create(pool_path.path(), 8u << 20, "algo/list");
+    auto pool = pm::Pool::create(pool_path.str(), 8u << 20, "algo/list");
     HarrisMichaelList<IzraelevitzPolicy<Bug>> list(create_new, pool);
     // 1 last: its node is then linked at the head, away from the nodes the insert reads and
     // flushes (a new node sharing a line with its predecessor is flushed with the link's line,
@@ -32,9 +32,9 @@ std::map<Key, Value> recovered_image(pm::sim::ImageKind kind) {
     for (Key k = 2; k <= keys; ++k) EXPECT_TRUE(list.insert(k, value_of(k)));
     EXPECT_TRUE(list.insert(1, value_of(1)));
     const pm::sim::Snapshot snap = pm::sim::snapshot(false);
-    crashlab::write_crash_image(snap, snap.choice(kind), pool_path.path(), image_path.path());
+    crashlab::write_crash_image(snap, snap.choice(kind), pool_path.str(), image_path.str());
   }
-  auto pool = pm::Pool::open(image_path.path(), "algo/list");
+  auto pool = pm::Pool::open(image_path.str(), "algo/list");
   EXPECT_FALSE(pool.was_clean_shutdown());
   HarrisMichaelList<izraelevitz> list(open_existing, pool);
   return contents_of(list);

@@ -64,12 +64,12 @@ TEST(ListRecovery, OccupiedOrEmptyPoolIsATypedError) {
 TEST(ListRecovery, PlantedRecoveryBugDropsAKey) {
   TempPath path("list-planted");
   {
-    auto pool = pm::Pool::create(path.path(), pool_size, "algo/list");
+    auto pool = pm::Pool::create(path.str(), pool_size, "algo/list");
     DurableList list(create_new, pool);
     for (Key k = 1; k <= 10; ++k) list.insert(k, value_of(k));
   }
   {
-    auto pool = pm::Pool::open(path.path(), "algo/list");
+    auto pool = pm::Pool::open(path.str(), "algo/list");
     HarrisMichaelList<IzraelevitzPolicy<PlantedBug::recovery_drops_node>> buggy(open_existing,
                                                                                 pool);
     EXPECT_EQ(buggy.size(), 9u);
@@ -83,19 +83,19 @@ TEST(ListRecovery, PlantedRecoveryBugDropsAKey) {
 TEST(ListRecovery, MarkedHeadLinkIsPoolCorrupt) {
   TempPath path("list-marked-head");
   {
-    auto pool = pm::Pool::create(path.path(), pool_size, "algo/list");
+    auto pool = pm::Pool::create(path.str(), pool_size, "algo/list");
     DurableList list(create_new, pool);
     for (Key k = 1; k <= 10; ++k) list.insert(k, value_of(k));
   }
   {
-    auto pool = pm::Pool::open(path.path(), "algo/list");
+    auto pool = pm::Pool::open(path.str(), "algo/list");
     // The anchor is {kind, head link}, 8-byte words under this policy.
     auto* anchor = reinterpret_cast<std::uint64_t*>(pool.root(0).load());
     ASSERT_EQ(anchor[0], DurableList::kind);
     ASSERT_TRUE(pool.allocator().owns(reinterpret_cast<void*>(anchor[1])));
     anchor[1] |= mark_bit;
   }
-  auto pool = pm::Pool::open(path.path(), "algo/list");
+  auto pool = pm::Pool::open(path.str(), "algo/list");
   EXPECT_THROW(DurableList(open_existing, pool), PoolCorrupt);
 }
 

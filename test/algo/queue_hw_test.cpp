@@ -72,7 +72,7 @@ void recover_in_new_process(bool clean_close) {
   TempPath path("queue-recovery");
   constexpr int n = 3000, d = 1000, per_producer = 2000;
   fill_in_child<Q>(
-      path.path(), [](pm::Pool& pool) { return std::make_unique<Q>(create_new, pool); },
+      path.str(), [](pm::Pool& pool) { return std::make_unique<Q>(create_new, pool); },
       [&](Q& q) {
         for (int i = 1; i <= n; ++i) q.enqueue(static_cast<Value>(i));
         for (int i = 1; i <= d; ++i) q.dequeue();
@@ -86,7 +86,7 @@ void recover_in_new_process(bool clean_close) {
       clean_close);
   if (::testing::Test::HasFatalFailure()) return;
 
-  auto pool = pm::Pool::open(path.path(), Instance<Q>::layout());
+  auto pool = pm::Pool::open(path.str(), Instance<Q>::layout());
   EXPECT_EQ(pool.was_clean_shutdown(), clean_close);
   Q q(open_existing, pool);
   std::vector<Value> contents;
@@ -117,11 +117,11 @@ TEST(QueueRecovery, NewProcessAfterCleanClose) {
 TEST(QueueRecovery, PlantedRecoveryBugDropsTheFront) {
   TempPath path("queue-planted");
   {
-    auto pool = pm::Pool::create(path.path(), pool_size, "algo/queue");
+    auto pool = pm::Pool::create(path.str(), pool_size, "algo/queue");
     MichaelScottQueue<izraelevitz> q(create_new, pool);
     for (Value v = 1; v <= 3; ++v) q.enqueue(v);
   }
-  auto pool = pm::Pool::open(path.path(), "algo/queue");
+  auto pool = pm::Pool::open(path.str(), "algo/queue");
   MichaelScottQueue<IzraelevitzPolicy<PlantedBug::recovery_drops_node>> q(open_existing, pool);
   EXPECT_EQ(q.dequeue(), std::optional<Value>(2));
 }

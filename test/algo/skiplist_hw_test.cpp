@@ -67,12 +67,12 @@ TEST(SkipListRecovery, OccupiedOrEmptyPoolIsATypedError) {
 TEST(SkipListRecovery, PlantedRecoveryBugDropsAKey) {
   TempPath path("skiplist-planted");
   {
-    auto pool = pm::Pool::create(path.path(), pool_size, "algo/skiplist");
+    auto pool = pm::Pool::create(path.str(), pool_size, "algo/skiplist");
     DurableSkipList list(create_new, pool);
     for (Key k = 1; k <= 10; ++k) list.insert(k, value_of(k));
   }
   {
-    auto pool = pm::Pool::open(path.path(), "algo/skiplist");
+    auto pool = pm::Pool::open(path.str(), "algo/skiplist");
     SkipList<IzraelevitzPolicy<PlantedBug::recovery_drops_node>> buggy(open_existing, pool);
     EXPECT_EQ(buggy.size(), 9u);
     EXPECT_FALSE(buggy.contains(1));
@@ -85,12 +85,12 @@ TEST(SkipListRecovery, PlantedRecoveryBugDropsAKey) {
 TEST(SkipListRecovery, MarkedHeadLinkIsPoolCorrupt) {
   TempPath path("skiplist-marked-head");
   {
-    auto pool = pm::Pool::create(path.path(), pool_size, "algo/skiplist");
+    auto pool = pm::Pool::create(path.str(), pool_size, "algo/skiplist");
     DurableSkipList list(create_new, pool);
     for (Key k = 1; k <= 10; ++k) list.insert(k, value_of(k));
   }
   {
-    auto pool = pm::Pool::open(path.path(), "algo/skiplist");
+    auto pool = pm::Pool::open(path.str(), "algo/skiplist");
     // The anchor is {kind, head}; the head node {key, value, height 20, owners, next(0), ...},
     // 8-byte words under this policy.
     auto* anchor = reinterpret_cast<std::uint64_t*>(pool.root(0).load());
@@ -100,7 +100,7 @@ TEST(SkipListRecovery, MarkedHeadLinkIsPoolCorrupt) {
     ASSERT_TRUE(pool.allocator().owns(reinterpret_cast<void*>(head[4])));
     head[4] |= mark_bit;
   }
-  auto pool = pm::Pool::open(path.path(), "algo/skiplist");
+  auto pool = pm::Pool::open(path.str(), "algo/skiplist");
   EXPECT_THROW(DurableSkipList(open_existing, pool), PoolCorrupt);
 }
 

@@ -64,7 +64,7 @@ void recover_in_new_process(bool clean_close) {
   TempPath path("stack-recovery");
   constexpr int n = 3000, d = 1000, per_producer = 2000;
   fill_in_child<S>(
-      path.path(), [](pm::Pool& pool) { return std::make_unique<S>(create_new, pool); },
+      path.str(), [](pm::Pool& pool) { return std::make_unique<S>(create_new, pool); },
       [&](S& s) {
         for (int i = 1; i <= n; ++i) s.push(static_cast<Value>(i));
         for (int i = 1; i <= d; ++i) s.pop();
@@ -78,7 +78,7 @@ void recover_in_new_process(bool clean_close) {
       clean_close);
   if (::testing::Test::HasFatalFailure()) return;
 
-  auto pool = pm::Pool::open(path.path(), Instance<S>::layout());
+  auto pool = pm::Pool::open(path.str(), Instance<S>::layout());
   EXPECT_EQ(pool.was_clean_shutdown(), clean_close);
   S s(open_existing, pool);
   std::vector<Value> contents;
@@ -110,11 +110,11 @@ TEST(StackRecovery, NewProcessAfterCleanClose) {
 TEST(StackRecovery, PlantedRecoveryBugDropsTheTop) {
   TempPath path("stack-planted");
   {
-    auto pool = pm::Pool::create(path.path(), pool_size, "algo/stack");
+    auto pool = pm::Pool::create(path.str(), pool_size, "algo/stack");
     TreiberStack<izraelevitz> s(create_new, pool);
     for (Value v = 1; v <= 3; ++v) s.push(v);
   }
-  auto pool = pm::Pool::open(path.path(), "algo/stack");
+  auto pool = pm::Pool::open(path.str(), "algo/stack");
   TreiberStack<IzraelevitzPolicy<PlantedBug::recovery_drops_node>> s(open_existing, pool);
   EXPECT_EQ(s.pop(), std::optional<Value>(2));
 }

@@ -50,7 +50,7 @@ class Holder {
   template <class... Args>
   explicit Holder(Args&&... args) : path_(S::name) {
     if constexpr (durable) {
-      pool_.emplace(pm::Pool::create(path_.path(), pool_bytes, "combining"));
+      pool_.emplace(pm::Pool::create(path_.str(), pool_bytes, "combining"));
       s_ = std::make_unique<S>(create_new, *pool_, std::forward<Args>(args)...);
     } else {
       s_ = std::make_unique<S>(std::forward<Args>(args)...);
@@ -62,7 +62,7 @@ class Holder {
   void reopen() {
     s_.reset();
     pool_.reset();
-    pool_.emplace(pm::Pool::open(path_.path(), "combining"));
+    pool_.emplace(pm::Pool::open(path_.str(), "combining"));
     s_ = std::make_unique<S>(open_existing, *pool_);
   }
 
@@ -285,7 +285,7 @@ TEST(WaitFreeQueue, ReopenedWhenTheHeadIsPastTheLinkToWrite) {
 // dequeues freed nodes (PWFqueue's dequeued nodes come back through the epoch domain: drain()).
 TYPED_TEST(DetectableQueueTest, AFullPoolFailsTheEnqueueAndLosesNothing) {
   TempPath path("combining-queue-full");
-  auto pool = pm::Pool::create(path.path(), 4u << 20, "combining");
+  auto pool = pm::Pool::create(path.str(), 4u << 20, "combining");
   TypeParam q(create_new, pool);
   std::uint64_t enqueued = 0;
   Ticket failed{};
@@ -339,12 +339,12 @@ void expect_layout_mismatch(pm::Pool& pool) {
 TEST(BadInput, OpeningAnotherStructureOrAnEmptyPool) {
   TempPath path("combining-foreign");
   {
-    auto pool = pm::Pool::create(path.path(), pool_bytes, "combining");
+    auto pool = pm::Pool::create(path.str(), pool_bytes, "combining");
     EXPECT_THROW((CombiningStack<PBComb, Persistence::detectable>(open_existing, pool)), PoolError);
     CombiningQueue<Persistence::detectable> q(create_new, pool);
     EXPECT_THROW((CombiningQueue<Persistence::detectable>(create_new, pool)), PoolError);
   }
-  auto pool = pm::Pool::open(path.path(), "combining");
+  auto pool = pm::Pool::open(path.str(), "combining");
   expect_layout_mismatch<CombiningStack<PBComb, Persistence::detectable>>(pool);
 }
 
@@ -364,14 +364,14 @@ TEST(Tickets, ReinvokedAfterADirtyExitAppliesNothing) {
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    auto pool = pm::Pool::create(path.path(), pool_bytes, "combining");
+    auto pool = pm::Pool::create(path.str(), pool_bytes, "combining");
     CombiningStack<PBComb, Persistence::detectable> s(create_new, pool);
     for (std::uint64_t seq = 1; seq <= 5; ++seq) s.push(seq, Ticket{0, seq});
     ::_exit(0);
   }
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  auto pool = pm::Pool::open(path.path(), "combining");
+  auto pool = pm::Pool::open(path.str(), "combining");
   CombiningStack<PBComb, Persistence::detectable> s(open_existing, pool);
   EXPECT_TRUE(s.recover_pending(Ticket{0, 5}).took_effect);
   s.push(5, Ticket{0, 5});
@@ -391,7 +391,7 @@ TYPED_TEST_SUITE(FullPoolTest, DurableStacks);
 
 TYPED_TEST(FullPoolTest, AFullPoolFailsThePushAndLosesNothing) {
   TempPath path("combining-full");
-  auto pool = pm::Pool::create(path.path(), 4u << 20, "combining");
+  auto pool = pm::Pool::create(path.str(), 4u << 20, "combining");
   TypeParam s(create_new, pool);
   std::uint64_t pushed = 0;
   Ticket failed{};
@@ -564,10 +564,10 @@ TEST(Tickets, HeapOperationsAreReportedWithTheirKeys) {
 TEST(BadInput, OpeningAPBcombObjectAsPWFcomb) {
   TempPath path("combining-protocol");
   {
-    auto pool = pm::Pool::create(path.path(), pool_bytes, "combining");
+    auto pool = pm::Pool::create(path.str(), pool_bytes, "combining");
     CombiningAtomicFloat<PBComb, Persistence::detectable> r(create_new, pool);
   }
-  auto pool = pm::Pool::open(path.path(), "combining");
+  auto pool = pm::Pool::open(path.str(), "combining");
   expect_layout_mismatch<CombiningAtomicFloat<PWFComb, Persistence::detectable>>(pool);
 }
 
@@ -576,14 +576,14 @@ TEST(BadInput, OpeningAPBcombObjectAsPWFcomb) {
 TEST(BadInput, OpeningAnOlderRecordLayout) {
   TempPath path("combining-old-layout");
   {
-    auto pool = pm::Pool::create(path.path(), pool_bytes, "combining");
+    auto pool = pm::Pool::create(path.str(), pool_bytes, "combining");
     CombiningAtomicFloat<PBComb, Persistence::detectable> r(create_new, pool);
     auto* kind = reinterpret_cast<pm::atomic<std::uint64_t>*>(pool.root(0).load());
     ASSERT_EQ(kind->load(), kind_word('r', 'f'));
     kind->store(0x706d64732e726366);  // "pmds.rcf": the same register, layout 'c'
     pm::persist(kind, sizeof *kind);
   }
-  auto pool = pm::Pool::open(path.path(), "combining");
+  auto pool = pm::Pool::open(path.str(), "combining");
   expect_layout_mismatch<CombiningAtomicFloat<PBComb, Persistence::detectable>>(pool);
 }
 }  // namespace
