@@ -11,7 +11,9 @@
 //   reexecute     (when asked, "reexecute=1") each thread's last operation invoked again with
 //                 its ticket, as seed 004's recovery does: it must take effect exactly once
 //   contents      reading the contents back (lazy InCLL recovery runs on first access)
-//   continuation  make_continuation's operations on the recovered structure
+//   continuation  make_continuation's operations on the recovered structure, one at a time,
+//                 in turn on "threads" threads that each hold a pmds thread id of their own
+//                 (run_in_turn)
 //   close         its clean close
 //   reopen        the open after that clean close
 //   reread        reading the contents again
@@ -56,13 +58,16 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "pmds/crashlab/entries.hpp"
@@ -70,6 +75,7 @@
 #include "pmds/crashlab/report.hpp"
 #include "pmds/crashlab/workload.hpp"
 #include "pmds/registry/descriptor.hpp"
+#include "pmds/thread_registry.hpp"
 
 #if defined(PMDS_BACKEND_SIMULATED)
 #include "pmds/crashlab/image_file.hpp"
@@ -77,6 +83,62 @@
 #endif
 
 namespace pmds::crashlab {
+
+// Runs body(i) for i = 0..n-1, one at a time and in that order, body(i) on participant
+// i % threads: the calling thread (participant 0) and threads - 1 threads started here, which
+// take their pmds thread ids one after another (the caller first), so the ids are the lowest
+// ones, as in the workload that crashed. The recovered structure then works on under each id
+// that workload used, and what recovery left for an id (a descriptor's serial number, a log,
+// a combining slot) meets that id's next operations, as when an application's threads come
+// back: a continuation on one thread never exercises the others' (nbMontage's recovery must
+// retire a stale anti-node before its thread's serial numbers pass it; the mutation run found
+// that write-back unexercised). A body that throws stops the rest; the exception is rethrown
+// here.
+inline void run_in_turn(std::size_t threads, std::size_t n,
+                        const std::function<void(std::size_t)>& body) {
+  threads = std::max<std::size_t>(threads, 1);
+  std::mutex m;
+  std::condition_variable cv;
+  std::size_t turn = 0, ready = 1;
+  std::exception_ptr error;
+  const auto participate = [&](std::size_t p) {
+    for (std::size_t i = p; i < n; i += threads) {
+      std::unique_lock lock(m);
+      cv.wait(lock, [&] { return turn == i || error; });
+      if (error) return;
+      lock.unlock();
+      try {
+        body(i);
+      } catch (...) {
+        lock.lock();
+        error = std::current_exception();
+        cv.notify_all();
+        return;
+      }
+      lock.lock();
+      ++turn;
+      cv.notify_all();
+    }
+  };
+  pmds::thread_id();
+  std::vector<std::thread> others;
+  for (std::size_t p = 1; p < threads; ++p) {
+    others.emplace_back([&, p] {
+      pmds::thread_id();
+      {
+        std::lock_guard lock(m);
+        ++ready;
+      }
+      cv.notify_all();
+      participate(p);
+    });
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return ready == p + 1; });
+  }
+  participate(0);
+  for (auto& t : others) t.join();
+  if (error) std::rethrow_exception(error);
+}
 
 // Whether reading the contents back runs operations on the structure: a queue, stack or
 // priority queue is read by taking every element (crashlab/workload.hpp,
@@ -423,11 +485,12 @@ inline std::string reports_text(const registry::Instance& inst,
       try {
         enter(RecoveryPhase::continuation);
         report += "continued " + std::to_string(ops.size()) + "\n";
-        for (const auto& op : ops) {
-          const registry::OpResult res = inst.apply(op);
+        const std::string t = get("threads");
+        run_in_turn(t.empty() ? 1 : std::stoull(t), ops.size(), [&](std::size_t i) {
+          const registry::OpResult res = inst.apply(ops[i]);
           report += "result " + std::to_string(res.ok ? 1 : 0) + " " + std::to_string(res.value) +
                     " " + std::to_string(std::bit_cast<std::uint64_t>(res.number)) + "\n";
-        }
+        });
         enter(RecoveryPhase::close);
         inst.close();
         report += "closed\n";

@@ -637,7 +637,15 @@ class WorkloadProcess {
            {"value_size", std::to_string(workload_.value_size)},
            {"lazy", workload_.lazy_recovery ? "1" : "0"},
            {"timeout", std::to_string(static_cast<unsigned>(o_.recovery_timeout_s))}};
-    if (o_.continue_after_recovery) a["continue"] = std::to_string(continuation_length(workload_));
+    if (o_.continue_after_recovery) {
+      a["continue"] = std::to_string(continuation_length(workload_));
+      // Half the continuations run in turn under every thread id the workload used (its
+      // threads' and the prefill's: child.hpp, run_in_turn), half on one thread, whose
+      // allocations reuse what it freed itself (list/soft-bug-alloc-by-valid-start is caught
+      // there, and went unseen in 500 crash points with every continuation spread).
+      const bool spread = mix_seed(mix_seed(wseed_, point.event), point.image + 2000) % 2 == 0;
+      a["threads"] = std::to_string(spread ? workload_.threads + 1 : 1);
+    }
     if (!o_.mutants.empty()) a["mutant"] = pm::sim::Mutant::text_of(o_.mutants);
     if (e_.criterion == Criterion::detectable) a["tickets"] = last_tickets(records);
     std::mt19937_64 dice(mix_seed(mix_seed(wseed_, point.event), point.image + 1000));
