@@ -38,7 +38,7 @@ pm::WordPair durable_words(const pm::Pool& pool, const void* pool_address,
 
 TEST(MirrorSim, ACompletedCasIsDurableAndAHelperMakesAStalledWriteDurableBeforeItIsSeen) {
   TempPath pool_path("mirror-word"), image_path("mirror-word-image");
-  auto pool = pm::Pool::create(pool_path.path(), 8u << 20, "test/mirror", Mirror::pool_options());
+  auto pool = pm::Pool::create(pool_path.str(), 8u << 20, "test/mirror", Mirror::pool_options());
   {
     Mirror::Memory memory(pool, 0);
     auto* word = new (memory.allocate(sizeof(patomic<std::uint64_t>))) patomic<std::uint64_t>;
@@ -48,14 +48,14 @@ TEST(MirrorSim, ACompletedCasIsDurableAndAHelperMakesAStalledWriteDurableBeforeI
 
     std::uint64_t expected = 1;
     ASSERT_TRUE(word->compare_exchange(expected, 2));
-    EXPECT_EQ(durable_words(pool, persistent, pool_path.path(), image_path.path()),
+    EXPECT_EQ(durable_words(pool, persistent, pool_path.str(), image_path.str()),
               (pm::WordPair{2, 1}));
 
     // A writer that won the persistent DWCAS and stalled before its flush (Fig. 4 line 40).
     pm::WordPair before{2, 1};
     ASSERT_TRUE(persistent->compare_exchange(before, {3, 2}));
     EXPECT_EQ(word->load(), 2u);  // not linearized yet: loads read the volatile replica
-    EXPECT_EQ(durable_words(pool, persistent, pool_path.path(), image_path.path()),
+    EXPECT_EQ(durable_words(pool, persistent, pool_path.str(), image_path.str()),
               (pm::WordPair{2, 1}));  // and not durable either
 
     // Another thread's CAS on the old value helps first (flush, fence, copy), then fails.
@@ -63,7 +63,7 @@ TEST(MirrorSim, ACompletedCasIsDurableAndAHelperMakesAStalledWriteDurableBeforeI
     EXPECT_FALSE(word->compare_exchange(expected, 5));
     EXPECT_EQ(expected, 3u);
     EXPECT_EQ(word->load(), 3u);
-    EXPECT_EQ(durable_words(pool, persistent, pool_path.path(), image_path.path()),
+    EXPECT_EQ(durable_words(pool, persistent, pool_path.str(), image_path.str()),
               (pm::WordPair{3, 2}));  // visible now, and durable
   }
   pool.close();
@@ -74,7 +74,7 @@ TEST(MirrorSim, AListRecoversEveryCompletedInsertFromTheMinimumImage) {
   TempPath pool_path("mirror-list"), image_path("mirror-list-image");
   std::map<Key, Value> inserted;
   {
-    auto pool = pm::Pool::create(pool_path.path(), 8u << 20, "algo/list", Mirror::pool_options());
+    auto pool = pm::Pool::create(pool_path.str(), 8u << 20, "algo/list", Mirror::pool_options());
     List list(create_new, pool);
     for (Key k = 16; k >= 1; --k) {
       ASSERT_TRUE(list.insert(k, algo::testing::value_of(k)));
@@ -83,10 +83,10 @@ TEST(MirrorSim, AListRecoversEveryCompletedInsertFromTheMinimumImage) {
     ASSERT_TRUE(list.remove(7));
     inserted.erase(7);
     const pm::sim::Snapshot snap = pm::sim::snapshot(false);
-    crashlab::write_crash_image(snap, snap.choice(pm::sim::ImageKind::minimum), pool_path.path(),
-                                image_path.path());
+    crashlab::write_crash_image(snap, snap.choice(pm::sim::ImageKind::minimum), pool_path.str(),
+                                image_path.str());
   }
-  auto pool = pm::Pool::open(image_path.path(), "algo/list");
+  auto pool = pm::Pool::open(image_path.str(), "algo/list");
   EXPECT_FALSE(pool.was_clean_shutdown());
   List list(open_existing, pool);
   EXPECT_EQ(algo::testing::contents_of(list), inserted);
