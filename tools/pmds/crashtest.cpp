@@ -142,11 +142,7 @@ int run_mutation_command(const crashtest::Options& o,
     const auto progress = [&](const MutantResult& m) {
       if (o.quiet) return;
       std::fprintf(stderr, "%-24s %-13s %-62s %s after %llu crashes, %.1f s\n", e->name.data(),
-                   mode_name(m.mutant.mode), m.site.location.c_str(),
-                   !m.errors.empty()      ? "ERROR"
-                   : m.caught             ? "caught"
-                   : !m.redundant.empty() ? "redundant"
-                                          : "survived",
+                   mode_name(m.mutant.mode), m.site.location.c_str(), verdict_of(m),
                    static_cast<unsigned long long>(m.caught ? m.first_violation_crash : m.crashes),
                    m.seconds);
     };

@@ -192,6 +192,15 @@ inline MutationResult run_mutation(const registry::Entry& e, SimOptions o,
   return out;
 }
 
+// A mutant's verdict: "ERROR" (the lab could not run it), "caught", "redundant" (a survivor
+// whose site says why) or "SURVIVED" (an open blind spot).
+inline const char* verdict_of(const MutantResult& m) {
+  return !m.errors.empty()      ? "ERROR"
+         : m.caught             ? "caught"
+         : !m.redundant.empty() ? "redundant"
+                                : "SURVIVED";
+}
+
 inline const char* mode_name(pm::sim::MutationMode m) {
   return m == pm::sim::MutationMode::skip ? "skip" : "drop-flushes";
 }
@@ -213,25 +222,18 @@ inline std::string mutation_table(const MutationResult& r) {
                 "workload", "recovery", "mutant", "verdict", "crashes", "pct");
   s += line;
   for (const auto& m : r.mutants) {
-    const std::string verdict = !m.errors.empty()      ? "ERROR"
-                                : m.caught             ? "caught"
-                                : !m.redundant.empty() ? "redundant"
-                                                       : "SURVIVED";
     std::snprintf(line, sizeof line, "  %-58s %-11s %9llu %8llu %-12s %-9s %7llu %-3s\n",
                   m.site.location.c_str(), m.site.kind.c_str(),
                   static_cast<unsigned long long>(m.site.workload),
                   static_cast<unsigned long long>(m.site.recovery), mode_name(m.mutant.mode),
-                  verdict.c_str(),
+                  verdict_of(m),
                   static_cast<unsigned long long>(m.caught ? m.first_violation_crash : m.crashes),
                   m.planned_rerun ? "yes" : "");
     s += line;
   }
   for (const auto& m : r.mutants) {
     if (m.caught) continue;
-    const char* what = !m.errors.empty()      ? "error"
-                       : !m.redundant.empty() ? "redundant"
-                                              : "survivor";
-    s += "  " + std::string(what) + " " + m.mutant.text() + ": " + m.command + "\n";
+    s += "  " + std::string(verdict_of(m)) + " " + m.mutant.text() + ": " + m.command + "\n";
     if (!m.redundant.empty()) s += "    why: " + m.redundant + "\n";
     for (const auto& x : m.errors) s += "    " + x + "\n";
   }
