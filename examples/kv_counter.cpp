@@ -27,12 +27,9 @@ int main(int argc, char** argv) {
   const std::string path = argv[1];
   const std::uint64_t increments = argc == 3 ? std::strtoull(argv[2], nullptr, 10) : 1000;
   try {
-    // 256 MiB: room for about 3 million increments (64-byte nodes); one bucket per key up to
-    // 2^20 keys.
-    pmds::registry::CreateOptions options;
-    options.key_range = std::uint64_t{1} << 20;
-    auto counter =
-        pmds::open_or_create<pmds::LinkFreeHashSet>(path, std::uint64_t{256} << 20, options);
+    // 256 MiB: room for about 3 million increments (64-byte nodes); the set's default of
+    // 2^20 buckets, one per key up to a million keys.
+    auto counter = pmds::open_or_create<pmds::LinkFreeHashSet>(path, std::uint64_t{256} << 20);
 
     std::uint64_t n = 0;
     while (counter->contains(n + 1)) ++n;

@@ -5,31 +5,68 @@
 //   counts->insert(42, 1);              // durable when it returns
 //   if (counts.recovered()) ...         // the file existed: its contents were recovered
 //
-// open_or_create<S> works for every durable structure the registry lists (`pmds list`): the
-// pool's layout name is the registry name of S, so a file made for another structure is refused
-// with PoolError (layout_mismatch) before anything is read. Errors are typed (error.hpp):
-// PoolError for a bad or mismatched file (its code() says which), PoolFull when the pool has no
-// room left (the pool is unchanged), ReservedKey for keys 0 and 2^64-1, TooManyThreads. The
-// structure is destroyed and the pool closed cleanly when the handle goes out of scope; after a
-// crash or kill -9 the next open_or_create recovers it (docs/ARCHITECTURE.md §5).
+// open_or_create<S> works for every structure named below. It builds S with S's own
+// constructors and arguments (S(create_new, pool, args...), S(open_existing, pool)); the pool's
+// layout name is pool_layout<S>, the structure's name in `pmds list`, so a file made for another
+// structure is refused with PoolError (layout_mismatch) before anything is read, and `pmds check`
+// and `pmds dump` read a file made here. Errors are typed (error.hpp): PoolError for a bad or
+// mismatched file (its code() says which), PoolFull when the pool has no room left (the pool is
+// unchanged), ReservedKey for keys 0 and 2^64-1, TooManyThreads. The structure is destroyed and
+// the pool closed cleanly when the handle goes out of scope; after a crash or kill -9 the next
+// open_or_create recovers it (docs/ARCHITECTURE.md §5).
 //
 // A file whose creation itself crashed (before the structure's root was written) holds no
 // structure: open_or_create reports it as PoolError bad_argument rather than guessing; remove
 // the file to start afresh.
+//
+// This header includes the structures and the pool, nothing of the benchmark registry, the
+// harness or the crash lab (the registry is built on it, registry.hpp): a one-structure program
+// compiles in a few seconds.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
 
+#include "pmds/algo/atomic_float.hpp"
+#include "pmds/algo/harris_michael_list.hpp"
+#include "pmds/algo/michael_hash.hpp"
+#include "pmds/algo/ms_queue.hpp"
+#include "pmds/algo/natarajan_mittal_bst.hpp"
+#include "pmds/algo/policy.hpp"
+#include "pmds/algo/skip_list.hpp"
+#include "pmds/algo/treiber_stack.hpp"
+#include "pmds/combining/atomic_float.hpp"
+#include "pmds/combining/heap.hpp"
+#include "pmds/combining/pbcomb.hpp"
+#include "pmds/combining/pwfcomb.hpp"
+#include "pmds/combining/queue.hpp"
+#include "pmds/combining/stack.hpp"
+#include "pmds/combining/wait_free_queue.hpp"
 #include "pmds/error.hpp"
+#include "pmds/incll/durable_masstree.hpp"
 #include "pmds/interfaces.hpp"
+#include "pmds/linkfree_soft/hash_set.hpp"
+#include "pmds/linkfree_soft/linkfree_list.hpp"
+#include "pmds/linkfree_soft/linkfree_skiplist.hpp"
+#include "pmds/linkfree_soft/soft_list.hpp"
+#include "pmds/linkfree_soft/soft_skiplist.hpp"
+#include "pmds/mirror/policy.hpp"
+#include "pmds/montage/hash_map.hpp"
+#include "pmds/montage/natarajan_mittal_bst.hpp"
+#include "pmds/montage/queue.hpp"
+#include "pmds/montage/skip_list.hpp"
+#include "pmds/montage/split_ordered_hash.hpp"
 #include "pmds/pm/pool.hpp"
-#include "pmds/registry.hpp"
 
 namespace pmds {
 
-// The durable structures by name (registry names in brackets).
+// The durable structures by name, with their names in `pmds list` (pool_layout below).
 using LinkFreeList = linkfree_soft::LinkFreeList<>;          // list/linkfree
 using LinkFreeHashSet = linkfree_soft::LinkFreeHashSet;      // hash/linkfree
 using LinkFreeSkipList = linkfree_soft::LinkFreeSkipList<>;  // skiplist/linkfree
@@ -54,6 +91,16 @@ using LoggingMasstree = incll::LoggingMasstree<>;  // masstree/logging (external
 // Byte-string keys and values (pmds::ByteStringMap), in pool blocks; recovered eagerly.
 using InCLLStringMasstree = incll::InCLLStringMasstree<>;      // masstree-bytes/incll
 using LoggingStringMasstree = incll::LoggingStringMasstree<>;  // masstree-bytes/logging
+// Mirror (seed 001): durable linearizability for the lock-free algorithms above, each shared
+// word a patomic pair (one replica in the pool, one in DRAM that reads go to); updates pay one
+// write-back and fence, reads none.
+using MirrorList = algo::HarrisMichaelList<mirror::MirrorPolicy<>>;    // list/mirror
+using MirrorHashSet = algo::MichaelHashTable<mirror::MirrorPolicy<>>;  // hash/mirror
+using MirrorSkipList = algo::SkipList<mirror::MirrorPolicy<>>;         // skiplist/mirror
+using MirrorTree = algo::NatarajanMittalTree<mirror::MirrorPolicy<>>;  // bst/mirror
+using MirrorQueue = algo::MichaelScottQueue<mirror::MirrorPolicy<>>;   // queue/mirror
+using MirrorStack = algo::TreiberStack<mirror::MirrorPolicy<>>;        // stack/mirror
+using MirrorAtomicFloat = algo::AtomicFloat<mirror::MirrorPolicy<>>;   // register/mirror
 // The general Izraelevitz transformation of the lock-free algorithms (every shared access
 // flushed and fenced): durable, but one to two orders of magnitude slower than the above.
 using IzraelevitzList = algo::HarrisMichaelList<algo::izraelevitz>;    // list/izraelevitz
@@ -72,7 +119,8 @@ using PBCombQueue = combining::CombiningQueue<combining::Persistence::detectable
 using PBCombHeap =
     combining::CombiningHeap<combining::PBComb, combining::Persistence::detectable>;  // heap/pbcomb
 using PBCombAtomicFloat =
-    combining::CombiningAtomicFloat<combining::PBComb, combining::Persistence::detectable>;
+    combining::CombiningAtomicFloat<combining::PBComb,
+                                    combining::Persistence::detectable>;  // register/pbcomb
 // The wait-free protocol.
 using PWFCombStack =
     combining::CombiningStack<combining::PWFComb,
@@ -82,46 +130,181 @@ using PWFCombQueue =
 using PWFCombHeap = combining::CombiningHeap<combining::PWFComb,
                                              combining::Persistence::detectable>;  // heap/pwfcomb
 using PWFCombAtomicFloat =
-    combining::CombiningAtomicFloat<combining::PWFComb, combining::Persistence::detectable>;
+    combining::CombiningAtomicFloat<combining::PWFComb,
+                                    combining::Persistence::detectable>;  // register/pwfcomb
+
+// The layout name a pool made by open_or_create<S> carries: S's name in `pmds list` (the
+// registry checks that its entries agree, registry.hpp). Empty for a type not named here.
+template <class S>
+inline constexpr std::string_view pool_layout{};
+template <>
+inline constexpr std::string_view pool_layout<LinkFreeList> = "list/linkfree";
+template <>
+inline constexpr std::string_view pool_layout<LinkFreeHashSet> = "hash/linkfree";
+template <>
+inline constexpr std::string_view pool_layout<LinkFreeSkipList> = "skiplist/linkfree";
+template <>
+inline constexpr std::string_view pool_layout<SoftList> = "list/soft";
+template <>
+inline constexpr std::string_view pool_layout<SoftHashSet> = "hash/soft";
+template <>
+inline constexpr std::string_view pool_layout<SoftSkipList> = "skiplist/soft";
+template <>
+inline constexpr std::string_view pool_layout<MontageHashMap> = "hash/montage";
+template <>
+inline constexpr std::string_view pool_layout<MontageSkipList> = "skiplist/montage";
+template <>
+inline constexpr std::string_view pool_layout<MontageTree> = "bst/montage";
+template <>
+inline constexpr std::string_view pool_layout<MontageSplitOrderedHashMap> = "hash-so/montage";
+template <>
+inline constexpr std::string_view pool_layout<MontageQueue> = "queue/montage";
+template <>
+inline constexpr std::string_view pool_layout<MontageByteStringHashMap> = "hash-bytes/montage";
+template <>
+inline constexpr std::string_view pool_layout<MontageByteStringSkipList> = "skiplist-bytes/montage";
+template <>
+inline constexpr std::string_view pool_layout<InCLLMasstree> = "masstree/incll";
+template <>
+inline constexpr std::string_view pool_layout<LoggingMasstree> = "masstree/logging";
+template <>
+inline constexpr std::string_view pool_layout<InCLLStringMasstree> = "masstree-bytes/incll";
+template <>
+inline constexpr std::string_view pool_layout<LoggingStringMasstree> = "masstree-bytes/logging";
+template <>
+inline constexpr std::string_view pool_layout<MirrorList> = "list/mirror";
+template <>
+inline constexpr std::string_view pool_layout<MirrorHashSet> = "hash/mirror";
+template <>
+inline constexpr std::string_view pool_layout<MirrorSkipList> = "skiplist/mirror";
+template <>
+inline constexpr std::string_view pool_layout<MirrorTree> = "bst/mirror";
+template <>
+inline constexpr std::string_view pool_layout<MirrorQueue> = "queue/mirror";
+template <>
+inline constexpr std::string_view pool_layout<MirrorStack> = "stack/mirror";
+template <>
+inline constexpr std::string_view pool_layout<MirrorAtomicFloat> = "register/mirror";
+template <>
+inline constexpr std::string_view pool_layout<IzraelevitzList> = "list/izraelevitz";
+template <>
+inline constexpr std::string_view pool_layout<IzraelevitzHashSet> = "hash/izraelevitz";
+template <>
+inline constexpr std::string_view pool_layout<IzraelevitzSkipList> = "skiplist/izraelevitz";
+template <>
+inline constexpr std::string_view pool_layout<IzraelevitzTree> = "bst/izraelevitz";
+template <>
+inline constexpr std::string_view pool_layout<IzraelevitzQueue> = "queue/izraelevitz";
+template <>
+inline constexpr std::string_view pool_layout<IzraelevitzStack> = "stack/izraelevitz";
+template <>
+inline constexpr std::string_view pool_layout<IzraelevitzAtomicFloat> = "register/izraelevitz";
+template <>
+inline constexpr std::string_view pool_layout<PBCombStack> = "stack/pbcomb";
+template <>
+inline constexpr std::string_view pool_layout<PBCombQueue> = "queue/pbcomb";
+template <>
+inline constexpr std::string_view pool_layout<PBCombHeap> = "heap/pbcomb";
+template <>
+inline constexpr std::string_view pool_layout<PBCombAtomicFloat> = "register/pbcomb";
+template <>
+inline constexpr std::string_view pool_layout<PWFCombStack> = "stack/pwfcomb";
+template <>
+inline constexpr std::string_view pool_layout<PWFCombQueue> = "queue/pwfcomb";
+template <>
+inline constexpr std::string_view pool_layout<PWFCombHeap> = "heap/pwfcomb";
+template <>
+inline constexpr std::string_view pool_layout<PWFCombAtomicFloat> = "register/pwfcomb";
 
 // A durable structure and the pool it lives in, owned together; movable, not copyable.
 template <class S>
 class Durable {
  public:
-  S& operator*() const { return *static_cast<S*>(instance_.object()); }
-  S* operator->() const { return static_cast<S*>(instance_.object()); }
-  pm::Pool& pool() const { return *instance_.pool(); }
+  Durable(Durable&&) noexcept = default;
+  Durable& operator=(Durable&& o) noexcept {
+    if (this != &o) {
+      close();
+      pool_ = std::move(o.pool_);
+      structure_ = std::move(o.structure_);
+      recovered_ = o.recovered_;
+    }
+    return *this;
+  }
+  ~Durable() { close(); }
+
+  S& operator*() const { return *structure_; }
+  S* operator->() const { return structure_.get(); }
+  pm::Pool& pool() const { return *pool_; }
   // True when the file existed and its structure was recovered (after a clean close or a crash).
   bool recovered() const { return recovered_; }
-  // Destroys the structure and closes the pool cleanly now (the destructor does it otherwise).
-  void close() { instance_.close(); }
+  // Destroys the structure, then closes the pool cleanly, now (the destructor does it otherwise).
+  // Idempotent.
+  void close() {
+    structure_.reset();
+    if (pool_) {
+      pool_->close();
+      pool_.reset();
+    }
+  }
 
  private:
-  template <class T>
-  friend Durable<T> open_or_create(const std::filesystem::path&, std::uint64_t,
-                                   registry::CreateOptions);
-  Durable(registry::Instance instance, bool recovered)
-      : instance_(std::move(instance)), recovered_(recovered) {}
+  template <class T, class... A>
+  friend Durable<T> open_or_create(const std::filesystem::path&, std::uint64_t, const A&...);
+  Durable(std::unique_ptr<pm::Pool> pool, std::unique_ptr<S> structure, bool recovered)
+      : pool_(std::move(pool)), structure_(std::move(structure)), recovered_(recovered) {}
 
-  registry::Instance instance_;
+  std::unique_ptr<pm::Pool> pool_;
+  std::unique_ptr<S> structure_;  // destroyed before the pool closes (close())
   bool recovered_;
 };
 
+namespace detail {
+
+template <class First, class... Rest>
+const auto& last_of(const First& first, const Rest&... rest) {
+  if constexpr (sizeof...(Rest) == 0)
+    return first;
+  else
+    return last_of(rest...);
+}
+
+// S(open_existing, pool, options) when S's recovery takes the last create argument (the options
+// of a running nbMontage or InCLL structure: its epoch length, its background thread), else
+// S(open_existing, pool): what S was created with (bucket counts, capacities) is in the pool.
+template <class S, class... A>
+std::unique_ptr<S> open_structure(pm::Pool& pool, const A&... create_args) {
+  if constexpr (sizeof...(A) > 0) {
+    using Last = std::remove_cvref_t<decltype(last_of(create_args...))>;
+    if constexpr (std::is_constructible_v<S, OpenTag, pm::Pool&, const Last&>)
+      return std::make_unique<S>(open_existing, pool, last_of(create_args...));
+  }
+  return std::make_unique<S>(open_existing, pool);
+}
+
+}  // namespace detail
+
 // Opens the pool file at `path` and recovers the S it holds, or, when there is no such file,
-// creates one of `pool_size` bytes (a multiple of 4096) holding a new, empty S. `options`
-// carries what a new structure is built with (hash tables: buckets; 0 = one per key of
-// options.key_range, a power of two); an existing structure keeps its own.
-template <class S>
+// creates one of `pool_size` bytes (a multiple of 4096) holding a new, empty
+// S(create_new, pool, create_args...): S's own arguments and defaults (a hash set's bucket
+// count, nbMontage's montage::Options, InCLL's incll::Options, a heap's capacity). An existing
+// structure keeps what it was created with; an options object passed last also governs a
+// recovered nbMontage or InCLL structure.
+template <class S, class... CreateArgs>
 Durable<S> open_or_create(const std::filesystem::path& path, std::uint64_t pool_size,
-                          registry::CreateOptions options = {}) {
-  static_assert(registry::criterion_of<S>() != Criterion::none,
-                "open_or_create needs a durable structure; a transient one is built directly");
-  const registry::Entry& entry = registry::entry_of_type<S>();
-  options.pool_size = pool_size;
+                          const CreateArgs&... create_args) {
+  static_assert(!pool_layout<S>.empty(),
+                "open_or_create<S> takes the durable structures named in pmds/pmds.hpp; build "
+                "any other with S(create_new, pool, ...) on a pm::Pool");
+  pm::PoolOptions pool_options;
+  if constexpr (requires { S::Policy::pool_options(); })
+    pool_options = S::Policy::pool_options();  // Mirror: room for the DRAM twin
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
     try {
-      return Durable<S>(registry::Instance::create(entry, options, path.string()), false);
+      auto pool = std::make_unique<pm::Pool>(
+          pm::Pool::create(path.string(), pool_size, pool_layout<S>, pool_options));
+      auto structure = std::make_unique<S>(create_new, *pool, create_args...);
+      return Durable<S>(std::move(pool), std::move(structure), false);
     } catch (const PoolError& e) {
       // Another process created the file between the check and the create: open it.
       if (e.code() != PoolErrc::already_exists) {
@@ -133,7 +316,17 @@ Durable<S> open_or_create(const std::filesystem::path& path, std::uint64_t pool_
       throw;
     }
   }
-  return Durable<S>(registry::Instance::open(entry, path.string(), options), true);
+  auto pool = std::make_unique<pm::Pool>(pm::Pool::open(path.string(), pool_layout<S>));
+  std::unique_ptr<S> structure;
+  try {
+    structure = detail::open_structure<S>(*pool, create_args...);
+  } catch (...) {
+    // Not close(): that would mark the pool clean, and the next open would trust it (InCLL
+    // keeps its failed epoch only after an unclean shutdown).
+    pool->abandon();
+    throw;
+  }
+  return Durable<S>(std::move(pool), std::move(structure), true);
 }
 
 }  // namespace pmds

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "pmds/pmds.hpp"
 #include "pmds/registry/descriptor.hpp"
 #include "pmds/registry/factories.hpp"
 
@@ -323,6 +324,29 @@ using Registered = TypeList<
                  combining::CombiningHeap<combining::PWFComb, combining::Persistence::none>>,
              "the heap on volatile PWFcomb: the twin of heap/pwfcomb">>;
 
+// The registry is built on the public entry point: a pool that pmds.hpp's open_or_create<S> made
+// carries pool_layout<S>, and `pmds check`, `pmds dump` and the crash lab open it by that name,
+// so the entry of that name must build the same S (a byte-string map's entry wraps it in
+// FixedSizeStrings).
+namespace detail {
+template <class F>
+struct pool_structure {
+  using type = typename F::type;
+};
+template <class Inner, bool SharedPrefixes>
+struct pool_structure<factories::FixedSizeStringsOf<Inner, SharedPrefixes>> {
+  using type = typename Inner::type;
+};
+template <class... Ds>
+constexpr bool layouts_agree(TypeList<Ds...>) {
+  return ((pool_layout<typename pool_structure<typename Ds::factory>::type>.empty() ||
+           pool_layout<typename pool_structure<typename Ds::factory>::type> == Ds::name) &&
+          ...);
+}
+}  // namespace detail
+static_assert(detail::layouts_agree(Registered{}),
+              "an entry's name differs from pmds::pool_layout of its structure (pmds.hpp)");
+
 // Compiling the table of entries() compiles every registered structure (a minute per source
 // file). A program whose several files use the registry may compile it in one: define
 // PMDS_REGISTRY_TABLE_IN_ONE_FILE for all of them (registry/entries.hpp then declares entries()
@@ -342,15 +366,8 @@ inline std::span<const Entry> entries() {
   static_assert(true, "a semicolon follows PMDS_REGISTRY_TABLE_HERE()")
 
 // One entry, compiled alone (entries() compiles every registered structure's factory; a
-// program that uses one structure, like pmds.hpp's open_or_create, builds in seconds with
-// these): the entry whose structure type is S (the first, if several share it), or the entry
-// named Name in List (the registry, or a list kept apart such as the crash lab's fixtures).
-template <class S>
-const Entry& entry_of_type() {
-  static const Entry entry = detail::Table<Registered>::template first_entry<decltype(
-      []<class D>() { return std::is_same_v<typename D::type, S>; })>();
-  return entry;
-}
+// program that looks up one entry builds in seconds with this): the entry named Name in List
+// (the registry, or a list kept apart such as the crash lab's fixtures).
 template <Text Name, class List = Registered>
 const Entry& entry_named() {
   static const Entry entry = detail::Table<List>::template first_entry<decltype(

@@ -24,4 +24,11 @@ export PKG_CONFIG_PATH="$dir/prefix/share/pkgconfig"
 c++ -O0 -o "$dir/consumer-pc" "$source_dir/test/install/consumer/consumer.cpp" \
   $(pkg-config --cflags pmds) $(pkg-config --libs pmds)
 "$dir/consumer-pc" "$dir/pkg-config.pool"
-echo "install: find_package and pkg-config consumers ran"
+# Both report the same version (CMakeLists.txt's project VERSION, CHANGELOG.md's latest).
+cmake_version=$(cat "$dir/build/pmds_version.txt")
+pc_version=$(pkg-config --modversion pmds)
+[[ -n $cmake_version && $cmake_version == "$pc_version" ]] ||
+  { echo "install: find_package reports '$cmake_version', pkg-config '$pc_version'" >&2; exit 1; }
+grep -q "^## $cmake_version" "$source_dir/CHANGELOG.md" ||
+  { echo "install: CHANGELOG.md has no section for $cmake_version" >&2; exit 1; }
+echo "install: find_package and pkg-config consumers ran (pmds $cmake_version)"

@@ -594,6 +594,23 @@ class Pool {
     return *state_->allocator;
   }
 
+  // Unmaps without writing anything: an open that failed after mapping, or a structure whose
+  // recovery failed (close() would mark the pool clean, and the next open would trust it).
+  void abandon() noexcept {
+    if (!state_) return;
+#if defined(PMDS_BACKEND_SIMULATED)
+    if (sim::attached(state_->base)) {
+      try {
+        sim::detach(state_->base);
+      } catch (...) {
+      }
+    }
+#endif
+    state_->allocator.reset();
+    state_->mapping.release();
+    state_.reset();
+  }
+
  private:
   struct State {
     std::string path;
@@ -613,22 +630,6 @@ class Pool {
         mapping.persist_fn(base + offset, n);
     }
   };
-
-  // Unmaps without writing anything (an open that failed after mapping).
-  void abandon() noexcept {
-    if (!state_) return;
-#if defined(PMDS_BACKEND_SIMULATED)
-    if (sim::attached(state_->base)) {
-      try {
-        sim::detach(state_->base);
-      } catch (...) {
-      }
-    }
-#endif
-    state_->allocator.reset();
-    state_->mapping.release();
-    state_.reset();
-  }
 
   atomic<std::uint64_t>& clean_flag() {
     return *reinterpret_cast<atomic<std::uint64_t>*>(state_->base + format::clean_flag_offset);

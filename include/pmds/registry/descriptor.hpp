@@ -661,7 +661,12 @@ class Instance {
                   " is transient: there is nothing to open in a pool");
     Instance inst(entry, options);
     inst.pool_ = std::make_unique<pm::Pool>(pm::Pool::open(pool_path, entry.name));
-    inst.object_ = entry.open(*inst.pool_, options);
+    try {
+      inst.object_ = entry.open(*inst.pool_, options);
+    } catch (...) {
+      inst.pool_->abandon();  // a failed recovery leaves the pool as unclean as it found it
+      throw;
+    }
     inst.opened_ = true;
     return inst;
   }
