@@ -12,11 +12,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -367,6 +369,60 @@ TEST(CrashlabScheduler, APlannedPreemptionStopsAThreadLongerThanARandomOne) {
               median(random_stops));
   EXPECT_GE(planned_stops.size(), seeds) << "change points stop threads in mid-run";
   EXPECT_GE(median(planned_stops), 2 * median(random_stops));
+}
+
+// A holder that blocks outside the access layer (here: sleeps with the turn) would stop the run:
+// after steal_after without a pass, the waiting thread takes the turn, and the run ends.
+TEST(CrashlabScheduler, AHolderBlockedOutsideTheAccessLayerHasItsTurnStolen) {
+  Scheduler s(2, 1, 1.0);  // every preemption point passes the turn
+  int word = 0;
+  std::thread holder([&] {
+    s.enter(0);
+    std::this_thread::sleep_for(Scheduler::steal_after + std::chrono::milliseconds(500));
+    Scheduler::preemption_point(pm::sim::Operation::load, &word);  // waits for its turn back
+    s.leave();
+  });
+  std::thread waiter([&] {
+    s.enter(1);  // steals the turn
+    Scheduler::preemption_point(pm::sim::Operation::load, &word);
+    s.leave();
+  });
+  holder.join();
+  waiter.join();
+  EXPECT_EQ(s.stolen(), 1u);
+}
+
+// The continuation's threads (run_in_turn): body(i) runs in order, each on participant
+// i % threads (the calling thread is participant 0), one at a time.
+TEST(CrashlabRunInTurn, RunsEachBodyInOrderOnItsParticipant) {
+  constexpr std::size_t threads = 3, n = 10;
+  std::vector<std::size_t> order;  // written by the body running, one at a time
+  std::vector<std::thread::id> who(n);
+  run_in_turn(threads, n, [&](std::size_t i) {
+    order.push_back(i);
+    who[i] = std::this_thread::get_id();
+  });
+  ASSERT_EQ(order.size(), n);
+  for (std::size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(order[i], i);
+    EXPECT_EQ(who[i], who[i % threads]) << i;
+  }
+  EXPECT_EQ(who[0], std::this_thread::get_id());
+  EXPECT_NE(who[0], who[1]);
+  EXPECT_NE(who[1], who[2]);
+  EXPECT_NE(who[0], who[2]);
+}
+
+// A body that throws stops the rest, and the exception reaches the caller.
+TEST(CrashlabRunInTurn, AThrowingBodyStopsTheRestAndIsRethrown) {
+  std::vector<std::size_t> order;
+  EXPECT_THROW(run_in_turn(2, 10,
+                           [&](std::size_t i) {
+                             order.push_back(i);
+                             if (i == 4) throw std::runtime_error("body 4 fails");
+                           }),
+               std::runtime_error);
+  EXPECT_EQ(order, (std::vector<std::size_t>{0, 1, 2, 3, 4}));
 }
 
 // ---- reproducibility ---------------------------------------------------------------------------

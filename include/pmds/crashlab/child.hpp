@@ -57,13 +57,13 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <functional>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -73,6 +73,7 @@
 #include "pmds/crashlab/entries.hpp"
 #include "pmds/crashlab/process.hpp"
 #include "pmds/crashlab/report.hpp"
+#include "pmds/crashlab/wakeup.hpp"
 #include "pmds/crashlab/workload.hpp"
 #include "pmds/registry/descriptor.hpp"
 #include "pmds/thread_registry.hpp"
@@ -97,44 +98,39 @@ namespace pmds::crashlab {
 inline void run_in_turn(std::size_t threads, std::size_t n,
                         const std::function<void(std::size_t)>& body) {
   threads = std::max<std::size_t>(threads, 1);
-  std::mutex m;
-  std::condition_variable cv;
-  std::size_t turn = 0, ready = 1;
-  std::exception_ptr error;
+  // The turn is a token handed from participant to participant, each with a wake-up of its own
+  // (crashlab/wakeup.hpp says why not a condition variable).
+  std::vector<std::unique_ptr<Wakeup>> wake(threads);
+  for (auto& w : wake) w = std::make_unique<Wakeup>();
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;  // written by the token's holder only; read after the joins
   const auto participate = [&](std::size_t p) {
     for (std::size_t i = p; i < n; i += threads) {
-      std::unique_lock lock(m);
-      cv.wait(lock, [&] { return turn == i || error; });
-      if (error) return;
-      lock.unlock();
+      wake[p]->wait();
+      if (failed.load()) return;
       try {
         body(i);
       } catch (...) {
-        lock.lock();
         error = std::current_exception();
-        cv.notify_all();
+        failed.store(true);
+        for (auto& w : wake) w->post();  // everyone waiting ends
         return;
       }
-      lock.lock();
-      ++turn;
-      cv.notify_all();
+      wake[(i + 1) % threads]->post();
     }
   };
   pmds::thread_id();
+  Wakeup started;
   std::vector<std::thread> others;
   for (std::size_t p = 1; p < threads; ++p) {
     others.emplace_back([&, p] {
       pmds::thread_id();
-      {
-        std::lock_guard lock(m);
-        ++ready;
-      }
-      cv.notify_all();
+      started.post();
       participate(p);
     });
-    std::unique_lock lock(m);
-    cv.wait(lock, [&] { return ready == p + 1; });
+    started.wait();  // thread p took its id before thread p + 1 starts
   }
+  wake[0]->post();  // body(0) first
   participate(0);
   for (auto& t : others) t.join();
   if (error) std::rethrow_exception(error);

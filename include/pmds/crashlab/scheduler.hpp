@@ -48,15 +48,17 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
+#include <utility>
 #include <vector>
 
+#include "pmds/crashlab/wakeup.hpp"
 #include "pmds/pm/simulator.hpp"
 
 namespace pmds::crashlab {
@@ -74,12 +76,14 @@ class Scheduler {
   Scheduler(std::size_t threads, std::uint64_t seed, double p_switch, double p_persist = 0,
             std::optional<Pct> pct = std::nullopt)
       : live_(threads, true),
+        wakeups_(threads),
         written_(threads),
         stalled_(threads, false),
         rng_(seed),
         p_switch_(p_switch),
         p_persist_(p_persist),
         pct_(pct.has_value()) {
+    for (auto& w : wakeups_) w = std::make_unique<Wakeup>();
     if (!pct) return;
     const std::size_t d = std::max<std::size_t>(pct->depth, 1);
     parked_until_.assign(threads, 0);
@@ -106,7 +110,11 @@ class Scheduler {
     current_scheduler() = nullptr;
     std::unique_lock g(mutex_);
     live_[static_cast<std::size_t>(me)] = false;
-    if (turn_ == me) pass_to(pick_other(me));
+    if (turn_ != me) return;
+    const int next = pick_other(me);
+    pass_to(next);
+    g.unlock();
+    if (next >= 0) wakeups_[static_cast<std::size_t>(next)]->post();
   }
 
   // The calling thread (holding the turn) passes it to another live thread, drawn uniformly,
@@ -117,7 +125,7 @@ class Scheduler {
     const int next = pick_other(me);
     if (next < 0) return;
     pass_to(next);
-    wait_for_turn(g, static_cast<std::size_t>(me));
+    wait_for_turn(g, static_cast<std::size_t>(me), next);
   }
 
   // True when a live thread other than the caller passed the turn at a flush ending a
@@ -206,7 +214,7 @@ class Scheduler {
     // Stalled with stores it has not flushed yet: at this window's flush, or before reaching
     // the flush of an earlier store (a link-free insert between its linking CAS and its psync).
     stalled_[me] = window || !written_[me].empty();
-    wait_for_turn(g, me);
+    wait_for_turn(g, me, next);
     stalled_[me] = false;
   }
 
@@ -250,26 +258,42 @@ class Scheduler {
     return candidates[rng_() % candidates.size()];
   }
 
+  // The turn goes to `next`; the caller wakes it once the lock is released (wait_for_turn's
+  // `wake`), so that it does not wake only to wait for the lock (crashlab/wakeup.hpp says why
+  // each thread has a wake-up of its own). Lock held.
   void pass_to(int next) {
     turn_ = next;
     ++switches_;
-    cv_.notify_all();
   }
 
-  void wait_for_turn(std::unique_lock<std::mutex>& g, std::size_t me) {
+  // Waits until the turn is `me`'s, first waking thread `wake` (>= 0) once the lock is released.
+  // Steals the turn when it has not been passed for steal_after (and no Freeze lives), as a
+  // waiter of the one condition variable all threads once shared did. Lock held on entry and
+  // return.
+  void wait_for_turn(std::unique_lock<std::mutex>& g, std::size_t me, int wake = -1) {
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point deadline = Clock::now() + steal_after;
+    std::uint64_t passes_seen = switches_;
     while (turn_ != static_cast<int>(me)) {
-      if (cv_.wait_for(g, steal_after) == std::cv_status::timeout && frozen_ == 0 &&
-          turn_ != static_cast<int>(me)) {
+      g.unlock();
+      if (wake >= 0) wakeups_[static_cast<std::size_t>(std::exchange(wake, -1))]->post();
+      const bool woken = wakeups_[me]->wait_until(deadline);
+      g.lock();
+      if (woken || turn_ == static_cast<int>(me) || Clock::now() < deadline) continue;
+      if (frozen_ == 0 && switches_ == passes_seen) {
         // The holder is blocked outside the access layer: go on without it.
         turn_ = static_cast<int>(me);
         ++stolen_;
       }
+      passes_seen = switches_;
+      deadline = Clock::now() + steal_after;
     }
+    if (wake >= 0) wakeups_[static_cast<std::size_t>(wake)]->post();
   }
 
   std::mutex mutex_;
-  std::condition_variable cv_;
   std::vector<bool> live_;
+  std::vector<std::unique_ptr<Wakeup>> wakeups_;      // per thread
   std::vector<std::vector<std::uintptr_t>> written_;  // per thread: lines stored, not yet flushed
   std::vector<bool> stalled_;  // per thread: passed the turn at a window's flush, not run since
   int turn_ = 0;
