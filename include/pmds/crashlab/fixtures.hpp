@@ -93,6 +93,11 @@
 //   sweep_skips_lower_layers   (masstree-bytes/incll, lazy open) the sweep that finds the free
 //                              blocks visits the top layer's borders only, so it gives back
 //                              blocks that only lower layers name, and they are overwritten
+//   recovery_drops_last_epoch  (masstree/incll) recovery finds the epoch before the failed
+//                              one failed too and rolls back what it changed in the nodes'
+//                              InCLLs: the operations completed in it are lost (seed 002 §3
+//                              promises the state at the start of the failed epoch; the epoch
+//                              bound checks it, crashlab/verdict.hpp)
 //
 // The allocator (pm/allocator.hpp), through AllocatorProbe (crashlab/allocator_probe.hpp), a set
 // of one slot per element, and its planted bug:
@@ -342,6 +347,10 @@ using Fixtures = registry::TypeList<
                        registry::factories::Incll<
                            incll::InCLLMasstree<incll::PlantedBug::lazy_recovery_skips_node>>,
                        "fixture: lazy recovery leaves one border of the failed epoch undone">,
+    registry::Describe<"masstree/incll-bug-recovery-drops-last-epoch", registry::Kind::map,
+                       registry::factories::Incll<
+                           incll::InCLLMasstree<incll::PlantedBug::recovery_drops_last_epoch>>,
+                       "fixture: recovery rolls back the epoch before the failed one too">,
     registry::Describe<"masstree-bytes/incll-bug-bytes-freed-in-their-epoch", registry::Kind::map,
                        registry::factories::FixedSizeStringsOf<
                            registry::factories::Incll<incll::InCLLStringMasstree<

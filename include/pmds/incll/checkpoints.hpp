@@ -111,6 +111,8 @@ enum class PlantedBug {
   lazy_recovery_skips_node,           // InCLL mode only
   bytes_freed_in_their_epoch,         // byte-string form only
   sweep_skips_lower_layers,           // byte-string form only (durable_masstree.hpp)
+  recovery_drops_last_epoch,          // InCLL mode: recovery finds the epoch before the failed
+                                      // one failed too, one epoch short of §3's bound
 };
 
 struct Options {
@@ -945,8 +947,11 @@ class Checkpoints {
       failed_.push_back(e);
     }
     // After a clean shutdown nothing ran in the current epoch: it did not fail.
-    if (!pool_.was_clean_shutdown() && (failed_.empty() || failed_.back() != f))
+    if (!pool_.was_clean_shutdown() && (failed_.empty() || failed_.back() != f)) {
+      if constexpr (Bug == PlantedBug::recovery_drops_last_epoch)
+        if (f > 1 && (failed_.empty() || failed_.back() < f - 1)) failed_.push_back(f - 1);
       failed_.push_back(f);
+    }
     for (std::uint64_t e : failed_) failed32_.push_back(static_cast<std::uint32_t>(e));
     std::sort(failed32_.begin(), failed32_.end());
   }
