@@ -42,6 +42,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
@@ -420,11 +421,16 @@ class WorkloadProcess {
 
     registry::CreateOptions co = create_options(workload_);
     co.pool_size = o_.pool_size != 0 ? o_.pool_size : 16ull << 20;
-    // 256 KiB chunks, not the default 1 MiB: every recovery scans each slot of every used chunk
-    // through the simulator, which at 1 MiB was half of the lab's time (hash/soft, 300 crashes:
-    // 12.9 s, 6.5 s at 256 KiB); the structures run the same code. Not 64 KiB (4.9 s): an InCLL
-    // Masstree's log segments are 256 KiB, the largest block a registered structure allocates.
-    co.chunk_size = std::size_t{256} << 10;
+    // 64 KiB chunks, not the default 1 MiB: every recovery scans each slot of every used chunk
+    // through the simulator (and its pages fault into the recovery's image), which at 1 MiB was
+    // half of the lab's time (hash/soft, 300 crashes: 12.9 s; 6.5 s at 256 KiB; 4.9 s at
+    // 64 KiB); the structures run the same code. 256 KiB (or more) where a structure takes
+    // larger blocks: an InCLL Masstree's log segments (its largest_block), a combining heap's
+    // anchor, which holds its whole state, capacity x records words (78 KiB for pwfcomb here).
+    const bool large_blocks =
+        e_.largest_block > (std::size_t{64} << 10) || e_.kind == registry::Kind::priority_queue;
+    co.chunk_size = large_blocks ? std::max(std::size_t{256} << 10, std::bit_ceil(e_.largest_block))
+                                 : std::size_t{64} << 10;
     co.background_thread = false;  // the scheduler runs it (below)
     // Creation is not under test: it ends as a clean close would, with everything durable. Most
     // runs then close the pool and work on it opened again, so the open (its mark of an open

@@ -114,6 +114,8 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
  public:
   static constexpr Criterion criterion = Criterion::buffered;
   static constexpr EpochBound epoch_bound = EpochBound::failed_epoch;
+  // The largest block it takes from its pool: a segment of its external log.
+  static constexpr std::size_t largest_block = checkpoint_detail::segment_bytes;
   static constexpr std::uint64_t tag = ByteStrings
                                            ? (M == Mode::incll ? 0x4c434e495942544d    // "MTBYINCL"
                                                                : 0x47474f4c5942544d)   // "MTBYLOGG"

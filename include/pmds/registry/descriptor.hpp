@@ -288,6 +288,9 @@ struct Entry {
   // How its pool is created (durable): the policy's pool_options() if it has one (Mirror's
   // volatile twin), else the defaults.
   pm::PoolOptions pool_options{};
+  // The largest block the structure takes from its pool, where it states one (T::largest_block;
+  // 0: none above a few KiB): the crash lab's chunks must hold it.
+  std::size_t largest_block = 0;
 
   void* (*create)(pm::Pool* pool, const CreateOptions&) = nullptr;
   void* (*open)(pm::Pool& pool, const CreateOptions&) = nullptr;  // null when !durable
@@ -535,6 +538,7 @@ Entry make_entry(std::size_t index) {
       };
   }
   if constexpr (requires { T::Policy::pool_options(); }) e.pool_options = T::Policy::pool_options();
+  if constexpr (requires { T::largest_block; }) e.largest_block = T::largest_block;
   if constexpr (HasBackgroundWork<T>)
     e.background_step = [](void* p) { static_cast<T*>(p)->background_step(); };
   if constexpr (requires(T & t) { t.finish_recovery_sweep(); })

@@ -38,6 +38,10 @@ class FixedSizeStrings {
     if constexpr (requires { M::epoch_bound; }) return M::epoch_bound;
     return EpochBound::none;
   }();
+  static constexpr std::size_t largest_block = [] {
+    if constexpr (requires { M::largest_block; }) return M::largest_block;
+    return std::size_t{0};
+  }();
 
   FixedSizeStrings(std::unique_ptr<M> map, std::size_t key_size, std::size_t value_size)
       : map_(std::move(map)),
