@@ -67,15 +67,17 @@
 namespace pmds {
 
 // The durable structures by name, with their names in `pmds list` (pool_layout below).
+// Link-free and SOFT (Zuriel et al., OOPSLA 2019): durable linearizability with one psync per
+// successful update; no links persisted (validity bits), recovery scans the durable areas.
 using LinkFreeList = linkfree_soft::LinkFreeList<>;          // list/linkfree
 using LinkFreeHashSet = linkfree_soft::LinkFreeHashSet;      // hash/linkfree
 using LinkFreeSkipList = linkfree_soft::LinkFreeSkipList<>;  // skiplist/linkfree
 using SoftList = linkfree_soft::SoftList<>;                  // list/soft
 using SoftHashSet = linkfree_soft::SoftHashSet<>;            // hash/soft
 using SoftSkipList = linkfree_soft::SoftSkipList<>;          // skiplist/soft
-// nbMontage (seed 003): buffered durable linearizability. No flush or fence on an operation's
-// critical path; a crash loses at most the operations of the last two epochs (10 ms each by
-// default), and sync() returns once everything before it is durable.
+// nbMontage (Cai et al., DISC 2021): buffered durable linearizability. No flush or fence on an
+// operation's critical path; a crash loses at most the operations of the last two epochs (10 ms
+// each by default), and sync() returns once everything before it is durable.
 using MontageHashMap = montage::HashMap<>;           // hash/montage
 using MontageSkipList = montage::SkipList<>;         // skiplist/montage (ordered, scan)
 using MontageTree = montage::NatarajanMittalTree<>;  // bst/montage
@@ -84,16 +86,17 @@ using MontageQueue = montage::Queue<>;                              // queue/mon
 // Byte-string keys and values (pmds::ByteStringMap).
 using MontageByteStringHashMap = montage::ByteStringHashMap<>;    // hash-bytes/montage
 using MontageByteStringSkipList = montage::ByteStringSkipList<>;  // skiplist-bytes/montage
-// InCLL (seed 002): Masstree, an ordered map with put and scan, checkpointed in epochs (64 ms by
-// default); a crash loses the operations of the epoch it hit, sync() ends the epoch at once.
+// InCLL (Cohen et al., ASPLOS 2019): Masstree, an ordered map with put and scan, checkpointed in
+// epochs (64 ms by default); a crash loses the operations of the epoch it hit, sync() ends the
+// epoch at once.
 using InCLLMasstree = incll::InCLLMasstree<>;      // masstree/incll
 using LoggingMasstree = incll::LoggingMasstree<>;  // masstree/logging (external log only)
 // Byte-string keys and values (pmds::ByteStringMap), in pool blocks; recovered eagerly.
 using InCLLStringMasstree = incll::InCLLStringMasstree<>;      // masstree-bytes/incll
 using LoggingStringMasstree = incll::LoggingStringMasstree<>;  // masstree-bytes/logging
-// Mirror (seed 001): durable linearizability for the lock-free algorithms above, each shared
-// word a patomic pair (one replica in the pool, one in DRAM that reads go to); updates pay one
-// write-back and fence, reads none.
+// Mirror (Friedman et al., PLDI 2021): durable linearizability for the lock-free algorithms of
+// algo/, each shared word a patomic pair (one replica in the pool, one in DRAM that reads go
+// to); updates pay one write-back and fence, reads none.
 using MirrorList = algo::HarrisMichaelList<mirror::MirrorPolicy<>>;    // list/mirror
 using MirrorHashSet = algo::MichaelHashTable<mirror::MirrorPolicy<>>;  // hash/mirror
 using MirrorSkipList = algo::SkipList<mirror::MirrorPolicy<>>;         // skiplist/mirror
@@ -110,9 +113,9 @@ using IzraelevitzTree = algo::NatarajanMittalTree<algo::izraelevitz>;  // bst/iz
 using IzraelevitzQueue = algo::MichaelScottQueue<algo::izraelevitz>;   // queue/izraelevitz
 using IzraelevitzStack = algo::TreiberStack<algo::izraelevitz>;        // stack/izraelevitz
 using IzraelevitzAtomicFloat = algo::AtomicFloat<algo::izraelevitz>;   // register/izraelevitz
-// Persistent software combining (seed 004): detectable recoverability. Each operation may carry
-// a Ticket {slot, seq}; after a crash, recover_pending(ticket) says whether it took effect and
-// its response, and invoking it again with the same ticket completes it exactly once.
+// Persistent software combining (Fatourou et al.): detectable recoverability. Each operation may
+// carry a Ticket {slot, seq}; after a crash, recover_pending(ticket) says whether it took effect
+// and its response, and invoking it again with the same ticket completes it exactly once.
 using PBCombStack = combining::CombiningStack<combining::PBComb,
                                               combining::Persistence::detectable>;  // stack/pbcomb
 using PBCombQueue = combining::CombiningQueue<combining::Persistence::detectable>;  // queue/pbcomb
