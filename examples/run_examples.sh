@@ -7,6 +7,20 @@ bin=$1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "run_examples.sh: $*" >&2; exit 1; }
+# kill_after_lines OUT PREFIX N WHAT COMMAND...: runs COMMAND in the background with its output in
+# OUT, waits (up to 10 s) until OUT has N lines starting with PREFIX, then kills it with SIGKILL.
+kill_after_lines() {
+  local out=$1 prefix=$2 n=$3 what=$4
+  shift 4
+  "$@" >"$out" &
+  local pid=$!
+  for _ in $(seq 200); do
+    [[ $(grep -c "^$prefix" "$out" || true) -ge $n ]] && break
+    sleep 0.05
+  done
+  kill -9 "$pid" 2>/dev/null || fail "$what finished before it could be killed"
+  wait "$pid" 2>/dev/null || true
+}
 
 # (a) The counter: create, count 2000, reopen and count 500 more.
 "$bin/kv_counter" "$dir/counter.pool" 2000 >"$dir/a1"
@@ -16,14 +30,7 @@ grep -qx "recovered 2000" "$dir/a2" && grep -qx "count 2500" "$dir/a2" || fail "
 
 # kill -9 mid-run: everything the killed process reported counted is recovered, with no gap
 # (kv_counter checks the gap itself), and counting goes on from there.
-"$bin/kv_counter" "$dir/counter.pool" 2000000 >"$dir/a3" &
-pid=$!
-for _ in $(seq 200); do
-  [[ $(grep -c '^counted' "$dir/a3" || true) -ge 3 ]] && break
-  sleep 0.05
-done
-kill -9 "$pid" 2>/dev/null || fail "the counter finished before it could be killed"
-wait "$pid" 2>/dev/null || true
+kill_after_lines "$dir/a3" counted 3 "the counter" "$bin/kv_counter" "$dir/counter.pool" 2000000
 last=$(grep '^counted' "$dir/a3" | tail -n 1 | cut -d' ' -f2)
 [[ -n $last ]] || fail "the killed counter reported nothing"
 "$bin/kv_counter" "$dir/counter.pool" 10 >"$dir/a4" || fail "recovery after kill -9: $(cat "$dir/a4")"
@@ -48,14 +55,7 @@ grep -qx "left over 0" "$dir/b2" && grep -qx "consumed 100 in order" "$dir/b2" |
 # of the push it was making, completes it exactly once, and finds every value 1..N in order.
 "$bin/detectable_stack" "$dir/stack.pool" 3000 >"$dir/c1"
 grep -qx "stack holds 3000, in order" "$dir/c1" || fail "stack: $(cat "$dir/c1")"
-"$bin/detectable_stack" "$dir/stack.pool" 20000000 >"$dir/c2" &
-pid=$!
-for _ in $(seq 200); do
-  [[ $(grep -c '^pushed' "$dir/c2" || true) -ge 50 ]] && break
-  sleep 0.05
-done
-kill -9 "$pid" 2>/dev/null || fail "the stack's pusher finished before it could be killed"
-wait "$pid" 2>/dev/null || true
+kill_after_lines "$dir/c2" pushed 50 "the stack's pusher" "$bin/detectable_stack" "$dir/stack.pool" 20000000
 "$bin/detectable_stack" "$dir/stack.pool" 10 >"$dir/c3" || fail "detectable recovery: $(cat "$dir/c3")"
 grep -Eq "^pending [0-9]+ (took effect|not taken)$" "$dir/c3" || fail "no pending report: $(cat "$dir/c3")"
 grep -Eq "^stack holds [0-9]+, in order$" "$dir/c3" || fail "stack after kill -9: $(cat "$dir/c3")"
@@ -67,14 +67,7 @@ grep -qx "created" "$dir/d1" && grep -qx "holds 2500" "$dir/d1" || fail "index: 
 "$bin/string_index" "$dir/index.pool" scan user:002499 5 >"$dir/d2"
 [[ $(cat "$dir/d2") == $'user:002499 profile of user:002499\nuser:002500 profile of user:002500' ]] ||
   fail "index scan: $(cat "$dir/d2")"
-"$bin/string_index" "$dir/index.pool" load 5000000 >"$dir/d3" &
-pid=$!
-for _ in $(seq 200); do
-  [[ $(grep -c '^synced' "$dir/d3" || true) -ge 3 ]] && break
-  sleep 0.05
-done
-kill -9 "$pid" 2>/dev/null || fail "the index's loader finished before it could be killed"
-wait "$pid" 2>/dev/null || true
+kill_after_lines "$dir/d3" synced 3 "the index's loader" "$bin/string_index" "$dir/index.pool" load 5000000
 last=$(grep '^synced' "$dir/d3" | tail -n 1 | cut -d' ' -f2)
 [[ -n $last ]] || fail "the killed loader reported no sync"
 "$bin/string_index" "$dir/index.pool" load 10 >"$dir/d4" || fail "index after kill -9: $(cat "$dir/d4")"

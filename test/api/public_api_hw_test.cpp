@@ -6,12 +6,8 @@
 // wiring; each structure's recovery runs under the sanitizers in its own tests, and compiling all
 // of them once more under AddressSanitizer would add a compilation of every structure there.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -113,26 +109,11 @@ TYPED_TEST(PublicApi, CreatesClosesSurvivesSigkillAndRecovers) {
   }  // a clean close
 
   // A child reopens it, writes more and dies of SIGKILL with the pool open.
-  std::fflush(nullptr);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    int code = 3;
-    try {
-      auto s = open_or_create<S>(path.str(), kPoolSize);
-      if (s.recovered()) {
-        write(*s, kPerPhase + 1, 2 * kPerPhase);
-        if (!::testing::Test::HasFailure()) ::raise(SIGKILL);
-      }
-    } catch (...) {
-      code = 4;
-    }
-    ::_exit(code);  // reached only when the child could not do its part
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
-      << "the child ended otherwise (status " << status << ")";
+  pool_test::in_child_killed_by_sigkill([&] {
+    auto s = open_or_create<S>(path.str(), kPoolSize);
+    ASSERT_TRUE(s.recovered());
+    write(*s, kPerPhase + 1, 2 * kPerPhase);
+  });
 
   auto s = open_or_create<S>(path.str(), kPoolSize);
   EXPECT_TRUE(s.recovered());
@@ -210,17 +191,9 @@ namespace {
 TEST(PublicApiErrors, AFailedRecoveryLeavesThePoolUnclean) {
   pool_test::TempPath path("public-api");
   open_or_create<FailingRecovery>(path.str(), kPoolSize).close();
-  std::fflush(nullptr);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    auto s = open_or_create<FailingRecovery>(path.str(), kPoolSize);
-    ::raise(SIGKILL);  // with the pool open: unclean
-    ::_exit(3);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFSIGNALED(status));
+  pool_test::in_child_killed_by_sigkill([&] {
+    auto s = open_or_create<FailingRecovery>(path.str(), kPoolSize);  // killed open: unclean
+  });
 
   FailingRecovery::fail = true;
   EXPECT_THROW(open_or_create<FailingRecovery>(path.str(), kPoolSize), PoolError);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -148,6 +149,30 @@ void in_killed_child(F&& body) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
   ASSERT_EQ(WEXITSTATUS(status), 0);
+}
+
+// Runs `body` in a child process that then dies of SIGKILL with whatever the body left open
+// (what `kill -9` does to a real writer: no destructor runs). The child exits without the
+// signal, failing the test, when the body throws or records a test failure.
+template <class F>
+void in_child_killed_by_sigkill(F&& body) {
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int code = 3;
+    try {
+      body();
+      if (!::testing::Test::HasFailure()) ::raise(SIGKILL);
+    } catch (...) {
+      code = 4;
+    }
+    ::_exit(code);  // reached only when the child could not do its part
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+      << "the child ended otherwise (status " << status << ")";
 }
 
 }  // namespace pool_test

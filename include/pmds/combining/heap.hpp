@@ -142,6 +142,11 @@ class CombiningHeap : public CombiningStructure<Mode> {
   }
 
   std::size_t capacity() const { return this->parameter(); }
+  // The block the heap takes from its pool (its anchor, which holds every record): capacity ×
+  // records words, which must fit in one chunk.
+  static std::size_t largest_block_for(std::size_t capacity, std::size_t slots = default_slots) {
+    return anchor_bytes(slots, capacity);
+  }
   // Quiescent: f(key) for every key, in heap-array order.
   template <class F>
   void for_each(F&& f) const {

@@ -425,12 +425,12 @@ class WorkloadProcess {
     // through the simulator (and its pages fault into the recovery's image), which at 1 MiB was
     // half of the lab's time (hash/soft, 300 crashes: 12.9 s; 6.5 s at 256 KiB; 4.9 s at
     // 64 KiB); the structures run the same code. 256 KiB (or more) where a structure takes
-    // larger blocks: an InCLL Masstree's log segments (its largest_block), a combining heap's
-    // anchor, which holds its whole state, capacity x records words (78 KiB for pwfcomb here).
-    const bool large_blocks =
-        e_.largest_block > (std::size_t{64} << 10) || e_.kind == registry::Kind::priority_queue;
-    co.chunk_size = large_blocks ? std::max(std::size_t{256} << 10, std::bit_ceil(e_.largest_block))
-                                 : std::size_t{64} << 10;
+    // larger blocks: an InCLL Masstree's log segments, a combining heap's anchor, which holds its
+    // whole state, capacity x records words (78 KiB for pwfcomb here).
+    const std::size_t largest = e_.largest_block != nullptr ? e_.largest_block(co) : 0;
+    co.chunk_size = largest > (std::size_t{64} << 10)
+                        ? std::max(std::size_t{256} << 10, std::bit_ceil(largest))
+                        : std::size_t{64} << 10;
     co.background_thread = false;  // the scheduler runs it (below)
     // Creation is not under test: it ends as a clean close would, with everything durable. Most
     // runs then close the pool and work on it opened again, so the open (its mark of an open

@@ -288,9 +288,10 @@ struct Entry {
   // How its pool is created (durable): the policy's pool_options() if it has one (Mirror's
   // volatile twin), else the defaults.
   pm::PoolOptions pool_options{};
-  // The largest block the structure takes from its pool, where it states one (T::largest_block;
-  // 0: none above a few KiB): the crash lab's chunks must hold it.
-  std::size_t largest_block = 0;
+  // The largest block the structure takes from its pool when created with these options, where
+  // it states one (T::largest_block, or T::largest_block_for(capacity) for a bounded structure;
+  // null: none above a few KiB): the crash lab's chunks must hold it.
+  std::size_t (*largest_block)(const CreateOptions&) = nullptr;
 
   void* (*create)(pm::Pool* pool, const CreateOptions&) = nullptr;
   void* (*open)(pm::Pool& pool, const CreateOptions&) = nullptr;  // null when !durable
@@ -538,7 +539,12 @@ Entry make_entry(std::size_t index) {
       };
   }
   if constexpr (requires { T::Policy::pool_options(); }) e.pool_options = T::Policy::pool_options();
-  if constexpr (requires { T::largest_block; }) e.largest_block = T::largest_block;
+  if constexpr (requires { T::largest_block; })
+    e.largest_block = [](const CreateOptions&) -> std::size_t { return T::largest_block; };
+  else if constexpr (requires(std::size_t c) { T::largest_block_for(c); })
+    e.largest_block = [](const CreateOptions& o) -> std::size_t {
+      return T::largest_block_for(static_cast<std::size_t>(capacity_for(o)));
+    };
   if constexpr (HasBackgroundWork<T>)
     e.background_step = [](void* p) { static_cast<T*>(p)->background_step(); };
   if constexpr (requires(T & t) { t.finish_recovery_sweep(); })
