@@ -15,6 +15,14 @@
 // the pool closed cleanly when the handle goes out of scope; after a crash or kill -9 the next
 // open_or_create recovers it (docs/ARCHITECTURE.md §5).
 //
+// The pool grows: the size given is where a new pool starts, and it grows on demand (doubling,
+// at most 1 GiB a step) up to PoolGrowth::max_size, default_max_pool_size unless given:
+//   auto big = pmds::open_or_create<pmds::MontageHashMap>("m.pool", 16 << 20, {.max_size = 1ull << 40});
+// PoolFull comes at that limit, or when the file system has no room for the next step; nothing
+// is lost, and the next growth is tried when space returns. An existing pool keeps the limit it
+// was created with unless a larger one is passed (up to what its directory, sized at create for
+// its max_size, has room for).
+//
 // A file whose creation itself crashed (before the structure's root was written) holds no
 // structure: open_or_create reports it as PoolError bad_argument rather than guessing; remove
 // the file to start afresh.
@@ -219,6 +227,30 @@ inline constexpr std::string_view pool_layout<PWFCombHeap> = "heap/pwfcomb";
 template <>
 inline constexpr std::string_view pool_layout<PWFCombAtomicFloat> = "register/pwfcomb";
 
+// How far a pool made by open_or_create may grow (the top of this header). The default limit is
+// a number rather than a share of the file system's free space, which changes while the pool
+// lives: 64 GiB (8 GiB under ThreadSanitizer, whose address range holds only a few such
+// reservations). A pool reserves the address range of its limit when it opens (address space
+// only, not memory) and its chunk directory has a word per 1 MiB chunk of it (512 KiB for
+// 64 GiB), so a far larger default would cost small pools.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr std::uint64_t default_max_pool_size = std::uint64_t{8} << 30;
+#else
+inline constexpr std::uint64_t default_max_pool_size = std::uint64_t{64} << 30;
+#endif
+struct PoolGrowth {
+  std::uint64_t max_size = default_max_pool_size;
+};
+
+template <class S>
+class Durable;
+namespace detail {
+template <class S, class... CreateArgs>
+Durable<S> open_or_create(const std::filesystem::path& path, std::uint64_t pool_size,
+                          std::uint64_t max_size, std::uint64_t open_max_size,
+                          const CreateArgs&... create_args);
+}  // namespace detail
+
 // A durable structure and the pool it lives in, owned together; movable, not copyable.
 template <class S>
 class Durable {
@@ -252,7 +284,8 @@ class Durable {
 
  private:
   template <class T, class... A>
-  friend Durable<T> open_or_create(const std::filesystem::path&, std::uint64_t, const A&...);
+  friend Durable<T> detail::open_or_create(const std::filesystem::path&, std::uint64_t,
+                                           std::uint64_t, std::uint64_t, const A&...);
   Durable(std::unique_ptr<pm::Pool> pool, std::unique_ptr<S> structure, bool recovered)
       : pool_(std::move(pool)), structure_(std::move(structure)), recovered_(recovered) {}
 
@@ -286,14 +319,13 @@ std::unique_ptr<S> open_structure(pm::Pool& pool, const A&... create_args) {
 
 }  // namespace detail
 
-// Opens the pool file at `path` and recovers the S it holds, or, when there is no such file,
-// creates one of `pool_size` bytes (a multiple of 4096) holding a new, empty
-// S(create_new, pool, create_args...): S's own arguments and defaults (a hash set's bucket
-// count, nbMontage's montage::Options, InCLL's incll::Options, a heap's capacity). An existing
-// structure keeps what it was created with; an options object passed last also governs a
-// recovered nbMontage or InCLL structure.
+namespace detail {
+
+// max_size: the limit of a new pool; open_max_size: the limit passed to an existing pool's open
+// (0: its own).
 template <class S, class... CreateArgs>
 Durable<S> open_or_create(const std::filesystem::path& path, std::uint64_t pool_size,
+                          std::uint64_t max_size, std::uint64_t open_max_size,
                           const CreateArgs&... create_args) {
   static_assert(!pool_layout<S>.empty(),
                 "open_or_create<S> takes the durable structures named in pmds/pmds.hpp; build "
@@ -301,6 +333,7 @@ Durable<S> open_or_create(const std::filesystem::path& path, std::uint64_t pool_
   pm::PoolOptions pool_options;
   if constexpr (requires { S::Policy::pool_options(); })
     pool_options = S::Policy::pool_options();  // Mirror: room for the DRAM twin
+  pool_options.max_size = std::max<std::uint64_t>(max_size, pool_size);
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
     try {
@@ -319,10 +352,11 @@ Durable<S> open_or_create(const std::filesystem::path& path, std::uint64_t pool_
       throw;
     }
   }
-  auto pool = std::make_unique<pm::Pool>(pm::Pool::open(path.string(), pool_layout<S>));
+  auto pool =
+      std::make_unique<pm::Pool>(pm::Pool::open(path.string(), pool_layout<S>, open_max_size));
   std::unique_ptr<S> structure;
   try {
-    structure = detail::open_structure<S>(*pool, create_args...);
+    structure = open_structure<S>(*pool, create_args...);
   } catch (...) {
     // Not close(): that would mark the pool clean, and the next open would trust it (InCLL
     // keeps its failed epoch only after an unclean shutdown).
@@ -330,6 +364,28 @@ Durable<S> open_or_create(const std::filesystem::path& path, std::uint64_t pool_
     throw;
   }
   return Durable<S>(std::move(pool), std::move(structure), true);
+}
+
+}  // namespace detail
+
+// Opens the pool file at `path` and recovers the S it holds, or, when there is no such file,
+// creates one starting at `initial_size` bytes (a multiple of 4096) holding a new, empty
+// S(create_new, pool, create_args...): S's own arguments and defaults (a hash set's bucket
+// count, nbMontage's montage::Options, InCLL's incll::Options, a heap's capacity). An existing
+// structure keeps what it was created with; an options object passed last also governs a
+// recovered nbMontage or InCLL structure.
+// `growth` says how far the pool may grow (see the top of this header); the overload without it
+// uses default_max_pool_size for a new pool and keeps an existing pool's own limit.
+template <class S, class... CreateArgs>
+Durable<S> open_or_create(const std::filesystem::path& path, std::uint64_t initial_size,
+                          const PoolGrowth& growth, const CreateArgs&... create_args) {
+  return detail::open_or_create<S>(path, initial_size, growth.max_size, growth.max_size,
+                                   create_args...);
+}
+template <class S, class... CreateArgs>
+Durable<S> open_or_create(const std::filesystem::path& path, std::uint64_t initial_size,
+                          const CreateArgs&... create_args) {
+  return detail::open_or_create<S>(path, initial_size, default_max_pool_size, 0, create_args...);
 }
 
 }  // namespace pmds

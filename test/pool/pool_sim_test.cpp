@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <vector>
 
 #include "pmds/pm/pool.hpp"
 #include "pool/crash_image_util.hpp"
@@ -128,6 +129,46 @@ TEST_F(PoolSim, CrashImageOpensAsADirtyPool) {
   std::memcpy(&v, slot, sizeof v);
   EXPECT_EQ(v, 0xabcdefu);
   EXPECT_EQ(pool.allocator().used_chunks(), 1u);
+}
+
+// A pool that grew while attached: the simulator follows the growth (sim::extend), so the
+// grown chunks' stores are recorded, and a crash image of the grown pool opens at its grown size
+// with every persisted slot.
+TEST_F(PoolSim, AGrownPoolsCrashImageOpensWithEveryGrownChunk) {
+  TempPath path("sim_grow");
+  TempPath image_path("sim_grow_image");
+  pm::PoolOptions o;
+  o.chunk_size = std::size_t{64} << 10;
+  o.max_size = std::size_t{2} << 20;
+  std::vector<void*> slots;
+  std::size_t size = 0, growths = 0;
+  {
+    pm::Pool pool = pm::Pool::create(path, std::size_t{256} << 10, "test/sim", o);
+    try {
+      for (;;) {
+        void* p = pool.allocator().allocate(4096);
+        pm::write(p, &p, sizeof p);
+        pm::persist(p, sizeof p);
+        slots.push_back(p);
+      }
+    } catch (const pmds::PoolFull&) {
+    }
+    size = pool.size();
+    growths = pool.growths();
+    EXPECT_GT(growths, 1u);
+    EXPECT_TRUE(sim::attached(static_cast<char*>(pool.base()) + size - 1));
+    ASSERT_NO_FATAL_FAILURE(pool_test::write_crash_image(sim::snapshot(), pool.base(), image_path,
+                                                         sim::ImageKind::minimum));
+  }
+  pm::Pool pool = pm::Pool::open(image_path, "test/sim");
+  EXPECT_FALSE(pool.was_clean_shutdown());
+  EXPECT_EQ(pool.size(), size);
+  EXPECT_EQ(pool.growths(), growths);
+  for (void* p : slots) {
+    void* q = nullptr;
+    std::memcpy(&q, p, sizeof q);
+    ASSERT_EQ(q, p);
+  }
 }
 
 }  // namespace

@@ -136,6 +136,12 @@ int inspect_command(const std::string& path) {
   std::printf("format version  %u\n", static_cast<unsigned>(info.format_version));
   std::printf("size            %zu bytes (%s), header %zu bytes\n", info.size,
               human_bytes(info.size).c_str(), info.header_size);
+  if (info.max_size > info.size || info.growths > 0)
+    std::printf("growth          created at %s, grew %zu times, may grow to %s\n",
+                human_bytes(info.created_size).c_str(), info.growths,
+                human_bytes(info.max_size).c_str());
+  else
+    std::printf("growth          none: the pool keeps its size\n");
   std::printf("base address    0x%zx\n", static_cast<std::size_t>(info.base));
   std::printf("shutdown        %s\n",
               info.clean_shutdown

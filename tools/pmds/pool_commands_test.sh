@@ -27,6 +27,16 @@ PY
 grep -q "in place" "$dir/check2" || fail "check --in-place: $(cat "$dir/check2")"
 "$pmds" inspect "$dir/list.pool" | grep -q "^shutdown        clean" || fail "in-place check left it dirty"
 
+# A pool that grows: created at 4 MiB, filled past it; inspect shows its growth, check its keys.
+"$pmds" bench --structure hash/linkfree --key-range 200000 --reads 100 --threads 1 \
+  --duration 0.05 --warmup 0 --reps 1 --no-table --no-recovery --pool-size 4M \
+  --max-pool-size 64M --pool "$dir/grow.pool" 2>/dev/null
+"$pmds" inspect "$dir/grow.pool" >"$dir/inspect"
+grep -Eq "^growth          created at [0-9.]+ MiB, grew [1-9][0-9]* times, may grow to [0-9.]+ MiB" \
+  "$dir/inspect" || fail "inspect of a grown pool: $(cat "$dir/inspect")"
+"$pmds" check "$dir/grow.pool" >"$dir/check3" || fail "check of a grown pool: $(cat "$dir/check3")"
+grep -q "^elements    100000$" "$dir/check3" || fail "check of a grown pool: $(cat "$dir/check3")"
+
 # A queue: its values in dequeue order.
 "$pmds" bench --structure queue/izraelevitz --workload pairs --threads 1 --duration 0.05 \
   --warmup 0 --reps 1 --no-table --pool "$dir/queue.pool" 2>/dev/null

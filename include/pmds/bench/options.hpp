@@ -172,11 +172,19 @@ inline void add_bench_options(CLI::App& app, ParsedBench& out) {
       ->group(more)
       ->transform(whole_number(1, 1ull << 36));
   app.add_option("--pool-size", c.pool_size,
-                 "pool file size, suffixes K, M, G (default: from the key range)")
+                 "pool file size (its initial size with --max-pool-size), suffixes K, M, G "
+                 "(default: from the key range)")
       ->type_name("BYTES")
       ->group(more)
       ->transform(CLI::AsSizeValue(false).description(""))
       ->check(whole_number(1, 1ull << 44));  // 16 TiB
+  app.add_option("--max-pool-size", c.max_pool_size,
+                 "the most a pool may grow to, from --pool-size (its initial size) on demand; "
+                 "suffixes K, M, G (default: it never grows)")
+      ->type_name("BYTES")
+      ->group(more)
+      ->transform(CLI::AsSizeValue(false).description(""))
+      ->check(whole_number(1, 1ull << 44));
   app.add_option("--zipf-theta", c.zipf_theta, "zipfian skew, 0 < X < 1 (default: 0.99)")
       ->type_name("X")
       ->group(more)

@@ -111,6 +111,7 @@ inline registry::CreateOptions create_options_of(const Config& cfg) {
   create.key_range = cfg.key_range;
   create.buckets = cfg.buckets;
   create.pool_size = cfg.pool_size;
+  create.max_pool_size = cfg.max_pool_size;
   create.recovery_threads = cfg.recovery_threads;
   create.lazy_recovery = cfg.lazy_recovery;
   create.key_size = cfg.key_size;

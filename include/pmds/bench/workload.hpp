@@ -157,6 +157,7 @@ struct Config {
   std::uint32_t fence_latency_ns = 0;
   std::string pool_path;        // empty: a temporary pool file per run, removed afterwards
   std::uint64_t pool_size = 0;  // 0: sized from the key range
+  std::uint64_t max_pool_size = 0;  // 0: the pool never grows
   std::uint64_t buckets = 0;    // hash tables; 0: the structure's choice for the key range
   unsigned local_work = 512;    // pairs, heap, atomicfloat: max iterations between operations
   unsigned scan_length = 100;   // ycsb-e: scans of 1..scan_length keys

@@ -71,7 +71,9 @@ enum class ReplicaPlacement : std::uint8_t {
 // structure.
 class VolatileTwin {
  public:
-  VolatileTwin(pm::Pool& pool, ReplicaPlacement placement) : size_(pool.size()) {
+  // The twin covers the range the pool may grow into (untouched pages cost nothing), so a pool
+  // that grows needs no second twin mapping.
+  VolatileTwin(pm::Pool& pool, ReplicaPlacement placement) : size_(pool.max_size()) {
     void* want = twin_of(pool.base());
     int fd = -1;
     int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;

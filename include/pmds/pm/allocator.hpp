@@ -40,6 +40,14 @@
 // Threads: allocate() and free() from any number of threads at once; recover(), free_slots()
 // only when no other thread uses the allocator (quiescent).
 //
+// Growth (a pool opened with a limit above its size, pool.hpp): when no chunk is free, the thread
+// that finds none takes the growth mutex and asks the pool to grow the file (Pool::grow, which
+// makes the new chunks durable and known in the header before it returns); only then does the
+// chunk count, and with it every scan, reach the new chunks. A thread that needs a chunk during
+// a growth waits on the mutex for that growth; threads that allocate from their free lists or
+// their chunk do not stop. The directory has a word for every chunk up to the pool's capacity,
+// zero (free) until the pool grows that far.
+//
 // Planted bug for the crash lab (crashlab/allocator_probe.hpp, a fixture): in the simulated
 // backend only, planted_allocator_bug = directory_not_persisted drops the persist of a claimed
 // chunk's directory word, so a slot can be durably live in a chunk that a crash leaves free.
@@ -57,6 +65,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -179,7 +188,7 @@ class ChunkAllocator {
   // The chunks in use now, by index: for recover_chunks().
   std::vector<std::size_t> used_chunk_indices() const {
     std::vector<std::size_t> used;
-    for (std::size_t i = 0; i < chunk_count_; ++i)
+    for (std::size_t i = 0; i < chunk_count(); ++i)
       if (format::chunk_word::is_used(directory_[i].load())) used.push_back(i);
     return used;
   }
@@ -239,7 +248,7 @@ class ChunkAllocator {
   // (seed 000 §5: recovery iterates over the durable areas). Reads only the directory.
   template <class F>
   void for_each_slot(F&& f) const {
-    for (std::size_t i = 0; i < chunk_count_; ++i) {
+    for (std::size_t i = 0, count = chunk_count(); i < count; ++i) {
       const std::uint64_t w = directory_[i].load();
       if (!format::chunk_word::is_used(w)) continue;
       const std::size_t size = format::chunk_word::slot_size(w);
@@ -253,7 +262,7 @@ class ChunkAllocator {
   // chunk.
   template <class F>
   void for_each_used_chunk(F&& f) const {
-    for (std::size_t i = 0; i < chunk_count_; ++i) {
+    for (std::size_t i = 0, count = chunk_count(); i < count; ++i) {
       const std::uint64_t w = directory_[i].load();
       if (!format::chunk_word::is_used(w)) continue;
       f(i, static_cast<void*>(chunk_begin(i)), format::chunk_word::slot_size(w),
@@ -262,9 +271,10 @@ class ChunkAllocator {
   }
 
   std::size_t chunk_size() const { return chunk_size_; }
-  std::size_t chunk_count() const { return chunk_count_; }
+  // The chunks the pool holds now (it may grow: pool.hpp).
+  std::size_t chunk_count() const { return chunk_count_.load(std::memory_order_acquire); }
   std::size_t used_chunks() const { return used_chunks_.load(std::memory_order_relaxed); }
-  std::size_t free_chunks() const { return chunk_count_ - used_chunks(); }
+  std::size_t free_chunks() const { return chunk_count() - used_chunks(); }
   std::size_t slots_per_chunk(std::size_t slot_size) const { return chunk_size_ / slot_size; }
 
   // Free slots known to the allocator: every thread's lists, bump runs and the shared lists.
@@ -284,7 +294,7 @@ class ChunkAllocator {
   // (used_chunks() * chunk_size() counts in whole chunks). Quiescent only, as free_slots().
   std::size_t allocated_bytes() const {
     std::size_t slots[max_slot_sizes] = {};
-    for (std::size_t i = 0; i < chunk_count_; ++i) {
+    for (std::size_t i = 0, count = chunk_count(); i < count; ++i) {
       const std::uint8_t cls = chunk_class_[i].load(std::memory_order_relaxed);
       if (cls != no_class)
         slots[cls] += chunk_size_ / class_size_[cls].load(std::memory_order_relaxed);
@@ -308,7 +318,7 @@ class ChunkAllocator {
   // holds. set(p) and test(p) take a slot of a used chunk (is_slot).
   class SlotBits {
    public:
-    explicit SlotBits(const ChunkAllocator& a) : allocator_(&a), first_(a.chunk_count_, none) {
+    explicit SlotBits(const ChunkAllocator& a) : allocator_(&a), first_(a.chunk_count(), none) {
       std::size_t n = 0;
       a.for_each_used_chunk([&](std::size_t i, void*, std::size_t slot_size, std::size_t) {
         first_[i] = n;
@@ -348,7 +358,8 @@ class ChunkAllocator {
   // True when p points into the chunk area of this pool.
   bool owns(const void* p) const {
     const auto* c = static_cast<const char*>(p);
-    return c >= chunks_ && c < chunks_ + chunk_count_ * chunk_size_;
+    return c >= chunks_ &&
+           c < chunks_ + chunk_count_.load(std::memory_order_relaxed) * chunk_size_;
   }
 
   // The slot size of the used chunk holding p (0 when p is not in a used chunk).
@@ -410,7 +421,7 @@ class ChunkAllocator {
   // walk longer than this goes round a cycle.
   std::size_t slot_capacity() const {
     std::size_t n = 0;
-    for (std::size_t i = 0; i < chunk_count_; ++i) {
+    for (std::size_t i = 0, count = chunk_count(); i < count; ++i) {
       const std::uint8_t cls = chunk_class_[i].load(std::memory_order_relaxed);
       if (cls != no_class) n += chunk_size_ / class_size_[cls].load(std::memory_order_relaxed);
     }
@@ -447,20 +458,25 @@ class ChunkAllocator {
     std::atomic<std::size_t> count{0};  // slots in runs; written under the mutex
   };
 
-  // Pool calls this after it mapped and validated the pool.
+  // Pool calls this after it mapped and validated the pool: `chunk_count` chunks now, room in
+  // the directory (and in the reserved address range) for `chunk_limit`; `grow(count)` grows the
+  // pool past `count` chunks and returns the new count, or throws PoolFull (empty: never grows).
   ChunkAllocator(std::string path, atomic<std::uint64_t>* directory, char* chunks,
-                 std::size_t chunk_size, std::size_t chunk_count)
+                 std::size_t chunk_size, std::size_t chunk_count, std::size_t chunk_limit,
+                 std::function<std::size_t(std::size_t)> grow)
       : path_(std::move(path)),
         directory_(directory),
         chunks_(chunks),
         chunk_size_(chunk_size),
         chunk_shift_(static_cast<unsigned>(__builtin_ctzll(chunk_size))),
         chunk_count_(chunk_count),
-        chunk_class_(new std::atomic<std::uint8_t>[chunk_count]),
+        chunk_limit_(chunk_limit),
+        grow_(std::move(grow)),
+        chunk_class_(new std::atomic<std::uint8_t>[chunk_limit]),
         threads_(new ThreadState[pmds::max_threads]),
         shared_(new SharedList[max_slot_sizes]) {
     std::size_t used = 0;
-    for (std::size_t i = 0; i < chunk_count_; ++i) {
+    for (std::size_t i = 0; i < chunk_count; ++i) {
       const std::uint64_t w = directory_[i].load();
       std::uint8_t cls = no_class;
       if (format::chunk_word::is_used(w)) {
@@ -469,6 +485,8 @@ class ChunkAllocator {
       }
       chunk_class_[i].store(cls, std::memory_order_relaxed);
     }
+    for (std::size_t i = chunk_count; i < chunk_limit_; ++i)
+      chunk_class_[i].store(no_class, std::memory_order_relaxed);
     used_chunks_.store(used, std::memory_order_relaxed);
   }
 
@@ -522,27 +540,38 @@ class ChunkAllocator {
   }
 
   // Claims a free chunk for `size`: one CAS of its directory word, then persist, so the chunk
-  // is durably known to recovery before any of its slots can hold a durable node.
+  // is durably known to recovery before any of its slots can hold a durable node. When none is
+  // free, grows the pool (one growth at a time; a thread that finds the count changed while it
+  // waited for the growth mutex scans again instead of growing twice).
   char* claim_chunk(std::size_t cls, std::size_t size) {
     const std::size_t owner = pmds::thread_id();
     const std::uint64_t desired = format::chunk_word::used(owner, size);
-    const std::size_t start = next_chunk_hint_.load(std::memory_order_relaxed);
-    for (std::size_t k = 0; k < chunk_count_; ++k) {
-      const std::size_t i = (start + k) % chunk_count_;
-      if (chunk_class_[i].load(std::memory_order_relaxed) != no_class) continue;
-      std::uint64_t expected = format::chunk_word::free_word;
-      if (!directory_[i].compare_exchange_strong(expected, desired)) continue;
-      if (backend != Backend::simulated ||
-          planted_allocator_bug != PlantedAllocatorBug::directory_not_persisted)
-        persist(&directory_[i], sizeof(std::uint64_t));
-      chunk_class_[i].store(static_cast<std::uint8_t>(cls), std::memory_order_relaxed);
-      used_chunks_.fetch_add(1, std::memory_order_relaxed);
-      next_chunk_hint_.store(i + 1, std::memory_order_relaxed);
-      return chunk_begin(i);
+    for (;;) {
+      const std::size_t count = chunk_count();
+      const std::size_t start = next_chunk_hint_.load(std::memory_order_relaxed);
+      for (std::size_t k = 0; k < count; ++k) {
+        const std::size_t i = (start + k) % count;
+        if (chunk_class_[i].load(std::memory_order_relaxed) != no_class) continue;
+        std::uint64_t expected = format::chunk_word::free_word;
+        if (!directory_[i].compare_exchange_strong(expected, desired)) continue;
+        if (backend != Backend::simulated ||
+            planted_allocator_bug != PlantedAllocatorBug::directory_not_persisted)
+          persist(&directory_[i], sizeof(std::uint64_t));
+        chunk_class_[i].store(static_cast<std::uint8_t>(cls), std::memory_order_relaxed);
+        used_chunks_.fetch_add(1, std::memory_order_relaxed);
+        next_chunk_hint_.store(i + 1, std::memory_order_relaxed);
+        return chunk_begin(i);
+      }
+      if (!grow_)
+        throw PoolFull("pmds pool '" + path_ + "': full: no free chunk for a " +
+                       std::to_string(size) + "-byte slot (all " + std::to_string(count) +
+                       " chunks of " + std::to_string(chunk_size_) + " bytes are used) [full]");
+      std::lock_guard g(growth_mutex_);
+      if (chunk_count() != count) continue;  // another thread grew the pool meanwhile
+      const std::size_t grown = grow_(count);  // PoolFull at the limit or on a full disk
+      next_chunk_hint_.store(count, std::memory_order_relaxed);  // the new chunks first
+      chunk_count_.store(grown, std::memory_order_release);
     }
-    throw PoolFull("pmds pool '" + path_ + "': full: no free chunk for a " + std::to_string(size) +
-                   "-byte slot (all " + std::to_string(chunk_count_) + " chunks of " +
-                   std::to_string(chunk_size_) + " bytes are used) [full]");
   }
 
   // Moves all but one batch of this thread's free slots to the shared list (splitting a run
@@ -625,7 +654,10 @@ class ChunkAllocator {
   char* chunks_;
   std::size_t chunk_size_;
   unsigned chunk_shift_;
-  std::size_t chunk_count_;
+  std::atomic<std::size_t> chunk_count_;  // grows (claim_chunk) under growth_mutex_
+  std::size_t chunk_limit_;                // chunk_class_'s length: the most the pool may hold
+  std::function<std::size_t(std::size_t)> grow_;
+  std::mutex growth_mutex_;
   std::unique_ptr<std::atomic<std::uint8_t>[]> chunk_class_;  // volatile mirror of the directory
   std::unique_ptr<ThreadState[]> threads_;                    // indexed by pmds::thread_id()
   std::unique_ptr<SharedList[]> shared_;                      // indexed by class

@@ -53,13 +53,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -87,6 +90,10 @@ struct PoolOptions {
   std::uintptr_t base = 0;
   // Permission bits of the new file.
   unsigned mode = 0600;
+  // The most the pool may grow to, in bytes (0: its size; it never grows). When larger than the
+  // size, the pool starts with as many whole chunks as fit in the size beside a directory that
+  // has room for max_size's, and grows on demand (Pool::grow) up to max_size.
+  std::size_t max_size = 0;
   // Also keep [base + twin_offset, + size) free in this process when choosing the base: the
   // structure maps a volatile twin of the pool there (Mirror's DRAM replica, mirror/replica.hpp).
   // With an explicit base, that range must be free too (else base_unavailable).
@@ -104,7 +111,10 @@ struct PoolInfo {
   std::string layout;
   std::uint32_t format_version = 0;
   std::size_t header_size = 0;
-  std::size_t size = 0;
+  std::size_t size = 0;          // now
+  std::size_t created_size = 0;  // at create
+  std::size_t max_size = 0;      // the most it may grow to (size: it never grows)
+  std::size_t growths = 0;       // how many times it grew
   std::uintptr_t base = 0;
   bool clean_shutdown = false;  // false: open now, or it crashed (recovery will run)
   std::size_t chunk_size = 0;
@@ -199,6 +209,7 @@ struct ValidatedFile {
   Fd fd;
   std::size_t file_size = 0;
   std::array<unsigned char, format::header_size> header{};
+  format::Header h;
   format::Identity id{};
   std::vector<std::uint64_t> directory;
 
@@ -215,11 +226,12 @@ inline ValidatedFile read_and_validate(const std::string& path, std::string_view
   f.fd = std::move(fd);
   f.file_size = size;
   read_exact(path, f.fd.get(), f.header.data(), std::min(size, format::header_size), 0);
-  f.id = format::validate_header(path, f.header.data(), size, layout);
-  f.directory.resize(f.id.chunk_count);
-  read_exact(path, f.fd.get(), f.directory.data(), f.id.chunk_count * sizeof(std::uint64_t),
+  f.h = format::validate_header(path, f.header.data(), size, layout);
+  f.id = f.h.id;
+  f.directory.resize(f.h.chunk_count);
+  read_exact(path, f.fd.get(), f.directory.data(), f.h.chunk_count * sizeof(std::uint64_t),
              static_cast<off_t>(f.id.directory_offset));
-  format::validate_directory(path, f.id, f.directory.data());
+  format::validate_directory(path, f.id, f.h.chunk_count, f.directory.data());
   return f;
 }
 
@@ -250,10 +262,13 @@ struct Mapping {
   std::size_t leaked_tail_size = 0;
   pmem2_source* source = nullptr;
   pmem2_map* map = nullptr;
+  std::vector<pmem2_map*> extensions;  // one per growth (Pool::grow), after `map`
   pmem2_persist_fn persist_fn = nullptr;
   bool page_granularity = false;  // not DAX: the page cache stands between stores and media
 
   void release() {
+    for (pmem2_map*& e : extensions) pmem2_map_delete(&e);
+    extensions.clear();
     if (map != nullptr) pmem2_map_delete(&map);
     if (source != nullptr) pmem2_source_delete(&source);
     if (reservation != nullptr) pmem2_vm_reservation_delete(&reservation);
@@ -344,6 +359,23 @@ inline void map_into_reservation(const std::string& path, int fd, std::size_t si
   m.page_granularity = pmem2_map_get_store_granularity(m.map) == PMEM2_GRANULARITY_PAGE;
 }
 
+// Maps [offset, offset + size) of the file into the reservation at the same offset: the part a
+// growth added (Pool::grow). Returns a libpmem2 error code.
+inline int map_extension(std::size_t offset, std::size_t size, Mapping& m) {
+  pmem2_config* cfg = nullptr;
+  int rc = pmem2_config_new(&cfg);
+  if (rc != 0) return rc;
+  rc = pmem2_config_set_required_store_granularity(cfg, PMEM2_GRANULARITY_PAGE);
+  if (rc == 0) rc = pmem2_config_set_offset(cfg, offset);
+  if (rc == 0) rc = pmem2_config_set_length(cfg, size);
+  if (rc == 0) rc = pmem2_config_set_vm_reservation(cfg, m.reservation, offset);
+  pmem2_map* map = nullptr;
+  if (rc == 0) rc = pmem2_map_new(&map, cfg, m.source);
+  pmem2_config_delete(&cfg);
+  if (rc == 0) m.extensions.push_back(map);
+  return rc;
+}
+
 inline void lock_file(const std::string& path, int fd) {
   if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return;
   if (errno == EWOULDBLOCK)
@@ -365,12 +397,32 @@ class Pool {
   }
 
   // Creates a new pool file of `size` bytes (a multiple of 4096, at least min_size()) holding
-  // `layout` (1 to 63 bytes, no NUL), and opens it. Throws PoolError: already_exists,
-  // bad_argument, not_found (missing directory), io; on failure no file is left behind.
+  // `layout` (1 to 63 bytes, no NUL), and opens it; with options.max_size above `size`, a pool
+  // that grows up to max_size (its file then starts at the whole chunks that fit in `size`).
+  // Throws PoolError: already_exists, bad_argument, not_found (missing directory), io; on
+  // failure no file is left behind.
   static Pool create(const std::string& path, std::size_t size, std::string_view layout,
                      const PoolOptions& options = {}) {
     check_create_arguments(path, size, layout, options);
-    const format::Geometry g = format::geometry_for(size, options.chunk_size);
+    format::Geometry g = format::geometry_for(size, options.chunk_size);
+    std::size_t limit = g.chunk_count;
+    if (options.max_size > size) {
+      // The directory has room for max_size's chunks; the file holds those that fit beside it.
+      const format::Geometry most = format::geometry_for(options.max_size, options.chunk_size);
+      const std::size_t fit =
+          size > most.chunks_offset ? (size - most.chunks_offset) / options.chunk_size : 0;
+      if (fit == 0)
+        format::fail(PoolErrc::bad_argument, path,
+                     "size " + std::to_string(size) + " leaves no room for a chunk beside the " +
+                         "chunk directory of a pool that grows to " +
+                         std::to_string(options.max_size) + " bytes (at least " +
+                         std::to_string(most.chunks_offset + options.chunk_size) + ")");
+      if (fit < most.chunk_count) {
+        g = {most.directory_offset, most.chunks_offset, fit};
+        limit = most.chunk_count;
+        size = most.chunks_offset + fit * options.chunk_size;
+      }
+    }
 
     detail::Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, options.mode));
     if (fd.get() < 0) {
@@ -393,19 +445,22 @@ class Pool {
 
       st->path = path;
       st->layout = std::string(layout);
-      st->size = size;
+      st->size.store(size);
       st->chunk_size = options.chunk_size;
+      st->chunks_offset = g.chunks_offset;
       st->chunk_count = g.chunk_count;
+      st->limit = limit;
       st->was_clean = true;  // nothing to recover in a new pool
+      const std::size_t span = st->max_size();
       if (options.base != 0) {
-        if (options.twin && !twin_range_free(options.base, size))
+        if (options.twin && !twin_range_free(options.base, span))
           format::fail(PoolErrc::base_unavailable, path,
                        "the range of its volatile twin at " +
                            detail::hex(options.base + twin_offset) +
                            " is taken in this process, or beyond " + detail::hex(twin_range_end));
-        detail::reserve_at(path, options.base, size, st->mapping);
+        detail::reserve_at(path, options.base, span, st->mapping);
       } else {
-        reserve_free_range(path, size, options.twin, st->mapping);
+        reserve_free_range(path, span, options.twin, st->mapping);
       }
       st->base = static_cast<char*>(pmem2_vm_reservation_get_address(st->mapping.reservation));
       detail::map_into_reservation(path, fd.get(), size, st->mapping);
@@ -423,6 +478,7 @@ class Pool {
       id.chunks_offset = g.chunks_offset;
       std::memcpy(id.layout, layout.data(), layout.size());
       id.checksum = format::identity_checksum(id);
+      const format::GrowthLine growth{g.chunk_count, limit, 0, 0};
 
       // Everything but the magic, persisted. A new file reads as zeros already; the header's
       // zero bytes and the directory are written anyway, so that everything the magic vouches
@@ -431,6 +487,7 @@ class Pool {
       pm::write(base, &id, sizeof id);
       static constexpr std::array<unsigned char, format::header_size> zeros{};
       pm::write(base + sizeof id, zeros.data(), format::header_size - sizeof id);
+      pm::write(base + format::growth_offset, &growth, sizeof growth);
       for (std::size_t off = g.directory_offset; off < g.chunks_offset; off += zeros.size())
         pm::write(base + off, zeros.data(), std::min(zeros.size(), g.chunks_offset - off));
       pm::persist(base, g.chunks_offset);
@@ -461,7 +518,13 @@ class Pool {
   // Throws PoolError: not_found, not_regular_file, bad_magic, version_too_new, corrupted,
   // layout_mismatch, truncated, size_mismatch, base_unavailable, in_use, io; bad_argument for an
   // empty or too long layout name.
-  static Pool open(const std::string& path, std::string_view layout) {
+  //
+  // max_size (0: keep the pool's own limit) raises the limit of a pool created to grow, up to
+  // the room its directory has (the max_size it was created with, rounded up to a whole page of
+  // directory words); a smaller one is ignored. A file longer than its header says, within a
+  // growth the header records as begun, is a growth that a crash interrupted: open trims it
+  // back (its chunks were never handed out). Any other length is truncated / size_mismatch.
+  static Pool open(const std::string& path, std::string_view layout, std::size_t max_size = 0) {
     if (layout.empty() || layout.size() > format::max_layout_length)
       format::fail(PoolErrc::bad_argument, path,
                    "open() needs the layout name the pool was created with (1 to " +
@@ -470,11 +533,29 @@ class Pool {
     auto st = std::make_unique<State>();
     st->path = path;
     st->layout = std::string(layout);
-    st->size = f.id.pool_size;
+    st->size.store(f.h.size);
     st->chunk_size = f.id.chunk_size;
-    st->chunk_count = f.id.chunk_count;
+    st->chunks_offset = f.id.chunks_offset;
+    st->chunk_count = f.h.chunk_count;
+    st->limit = f.h.limit;
+    st->growths.store(f.h.growths);
+    if (max_size > st->max_size()) {
+      const std::size_t wanted = (max_size - f.id.chunks_offset) / f.id.chunk_size;
+      if (f.h.limit == f.id.chunk_count || wanted > format::directory_capacity(f.id))
+        format::fail(
+            PoolErrc::bad_argument, path,
+            f.h.limit == f.id.chunk_count
+                ? "was created with a fixed size; it cannot grow to " + std::to_string(max_size)
+                : "has room in its chunk directory for " +
+                      std::to_string(format::directory_capacity(f.id)) + " chunks (" +
+                      std::to_string(f.id.chunks_offset +
+                                     format::directory_capacity(f.id) * f.id.chunk_size) +
+                      " bytes), not " + std::to_string(max_size) +
+                      " bytes: create it with a larger max_size");
+      st->limit = wanted;
+    }
     try {
-      detail::reserve_at(path, f.id.base_address, f.id.pool_size, st->mapping);
+      detail::reserve_at(path, f.id.base_address, st->max_size(), st->mapping);
       detail::lock_file(path, f.fd.get());
       detail::Fd rw(::open(path.c_str(), O_RDWR | O_CLOEXEC));
       if (rw.get() < 0)
@@ -483,7 +564,10 @@ class Pool {
       if (::fstat(rw.get(), &a) != 0 || ::fstat(f.fd.get(), &b) != 0 || a.st_ino != b.st_ino ||
           a.st_dev != b.st_dev)
         format::fail(PoolErrc::io, path, "the file was replaced while it was being opened");
-      detail::map_into_reservation(path, rw.get(), f.id.pool_size, st->mapping);
+      if (f.h.interrupted_growth && ::ftruncate(rw.get(), static_cast<off_t>(f.h.size)) != 0)
+        format::fail(PoolErrc::io, path,
+                     "cannot trim the growth a crash interrupted: " + detail::errno_text(errno));
+      detail::map_into_reservation(path, rw.get(), f.h.size, st->mapping);
       st->base = static_cast<char*>(pmem2_map_get_address(st->mapping.map));
       // The mapped header and directory must be what was validated (no change in between).
       if (std::memcmp(st->base, f.header.data(), format::header_size) != 0 ||
@@ -504,6 +588,13 @@ class Pool {
     } catch (...) {
       pool.abandon();  // not close(): that would mark the pool clean
       throw;
+    }
+    // The growth line says what open decided: the limit it raised, a growth it trimmed.
+    if (f.id.format_version >= 2 && (f.h.pending != 0 || pool.state_->limit != f.h.limit)) {
+      State& st = *pool.state_;
+      growth_word(st, offsetof(format::GrowthLine, limit)).store(st.limit);
+      growth_word(st, offsetof(format::GrowthLine, pending)).store(0);
+      persist_growth_line(st);
     }
     // Open: the shutdown is no longer clean until close() says so.
     pool.clean_flag().store(0);
@@ -530,7 +621,7 @@ class Pool {
     State& st = *state_;
     // On a non-DAX file the page cache holds the stores: write it back before the flag says
     // clean, so "clean" never names a pool whose contents are not all on the media.
-    st.persist_media(0, st.size);
+    st.persist_media(0, st.size.load());
     clean_flag().store(1);
     persist(&clean_flag(), sizeof(std::uint64_t));
     st.persist_media(format::clean_flag_offset, sizeof(std::uint64_t));
@@ -551,8 +642,17 @@ class Pool {
   void* base() const {
     return state_->base;
   }
+  // The pool's size now (it grows when created with a max_size above its size).
   std::size_t size() const {
-    return state_->size;
+    return state_->size.load(std::memory_order_acquire);
+  }
+  // The most it may grow to: the address range reserved for it (size() when it never grows).
+  std::size_t max_size() const {
+    return state_->max_size();
+  }
+  // How many times it grew since create.
+  std::size_t growths() const {
+    return state_->growths;
   }
   std::string_view layout() const {
     return state_->layout;
@@ -562,7 +662,7 @@ class Pool {
   }
   bool contains(const void* p) const {
     const auto* c = static_cast<const char*>(p);
-    return c >= state_->base && c < state_->base + state_->size;
+    return c >= state_->base && c < state_->base + size();
   }
 
   // The clean-shutdown flag as open() found it: false after a crash (or a kill) while open.
@@ -616,9 +716,12 @@ class Pool {
     std::string path;
     std::string layout;
     char* base = nullptr;
-    std::size_t size = 0;
+    std::atomic<std::size_t> size{0};  // grows (grow(), under the allocator's growth mutex)
     std::size_t chunk_size = 0;
-    std::size_t chunk_count = 0;
+    std::size_t chunks_offset = 0;
+    std::size_t chunk_count = 0;  // at open (the allocator's count is the one that grows)
+    std::size_t limit = 0;        // the most chunks it may grow to
+    std::atomic<std::size_t> growths{0};
     bool was_clean = false;
     detail::Mapping mapping;
     detail::Fd fd;       // read-write, the mapping's source
@@ -629,7 +732,75 @@ class Pool {
       if (mapping.page_granularity && mapping.persist_fn != nullptr)
         mapping.persist_fn(base + offset, n);
     }
+    std::size_t max_size() const {
+      return std::max(size.load(), chunks_offset + limit * chunk_size);
+    }
   };
+
+  // The most a growth adds: the pool doubles until then, so a fill from small to large costs a
+  // logarithmic number of growths, and no single growth takes long (a growth that allocates
+  // the blocks of 1 GiB on a disk takes well under a second).
+  static constexpr std::size_t max_growth_step = std::size_t{1} << 30;
+
+  // A word of the growth line (pool_format.hpp), by its offset in it.
+  static atomic<std::uint64_t>& growth_word(State& st, std::size_t offset) {
+    return *reinterpret_cast<atomic<std::uint64_t>*>(st.base + format::growth_offset + offset);
+  }
+  static void persist_growth_line(State& st) {
+    persist(st.base + format::growth_offset, sizeof(format::GrowthLine));
+    st.persist_media(format::growth_offset, sizeof(format::GrowthLine));
+  }
+
+  // Grows the pool past `count` chunks (the allocator's count; its growth mutex is held, so one
+  // growth runs at a time) and returns the new count. Crash safety, in this order: the growth
+  // line records the growth as pending (so open can tell a crash's longer file from a foreign
+  // one), the file is extended (its blocks allocated: a full disk fails here, not with a SIGBUS
+  // at a later store) and mapped in place into the reserved range (the base never moves, so
+  // every pointer stays valid); only then does the header say the chunks exist, and only after
+  // that does the allocator hand them out. Throws PoolFull at the limit or when the file system
+  // has no room (ENOSPC, EDQUOT, EFBIG), with the pool as it was: open, and the next growth
+  // tried again at the next claim.
+  static std::size_t grow(State& st, std::size_t count) {
+    const std::size_t old_size = st.size.load();
+    if (count >= st.limit)
+      throw PoolFull("pmds pool '" + st.path + "': full: it reached its limit of " +
+                     std::to_string(st.max_size()) + " bytes (" + std::to_string(count) +
+                     " chunks of " + std::to_string(st.chunk_size) +
+                     " bytes, all used; open it with a larger max_size) [full]");
+    const std::size_t step = std::clamp<std::size_t>(count, 1, max_growth_step / st.chunk_size);
+    const std::size_t target = std::min(st.limit, count + step);
+    const std::size_t new_size = st.chunks_offset + target * st.chunk_size;
+    growth_word(st, offsetof(format::GrowthLine, pending)).store(target);
+    persist_growth_line(st);
+    auto undo = [&](int error, const std::string& what) {
+      (void)!::ftruncate(st.fd.get(), static_cast<off_t>(old_size));
+      growth_word(st, offsetof(format::GrowthLine, pending)).store(0);
+      persist_growth_line(st);
+      if (error == ENOSPC || error == EDQUOT || error == EFBIG)
+        throw PoolFull("pmds pool '" + st.path + "': full: cannot grow from " +
+                       std::to_string(old_size) + " to " + std::to_string(new_size) +
+                       " bytes: " + what + " [full]");
+      format::fail(PoolErrc::io, st.path,
+                   "cannot grow to " + std::to_string(new_size) + " bytes: " + what);
+    };
+    int rc = ::posix_fallocate(st.fd.get(), static_cast<off_t>(old_size),
+                               static_cast<off_t>(new_size - old_size));
+    if (rc == EOPNOTSUPP || rc == EINVAL)
+      rc = ::ftruncate(st.fd.get(), static_cast<off_t>(new_size)) == 0 ? 0 : errno;
+    if (rc != 0) undo(rc, detail::errno_text(rc));
+    rc = detail::map_extension(old_size, new_size - old_size, st.mapping);
+    if (rc != 0) undo(0, "cannot map the extension: " + detail::pmem2_text(rc));
+#if defined(PMDS_BACKEND_SIMULATED)
+    sim::extend(st.base, new_size);
+#endif
+    growth_word(st, offsetof(format::GrowthLine, chunk_count)).store(target);
+    persist_growth_line(st);
+    growth_word(st, offsetof(format::GrowthLine, growths)).store(st.growths.fetch_add(1) + 1);
+    growth_word(st, offsetof(format::GrowthLine, pending)).store(0);
+    persist_growth_line(st);
+    st.size.store(new_size, std::memory_order_release);
+    return target;
+  }
 
   atomic<std::uint64_t>& clean_flag() {
     return *reinterpret_cast<atomic<std::uint64_t>*>(state_->base + format::clean_flag_offset);
@@ -643,9 +814,12 @@ class Pool {
 #endif
     format::Identity id;
     std::memcpy(&id, st.base, sizeof id);
+    std::function<std::size_t(std::size_t)> grow;
+    if (st.limit > st.chunk_count || st.limit > id.chunk_count)
+      grow = [state = &st](std::size_t count) { return Pool::grow(*state, count); };
     st.allocator.reset(new ChunkAllocator(
         st.path, reinterpret_cast<atomic<std::uint64_t>*>(st.base + id.directory_offset),
-        st.base + id.chunks_offset, st.chunk_size, st.chunk_count));
+        st.base + id.chunks_offset, st.chunk_size, st.chunk_count, st.limit, std::move(grow)));
   }
 
   static void check_create_arguments(const std::string& path, std::size_t size,
@@ -718,11 +892,14 @@ inline PoolInfo inspect_pool(const std::string& path) {
   info.layout = std::string(format::layout_of(f.id));
   info.format_version = f.id.format_version;
   info.header_size = f.id.header_size;
-  info.size = f.id.pool_size;
+  info.size = f.h.size;
+  info.created_size = f.id.pool_size;
+  info.max_size = std::max(f.h.size, f.id.chunks_offset + f.h.limit * f.id.chunk_size);
+  info.growths = f.h.growths;
   info.base = f.id.base_address;
   info.clean_shutdown = f.word_at(format::clean_flag_offset) == 1;
   info.chunk_size = f.id.chunk_size;
-  info.chunk_count = f.id.chunk_count;
+  info.chunk_count = f.h.chunk_count;
   std::map<std::size_t, PoolInfo::SlotSizeUsage> by_size;
   for (std::uint64_t w : f.directory) {
     if (!format::chunk_word::is_used(w)) continue;

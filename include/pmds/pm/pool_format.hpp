@@ -5,9 +5,17 @@
 //   [0, 4096)                      the header (one page):
 //        bytes   0..135            Identity: immutable after create, covered by a checksum
 //        bytes 256..263            clean-shutdown flag (its own cache line)
+//        bytes 320..351            growth line (format 2; its own cache line): GrowthLine
 //        bytes 512..639            root table: 16 words (two cache lines)
-//   [directory_offset, ...)        chunk directory: one 8-byte word per chunk
-//   [chunks_offset, pool_size)     chunk_count chunks of chunk_size bytes, page aligned
+//   [directory_offset, chunks_offset)  chunk directory: one 8-byte word per chunk, room for
+//                                  directory_capacity(id) chunks (the pages it fills)
+//   [chunks_offset, size)          the chunks now, of chunk_size bytes, page aligned
+//
+// Format 2 adds growth: a pool may have room in its directory for more chunks than its file
+// holds, and grow by extending the file (pool.hpp, Pool::grow). The Identity still says what
+// create made (pool_size, chunk_count); the growth line says what the file holds now and how
+// far it may grow. A format-1 file reads as a pool that never grew and may not grow (its growth
+// line is zero). Format 1 files open unchanged; a pool created here is format 2.
 //
 // Everything here is shared by Pool::open (which validates a file before it maps it read-write,
 // so a failed open never modifies the file) and inspect_pool (which only reads).
@@ -27,14 +35,27 @@
 namespace pmds::pm::format {
 
 inline constexpr std::uint64_t magic = 0x4c4f4f5053444d50ull;  // "PMDSPOOL" in file byte order
-inline constexpr std::uint32_t current_version = 1;
+inline constexpr std::uint32_t current_version = 2;
 inline constexpr std::size_t page_size = 4096;
 inline constexpr std::size_t header_size = page_size;
 inline constexpr std::size_t max_layout_length = 63;
 inline constexpr std::size_t root_count = 16;
 
 inline constexpr std::size_t clean_flag_offset = 256;
+inline constexpr std::size_t growth_offset = 320;
 inline constexpr std::size_t roots_offset = 512;
+
+// The growth line: what the file holds now, how far it may grow, and a growth under way. Each
+// word is written alone and persisted in turn (Pool::grow): pending first (a growth to that
+// many chunks has begun: the file may be longer than chunk_count says), then chunk_count (the
+// new chunks exist: the file was extended and mapped before), then pending cleared.
+struct GrowthLine {
+  std::uint64_t chunk_count;  // chunks the file holds; 0: as created (Identity::chunk_count)
+  std::uint64_t limit;        // the most chunks it may grow to; 0: as created (it never grows)
+  std::uint64_t pending;      // a growth to this many chunks began and may not have ended; 0: none
+  std::uint64_t growths;      // how many times the pool grew (for `pmds inspect`)
+};
+static_assert(sizeof(GrowthLine) <= 64 && growth_offset % 64 == 0);
 
 // A chunk is a power of two of these bytes; 1 MiB by default. Smaller chunks suit small pools:
 // the crash lab's use 256 KiB (a recovery scans every slot of a used chunk).
@@ -86,6 +107,17 @@ inline std::string_view layout_of(const Identity& id) {
 
 constexpr std::size_t round_up(std::size_t n, std::size_t to) {
   return (n + to - 1) / to * to;
+}
+
+// Chunks the directory has room for: the whole pages it fills (a pool made by geometry_for has
+// up to 511 more than its chunk_count; one made to grow, those of its limit).
+inline std::size_t directory_capacity(const Identity& id) {
+  return (id.chunks_offset - id.directory_offset) / sizeof(std::uint64_t);
+}
+
+// The file size of a pool holding `count` chunks: as created, or (grown) up to its last chunk.
+inline std::size_t size_for(const Identity& id, std::size_t count) {
+  return count == id.chunk_count ? id.pool_size : id.chunks_offset + count * id.chunk_size;
 }
 
 // Where the directory and the chunks go in a pool of `size` bytes with `chunk_size` chunks.
@@ -156,10 +188,24 @@ inline std::string check(std::uint64_t w, std::size_t chunk_size) {
   throw PoolError(code, "pmds pool '" + path + "': " + what + " [" + to_string(code) + "]");
 }
 
+// A validated header: the Identity, and what the growth line says now.
+struct Header {
+  Identity id{};
+  std::size_t chunk_count = 0;  // chunks the pool holds now
+  std::size_t limit = 0;        // the most chunks it may grow to
+  std::size_t pending = 0;      // a growth to this many chunks began (0: none)
+  std::size_t growths = 0;
+  std::size_t size = 0;  // the pool's size now: size_for(id, chunk_count)
+  // The file is longer than `size`, within the pending growth: a growth that crashed after it
+  // extended the file and before the header said so. Its chunks were never handed out (the
+  // header's write-back comes first), so open trims the file back to `size`.
+  bool interrupted_growth = false;
+};
+
 // `file_size`: the file's size; `prefix`: its first min(file_size, header_size) bytes.
 // `expected_layout`: empty to accept any layout (inspect).
-inline Identity validate_header(const std::string& path, const unsigned char* prefix,
-                                std::size_t file_size, std::string_view expected_layout) {
+inline Header validate_header(const std::string& path, const unsigned char* prefix,
+                              std::size_t file_size, std::string_view expected_layout) {
   if (file_size < sizeof(std::uint64_t))
     fail(PoolErrc::truncated, path,
          "file of " + std::to_string(file_size) + " bytes is shorter than a pool header");
@@ -174,7 +220,8 @@ inline Identity validate_header(const std::string& path, const unsigned char* pr
     fail(PoolErrc::truncated, path,
          "file of " + std::to_string(file_size) + " bytes is shorter than the " +
              std::to_string(header_size) + "-byte pool header");
-  Identity id;
+  Header h;
+  Identity& id = h.id;
   std::memcpy(&id, prefix, sizeof id);
   // The version is checked before the checksum: a newer format may checksum differently.
   if (id.format_version > current_version)
@@ -188,34 +235,61 @@ inline Identity validate_header(const std::string& path, const unsigned char* pr
     fail(PoolErrc::layout_mismatch, path,
          "holds layout '" + std::string(layout_of(id)) + "', expected '" +
              std::string(expected_layout) + "'");
-  if (id.pool_size > file_size)
-    fail(PoolErrc::truncated, path,
-         "file of " + std::to_string(file_size) + " bytes is shorter than the pool size " +
-             std::to_string(id.pool_size) + " recorded in its header");
-  if (id.pool_size < file_size)
-    fail(PoolErrc::size_mismatch, path,
-         "file of " + std::to_string(file_size) + " bytes is longer than the pool size " +
-             std::to_string(id.pool_size) + " recorded in its header");
   // Internal consistency: a checksummed header can still be one a bug wrote; never trust it
-  // to compute addresses before these hold.
+  // to compute addresses before these hold. A pool made to grow has its directory sized for its
+  // limit, not by geometry_for(pool_size).
+  GrowthLine growth{};
+  if (id.format_version >= 2) std::memcpy(&growth, prefix + growth_offset, sizeof growth);
   const bool chunk_ok = id.chunk_size >= min_chunk_size && id.chunk_size <= max_chunk_size &&
                         (id.chunk_size & (id.chunk_size - 1)) == 0;
-  const Geometry g = geometry_for(id.pool_size, chunk_ok ? id.chunk_size : min_chunk_size);
+  const bool growable = growth.limit > id.chunk_count;
+  bool geometry_ok;
+  if (!growable) {
+    const Geometry g = geometry_for(id.pool_size, chunk_ok ? id.chunk_size : min_chunk_size);
+    geometry_ok = id.directory_offset == g.directory_offset &&
+                  id.chunks_offset == g.chunks_offset && id.chunk_count == g.chunk_count;
+  } else {
+    geometry_ok = id.directory_offset == header_size && id.chunks_offset > id.directory_offset &&
+                  id.chunks_offset % page_size == 0 && id.chunks_offset < (std::size_t{1} << 46) &&
+                  chunk_ok && id.pool_size == id.chunks_offset + id.chunk_count * id.chunk_size;
+  }
   if (id.header_size != header_size || !chunk_ok || id.pool_size % page_size != 0 ||
-      id.base_address == 0 || id.base_address % page_size != 0 ||
-      id.directory_offset != g.directory_offset || id.chunks_offset != g.chunks_offset ||
-      id.chunk_count != g.chunk_count || id.chunk_count == 0 || layout_of(id).empty() ||
-      id.layout[max_layout_length] != '\0')
+      id.base_address == 0 || id.base_address % page_size != 0 || !geometry_ok ||
+      id.chunk_count == 0 || layout_of(id).empty() || id.layout[max_layout_length] != '\0')
     fail(PoolErrc::corrupted, path, "inconsistent header fields");
-  return id;
+  const std::size_t capacity = directory_capacity(id);
+  h.chunk_count = growth.chunk_count != 0 ? growth.chunk_count : id.chunk_count;
+  h.limit = growth.limit != 0 ? growth.limit : id.chunk_count;
+  h.pending = growth.pending;
+  h.growths = growth.growths;
+  if (h.chunk_count < id.chunk_count || h.limit < h.chunk_count || h.limit > capacity ||
+      (h.pending != 0 && (h.pending < h.chunk_count || h.pending > h.limit)) ||
+      h.limit > (std::size_t{1} << 46) / id.chunk_size)
+    fail(PoolErrc::corrupted, path,
+         "inconsistent growth line (holds " + std::to_string(h.chunk_count) + " chunks, limit " +
+             std::to_string(h.limit) + ", directory room " + std::to_string(capacity) + ")");
+  h.size = size_for(id, h.chunk_count);
+  if (h.size > file_size)
+    fail(PoolErrc::truncated, path,
+         "file of " + std::to_string(file_size) + " bytes is shorter than the pool size " +
+             std::to_string(h.size) + " recorded in its header");
+  if (h.size < file_size) {
+    if (h.pending == 0 || file_size > size_for(id, h.pending))
+      fail(PoolErrc::size_mismatch, path,
+           "file of " + std::to_string(file_size) + " bytes is longer than the pool size " +
+               std::to_string(h.size) + " recorded in its header");
+    h.interrupted_growth = true;
+  }
+  return h;
 }
 
 // The directory words as read from a file (or a mapping); throws corrupted on a bad word.
+// The directory words of the chunks the pool holds (`chunk_count`).
 inline void validate_directory(const std::string& path, const Identity& id,
-                               const std::uint64_t* words) {
+                               std::size_t chunk_count, const std::uint64_t* words) {
   std::array<std::size_t, max_slot_sizes> seen{};
   std::size_t distinct = 0;
-  for (std::size_t i = 0; i < id.chunk_count; ++i) {
+  for (std::size_t i = 0; i < chunk_count; ++i) {
     const std::string problem = chunk_word::check(words[i], id.chunk_size);
     if (!problem.empty())
       fail(PoolErrc::corrupted, path,

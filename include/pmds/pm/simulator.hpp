@@ -116,6 +116,9 @@ void fence(const std::source_location& site = std::source_location::current(),
 // base and size must be multiples of 64 (cache lines), size > 0, and the range must not overlap
 // an attached region; otherwise SimulatorError.
 void attach(void* base, std::size_t size);
+// Extends the region that starts at base to base + size (a pool that grew); SimulatorError if
+// none starts there, or if it would shrink or overlap another.
+void extend(void* base, std::size_t size);
 // Stops recording the region that starts at base and forgets its history (SimulatorError if no
 // region starts there). Call it before unmapping the region.
 void detach(void* base);
@@ -762,6 +765,24 @@ inline void attach(void* base, std::size_t size) {
       throw SimulatorError("pmds::pm::sim::attach: region at " + std::to_string(b) +
                            " overlaps the attached region at " + std::to_string(r.begin));
   s.regions.push_back({b, b + size});
+}
+
+// The attached region at `base` now ends at base + size (a pool that grew: Pool::grow). Never
+// shrinks.
+inline void extend(void* base, std::size_t size) {
+  const auto b = reinterpret_cast<std::uintptr_t>(base);
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  auto r = std::find_if(s.regions.begin(), s.regions.end(),
+                        [&](const detail::Region& x) { return x.begin == b; });
+  if (r == s.regions.end() || size % cache_line_size != 0 || b + size < r->end)
+    throw SimulatorError("pmds::pm::sim::extend: no attached region at " + std::to_string(b) +
+                         " that " + std::to_string(size) + " bytes would extend");
+  for (const detail::Region& x : s.regions)
+    if (x.begin != b && x.begin < b + size && r->end <= x.begin)
+      throw SimulatorError("pmds::pm::sim::extend: the region at " + std::to_string(b) +
+                           " would overlap the attached region at " + std::to_string(x.begin));
+  r->end = b + size;
 }
 
 inline void detach(void* base) {

@@ -78,6 +78,7 @@ struct CreateOptions {
   std::uint64_t key_range = 1024;  // keys in use lie in [1, key_range]
   std::uint64_t buckets = 0;       // hash tables: 0 = bucket_count_for(key_range)
   std::uint64_t pool_size = 0;     // durable: pool file bytes; 0 = default_pool_size(key_range)
+  std::uint64_t max_pool_size = 0;  // durable: the most the pool may grow to; 0 = it never grows
   std::size_t chunk_size = 0;      // durable: the pool's chunk size; 0 = the entry's (1 MiB)
   std::uint64_t capacity = 0;      // bounded structures (the combining heaps): 0 = capacity_for
   // Structures with background work (HasBackgroundWork): false starts no thread for it; the
@@ -655,6 +656,7 @@ class Instance {
         throw Error("pmds: " + std::string(entry.name) + " is durable and needs a pool file path");
       pm::PoolOptions pool_options = entry.pool_options;
       if (options.chunk_size != 0) pool_options.chunk_size = options.chunk_size;
+      pool_options.max_size = options.max_pool_size;
       inst.pool_ = std::make_unique<pm::Pool>(
           pm::Pool::create(pool_path, default_pool_size(options), entry.name, pool_options));
     }
