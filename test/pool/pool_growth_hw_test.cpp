@@ -48,6 +48,18 @@ void expect_limit_near(std::size_t got, std::size_t max_size) {
   EXPECT_GT(got, max_size - kChunk);
 }
 
+// Opening the pool at `path` (with `max_size`) fails with PoolError `code`; `what` names the
+// case in the failure message.
+void expect_open_fails(const std::string& path, pmds::PoolErrc code, const char* what,
+                       std::size_t max_size = 0) {
+  try {
+    pm::Pool::open(path, "test/grow", max_size);
+    ADD_FAILURE() << what << " was accepted";
+  } catch (const pmds::PoolError& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+  }
+}
+
 // Allocates kSlot-byte slots until PoolFull, writing each slot's own address into it.
 std::vector<void*> fill(pm::Pool& pool) {
   std::vector<void*> slots;
@@ -202,20 +214,10 @@ TEST(PoolGrowth, AnInterruptedGrowthIsTrimmedAndAForeignLengthIsRefused) {
 
   // Longer with no growth under way: someone else changed the file.
   ASSERT_EQ(::truncate(path.str().c_str(), static_cast<off_t>(size + kChunk)), 0);
-  try {
-    pm::Pool::open(path, "test/grow");
-    FAIL() << "a foreign extension was accepted";
-  } catch (const pmds::PoolError& e) {
-    EXPECT_EQ(e.code(), pmds::PoolErrc::size_mismatch) << e.what();
-  }
+  expect_open_fails(path, pmds::PoolErrc::size_mismatch, "a foreign extension");
   // Shorter than the header says: truncated.
   ASSERT_EQ(::truncate(path.str().c_str(), static_cast<off_t>(size - kChunk)), 0);
-  try {
-    pm::Pool::open(path, "test/grow");
-    FAIL() << "a truncated pool was accepted";
-  } catch (const pmds::PoolError& e) {
-    EXPECT_EQ(e.code(), pmds::PoolErrc::truncated) << e.what();
-  }
+  expect_open_fails(path, pmds::PoolErrc::truncated, "a truncated pool");
 }
 
 TEST(PoolGrowth, AGrowthLineThatDoesNotAddUpIsRefused) {
@@ -225,12 +227,7 @@ TEST(PoolGrowth, AGrowthLineThatDoesNotAddUpIsRefused) {
   const std::uint64_t huge = std::uint64_t{1} << 40;
   pool_test::patch_file(path, format::growth_offset + offsetof(format::GrowthLine, limit), &huge,
                         sizeof huge);
-  try {
-    pm::Pool::open(path, "test/grow");
-    FAIL() << "a growth line with a limit past the directory was accepted";
-  } catch (const pmds::PoolError& e) {
-    EXPECT_EQ(e.code(), pmds::PoolErrc::corrupted) << e.what();
-  }
+  expect_open_fails(path, pmds::PoolErrc::corrupted, "a growth line with a limit past the directory");
 }
 
 TEST(PoolGrowth, OpenRaisesTheLimitWithinTheDirectoryAndRefusesMore) {
