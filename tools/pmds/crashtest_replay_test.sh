@@ -6,8 +6,10 @@
 #   tools/pmds/crashtest_replay_test.sh PMDS
 set -euo pipefail
 pmds=$1
-dir=$(mktemp -d)
+dir=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+# The lab's scratch files and the replay's kept history go here, and go with it.
+export PMDS_CRASHLAB_DIR=$dir
 fail() { echo "crashtest_replay_test.sh: $*" >&2; exit 1; }
 events() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["simulator_events"])' "$1"; }
 
