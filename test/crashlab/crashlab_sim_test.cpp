@@ -1,7 +1,8 @@
 // labels: crashlab
 // The crash lab's default suite, simulated power failures (docs/ARCHITECTURE.md §3–4):
 //   - every registered durable structure survives at least 300 simulated crashes x 3 crash
-//     images with no violation of its criterion (PMDS_SOAK=1: 10,000 crashes);
+//     images with no violation of its criterion (PMDS_SOAK=1: 10,000 crashes), half its runs on
+//     a pool that starts at one chunk and grows, with crash points aimed at the growths;
 //   - every planted-bug fixture IS reported within 500 crashes (two, named below, within 5,000),
 //     and no bug-free control is (a lab that reports no violation on a planted bug fails here);
 //   - a crash check replays exactly from its seed, and the scheduler makes runs deterministic.
@@ -62,12 +63,14 @@ std::string report(const LabResult& r) {
 void print_rate(const LabResult& r) {
   std::printf(
       "[ crashlab ] %s: %llu crashes, %llu images, %llu recovery crashes, %llu undecided, %.1f s, "
-      "%.1f crashes/s\n",
+      "%.1f crashes/s, %llu growths (%llu crashed)\n",
       r.structure.c_str(), static_cast<unsigned long long>(r.simulated_crashes),
       static_cast<unsigned long long>(r.images_checked),
       static_cast<unsigned long long>(r.recovery_crashes),
       static_cast<unsigned long long>(r.undecided), r.sim_seconds,
-      r.sim_seconds > 0 ? static_cast<double>(r.simulated_crashes) / r.sim_seconds : 0.0);
+      r.sim_seconds > 0 ? static_cast<double>(r.simulated_crashes) / r.sim_seconds : 0.0,
+      static_cast<unsigned long long>(r.pool_growths),
+      static_cast<unsigned long long>(r.growth_crashes));
   std::printf("[ crashlab ] %s: recovery crashes by phase: %s; nested %llu; re-executed %llu%s\n",
               r.structure.c_str(), recovery_phases_text(r.recovery_crash_phases).c_str(),
               static_cast<unsigned long long>(r.nested_recovery_crashes),
@@ -110,6 +113,15 @@ TEST_P(CrashlabSimulated, SurvivesSimulatedCrashes) {
   // Background work (epoch advancers, the lazy sweep) was crashed inside its steps.
   if (e->background_step != nullptr) {
     EXPECT_GT(r.background_crashes, 0u);
+  }
+  // Half the runs started from a pool of one chunk: a structure that allocates per element
+  // grew it in its workloads, and those growths were crashed (a register or a combining heap
+  // allocates nothing after its creation: its pool grows only while it is created).
+  if (e->kind != registry::Kind::register_object && e->kind != registry::Kind::priority_queue) {
+    EXPECT_GT(r.pool_growths, 0u);
+  }
+  if (r.pool_growths > 0) {
+    EXPECT_GT(r.growth_crashes, 0u);
   }
   // Detectable recovery was completed: operations recover_pending found not taken were invoked
   // again with their tickets (and checked to take effect once).
@@ -218,6 +230,11 @@ SimOptions fixture_options(const std::string& fixture) {
   } else if (fixture == "hash/montage-bug-payload-tagged-after-lin-cas") {
     o.workload.threads = 4;
     o.crashes = 3000;
+  } else if (fixture.starts_with("alloc/probe-bug-growth-")) {
+    // Every run grows its pool, and a third of the crash points are aimed at a growth.
+    o.grow_percent = 100;
+    o.growth_crash_percent = 30;
+    o.crashes = 500;
   } else {
     o.crashes = 500;  // the fixtures' budget, soak or not
   }
@@ -231,6 +248,13 @@ TEST_P(CrashlabSimulatedPlantedBug, IsReportedWithinTheDefaultBudget) {
   o.stop_at_first_violation = true;
   const LabResult r = run_simulated(*e, o);
   print_rate(r);
+  if (GetParam() == "alloc/probe-bug-growth-maps-elsewhere") {
+    // A pool whose chunks are not where its pointers say: the workload process dies at its
+    // first node in a new chunk, before any crash point there, and the lab reports it so.
+    ASSERT_EQ(r.errors.size(), 1u) << report(r);
+    EXPECT_NE(r.errors.front().find("killed by signal 11"), std::string::npos) << report(r);
+    return;
+  }
   EXPECT_TRUE(r.errors.empty()) << report(r);
   ASSERT_GT(r.violations, 0u) << GetParam() << ": the lab reported no violation in "
                               << r.simulated_crashes << " crashes";
@@ -390,6 +414,38 @@ TEST(CrashlabScheduler, AHolderBlockedOutsideTheAccessLayerHasItsTurnStolen) {
   holder.join();
   waiter.join();
   EXPECT_EQ(s.stolen(), 1u);
+}
+
+// pm::Mutex (the pool's growth lock) is held across persistent accesses: its waiter spins
+// through preemption points, so the turn goes back to the holder and nothing is stolen.
+TEST(CrashlabScheduler, APmMutexWaiterHandsTheTurnBackToTheHolder) {
+  Scheduler s(2, 1, 1.0);  // every preemption point passes the turn
+  pm::sim::set_schedule_hook(&Scheduler::preemption_point);
+  pm::Mutex mutex;
+  pm::atomic<std::uint64_t> word{0};  // in DRAM: recorded by no region, still a preemption point
+  std::vector<int> order;             // appended under the mutex
+  const auto start = std::chrono::steady_clock::now();
+  std::thread holder([&] {
+    s.enter(0);
+    std::lock_guard g(mutex);
+    order.push_back(0);
+    for (int i = 0; i < 5; ++i) word.store(word.load() + 1);  // each passes the turn
+    order.push_back(0);
+    s.leave();
+  });
+  std::thread waiter([&] {
+    s.enter(1);
+    std::lock_guard g(mutex);
+    order.push_back(1);
+    s.leave();
+  });
+  holder.join();
+  waiter.join();
+  pm::sim::set_schedule_hook(nullptr);
+  EXPECT_EQ(s.stolen(), 0u);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, Scheduler::steal_after);
+  EXPECT_EQ(order, (std::vector<int>{0, 0, 1}));
+  EXPECT_EQ(word.load(), 5u);
 }
 
 // The continuation's threads (run_in_turn): body(i) runs in order, each on participant

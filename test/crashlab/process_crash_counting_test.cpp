@@ -10,6 +10,7 @@
 // Release only (test/CMakeLists.txt): forks and SIGKILLs worker processes and a Go checker.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -46,12 +47,13 @@ void expect_survives_process_crashes(const std::string& name, bool lazy_recovery
   o.workload = with_suite_strings(*e, o.workload);
   o.workload.lazy_recovery = lazy_recovery;
   const LabResult r = run_process_crashes(*e, o);
-  std::printf("[ crashlab ] %s: %llu process crashes, %llu recoveries killed, %llu undecided in "
-              "%.1f s%s\n",
-              r.structure.c_str(), static_cast<unsigned long long>(r.process_crashes),
-              static_cast<unsigned long long>(r.killed_recoveries),
-              static_cast<unsigned long long>(r.undecided), r.process_seconds,
-              lazy_recovery ? " (lazy)" : "");
+  std::printf(
+      "[ crashlab ] %s: %llu process crashes, %llu recoveries killed, %llu undecided in "
+      "%.1f s%s\n",
+      r.structure.c_str(), static_cast<unsigned long long>(r.process_crashes),
+      static_cast<unsigned long long>(r.killed_recoveries),
+      static_cast<unsigned long long>(r.undecided), r.process_seconds,
+      lazy_recovery ? " (lazy)" : "");
   EXPECT_TRUE(r.errors.empty()) << report(r);
   EXPECT_EQ(r.process_crashes, o.crashes);
   EXPECT_EQ(r.violations, 0u) << report(r);
@@ -86,6 +88,40 @@ TEST_P(CrashlabProcessLazy, SurvivesProcessCrashesWithLazyRecovery) {
 INSTANTIATE_TEST_SUITE_P(InCLL, CrashlabProcessLazy,
                          testing::Values("masstree/incll", "masstree/logging",
                                          "masstree-bytes/incll", "masstree-bytes/logging"),
+                         pmds::test::entry_test_name);
+
+// Growth rounds (ProcessOptions::grow): each pool starts at one chunk, every round is killed
+// just after its file grows, and a round that did not grow gives the next a new pool. Some
+// kills must land inside a growth (the header still records it begun, or the file is longer
+// than the header says). The subjects are those whose lab workload outgrows a 64 KiB chunk (the
+// smallest): the allocator probe (1 and 4 KiB elements) and the byte-string maps of nbMontage
+// and InCLL (24-byte keys, 40-byte values). A list's or queue's 16 keys of 64-byte nodes fit in
+// the chunk made at creation, so its pool grows only while it is created (list/mirror and
+// queue/pbcomb, 40 rounds: no kill inside a growth); the simulated lab crashes their growths.
+class CrashlabProcessGrowth : public testing::TestWithParam<std::string> {};
+
+TEST_P(CrashlabProcessGrowth, SurvivesKillsDuringGrowth) {
+  const registry::Entry* e = find_entry(GetParam());
+  ASSERT_NE(e, nullptr);
+  ProcessOptions o = default_options();
+  o.workload = with_suite_strings(*e, o.workload);
+  o.grow = true;
+  // Rounds are short (10 ms); 100 keep a zero count of kills inside a growth out of reach
+  // when the suite loads both cores.
+  o.crashes = std::max<std::uint64_t>(o.crashes, 100);
+  const LabResult r = run_process_crashes(*e, o);
+  std::printf("[ crashlab ] %s: %llu process crashes with growth, %llu inside a growth, %.1f s\n",
+              r.structure.c_str(), static_cast<unsigned long long>(r.process_crashes),
+              static_cast<unsigned long long>(r.growth_kills), r.process_seconds);
+  EXPECT_TRUE(r.errors.empty()) << report(r);
+  EXPECT_EQ(r.process_crashes, o.crashes);
+  EXPECT_EQ(r.violations, 0u) << report(r);
+  EXPECT_GT(r.growth_kills, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Techniques, CrashlabProcessGrowth,
+                         testing::Values("alloc/probe-control", "hash-bytes/montage",
+                                         "masstree-bytes/incll"),
                          pmds::test::entry_test_name);
 
 TEST(CrashlabProcessPlantedBug, ARecoveryThatDropsANodeIsReported) {

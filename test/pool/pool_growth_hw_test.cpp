@@ -204,6 +204,7 @@ TEST(PoolGrowth, AnInterruptedGrowthIsTrimmedAndAForeignLengthIsRefused) {
   pool_test::patch_file(path, format::growth_offset + offsetof(format::GrowthLine, pending),
                         &pending, sizeof pending);
   ASSERT_EQ(::truncate(path.str().c_str(), static_cast<off_t>(size + 3 * kChunk)), 0);
+  EXPECT_EQ(pm::inspect_pool(path).growth_pending, pending);  // what `pmds inspect` shows
   {
     pm::Pool pool = pm::Pool::open(path, "test/grow");
     EXPECT_EQ(pool.size(), size);
@@ -211,6 +212,7 @@ TEST(PoolGrowth, AnInterruptedGrowthIsTrimmedAndAForeignLengthIsRefused) {
   }
   EXPECT_EQ(static_cast<std::size_t>(file_size(path)), size);
   EXPECT_EQ(pm::inspect_pool(path).size, size);
+  EXPECT_EQ(pm::inspect_pool(path).growth_pending, 0u);
 
   // Longer with no growth under way: someone else changed the file.
   ASSERT_EQ(::truncate(path.str().c_str(), static_cast<off_t>(size + kChunk)), 0);
@@ -227,7 +229,8 @@ TEST(PoolGrowth, AGrowthLineThatDoesNotAddUpIsRefused) {
   const std::uint64_t huge = std::uint64_t{1} << 40;
   pool_test::patch_file(path, format::growth_offset + offsetof(format::GrowthLine, limit), &huge,
                         sizeof huge);
-  expect_open_fails(path, pmds::PoolErrc::corrupted, "a growth line with a limit past the directory");
+  expect_open_fails(path, pmds::PoolErrc::corrupted,
+                    "a growth line with a limit past the directory");
 }
 
 TEST(PoolGrowth, OpenRaisesTheLimitWithinTheDirectoryAndRefusesMore) {

@@ -56,6 +56,7 @@ void run_process_part(const registry::Entry& e, const crashtest::Options& o, Lab
   if (o.prefill) argv.insert(argv.end(), {"--prefill", std::to_string(o.prefill)});
   if (o.stop_at_first) argv.push_back("--stop-at-first");
   if (o.keep_histories) argv.push_back("--keep-histories");
+  if (o.process_grow) argv.push_back("--process-grow");
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw Error("pipe failed");
   const pid_t pid = spawn(program.string(), argv, {}, -1, fds[1]);
@@ -81,6 +82,7 @@ void run_process_part(const registry::Entry& e, const crashtest::Options& o, Lab
   r.violations += p.violations;
   r.undecided += p.undecided;
   r.killed_recoveries += p.killed_recoveries;
+  r.growth_kills += p.growth_kills;
   r.process_seconds += p.process_seconds;
   if (r.first_violation_process_crash == 0)
     r.first_violation_process_crash = p.first_violation_process_crash;
@@ -113,6 +115,8 @@ SimOptions sim_options(const crashtest::Options& o, const std::optional<ReplayPo
   so.pct_depth = o.pct_depth;
   so.return_crash_percent = o.return_crashes;
   so.background_crash_percent = o.background_crashes;
+  so.grow_percent = o.grow;
+  so.growth_crash_percent = o.growth_crashes;
   so.pool_size = o.pool_mib << 20;  // (0: the lab's default)
   so.stop_at_first_violation = o.stop_at_first;
   so.keep_histories = o.keep_histories || replay.has_value();

@@ -29,7 +29,8 @@ struct Options {
   bool lazy_recovery = false;                // the InCLL Masstrees' recoveries open lazily
   std::uint64_t keys = 16, seed = 1, pool_mib = 0;
   unsigned reads = 20, recovery_crashes = 20, return_crashes = 40, pct = 50,
-           background_crashes = 15;
+           background_crashes = 15, grow = 50, growth_crashes = 10;
+  bool process_grow = false;
   std::size_t pct_depth = 3;
   std::size_t crashes_per_run = 25;
   double switch_probability = 0.01, persist_switch_probability = 0.2;
@@ -166,6 +167,18 @@ inline void add_options(CLI::App& app, Options& o) {
                  "crash points per simulated workload run (default 25)")
       ->type_name("N")
       ->transform(whole_number(1, any));
+  app.add_option("--grow", o.grow,
+                 "percent of simulated workload runs whose pool starts at one chunk and\n"
+                 "grows on demand up to the pool size (default 50)")
+      ->type_name("P")
+      ->transform(whole_number(0, 100));
+  app.add_option("--growth-crashes", o.growth_crashes,
+                 "in those runs, percent of crash points aimed at a growth (default 10)")
+      ->type_name("P")
+      ->transform(whole_number(0, 100));
+  app.add_flag("--process-grow", o.process_grow,
+               "process crashes: the pool starts at one chunk and grows, and each round is\n"
+               "killed just after the file grows (a round that did not grow gets a new pool)");
   app.add_option("--pool-mib", o.pool_mib,
                  "pool size of a simulated run, MiB, of 256 KiB chunks (default 16)")
       ->type_name("N")

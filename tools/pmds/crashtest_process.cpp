@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
                      .lazy_recovery = o.lazy_recovery};
       po.seed = o.seed;
       po.crashes = o.process_crashes;
+      po.grow = o.process_grow;
       po.stop_at_first_violation = o.stop_at_first;
       po.keep_histories = o.keep_histories;
       if (!o.quiet)

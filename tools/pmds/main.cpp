@@ -142,6 +142,9 @@ int inspect_command(const std::string& path) {
                 human_bytes(info.max_size).c_str());
   else
     std::printf("growth          none: the pool keeps its size\n");
+  if (info.growth_pending != 0)
+    std::printf("                a growth to %zu chunks was interrupted: the next open ends it\n",
+                info.growth_pending);
   std::printf("base address    0x%zx\n", static_cast<std::size_t>(info.base));
   std::printf("shutdown        %s\n",
               info.clean_shutdown

@@ -21,9 +21,11 @@
 //           only the table, so a slot is never read after it is freed (no reclamation needed).
 // Recovery: a slot is live iff its stamp is right and the table names it for its key.
 //
-// AllocatorProbe<true> plants the allocator bug PlantedAllocatorBug::directory_not_persisted
-// (pm/allocator.hpp) in the simulated backend: a claimed chunk's directory word is never
-// persisted, so a crash can free a chunk that holds a durable element.
+// AllocatorProbe<Bug> plants one of the pool layer's bugs (pm/planted_bugs.hpp) in the simulated
+// backend: a claimed chunk's directory word never persisted (a crash can free a chunk that holds
+// a durable element), or one of the growth's (the lab's growing runs grow its pool several
+// times: the header's new size persisted before the extension, chunks handed out before the
+// header names them, the extension mapped away from the pool's base).
 #pragma once
 
 #include <cstddef>
@@ -34,11 +36,12 @@
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/pm/access.hpp"
+#include "pmds/pm/planted_bugs.hpp"
 #include "pmds/pm/pool.hpp"
 
 namespace pmds::crashlab {
 
-template <bool PlantBug = false>
+template <pm::PlantedPoolBug Bug = pm::PlantedPoolBug::none>
 class AllocatorProbe {
  public:
   static constexpr Criterion criterion = Criterion::durable;
@@ -140,10 +143,7 @@ class AllocatorProbe {
     return 0x5354414d50000001ull ^ reinterpret_cast<std::uintptr_t>(slot);
   }
 
-  static void plant() {
-    pm::planted_allocator_bug =
-        PlantBug ? pm::PlantedAllocatorBug::directory_not_persisted : pm::PlantedAllocatorBug::none;
-  }
+  static void plant() { pm::planted_pool_bug = Bug; }
 
   pm::atomic<std::uint64_t>& table_word(Key k) {
     if (k >= capacity)

@@ -103,6 +103,14 @@
 // of one slot per element, and its planted bug:
 //   alloc/probe-control                      must pass
 //   alloc/probe-bug-directory-not-persisted  a claimed chunk's directory word never persisted
+// and the pool's growth (pm/pool.hpp, Pool::grow; the lab's growing runs):
+//   alloc/probe-bug-growth-size-before-extension  the header's new size persisted before the
+//                                                 file is extended
+//   alloc/probe-bug-growth-chunks-before-header   new chunks handed out before the header's
+//                                                 write-back
+//   alloc/probe-bug-growth-maps-elsewhere         the extension mapped away from the pool's
+//                                                 base (the workload dies at its first node
+//                                                 there: an error the lab reports, not a verdict)
 //
 // A later technique adds its own planted bugs by appending Describe lines to Fixtures.
 #pragma once
@@ -193,13 +201,23 @@ using Fixtures = registry::TypeList<
     registry::Describe<"list/izraelevitz-control", registry::Kind::map,
                        FixtureFactory<BuggyList<algo::PlantedBug::none>>,
                        "fixture: the Izraelevitz list with no planted bug (must pass)">,
-    registry::Describe<"alloc/probe-control", registry::Kind::set,
-                       FixtureFactory<AllocatorProbe<false>>,
+    registry::Describe<"alloc/probe-control", registry::Kind::set, FixtureFactory<AllocatorProbe<>>,
                        "fixture: the allocator under the lab, through a set of one slot per "
                        "element (must pass)">,
     registry::Describe<"alloc/probe-bug-directory-not-persisted", registry::Kind::set,
-                       FixtureFactory<AllocatorProbe<true>>,
+                       FixtureFactory<AllocatorProbe<pm::PlantedPoolBug::directory_not_persisted>>,
                        "fixture: the allocator never persists a claimed chunk's directory word">,
+    registry::Describe<
+        "alloc/probe-bug-growth-size-before-extension", registry::Kind::set,
+        FixtureFactory<AllocatorProbe<pm::PlantedPoolBug::growth_size_before_extension>>,
+        "fixture: a growth persists the header's new size before the file is extended">,
+    registry::Describe<
+        "alloc/probe-bug-growth-chunks-before-header", registry::Kind::set,
+        FixtureFactory<AllocatorProbe<pm::PlantedPoolBug::growth_chunks_before_header>>,
+        "fixture: a growth hands out the new chunks before the header's write-back">,
+    registry::Describe<"alloc/probe-bug-growth-maps-elsewhere", registry::Kind::set,
+                       FixtureFactory<AllocatorProbe<pm::PlantedPoolBug::growth_maps_elsewhere>>,
+                       "fixture: a growth maps the extension away from the pool's base">,
     registry::Describe<"list/izraelevitz-background-control", registry::Kind::map,
                        FixtureFactory<ListWithBackgroundReader>,
                        "fixture: the same list with a background reader the scheduler runs "

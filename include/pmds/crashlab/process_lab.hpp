@@ -30,6 +30,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -78,6 +79,16 @@ struct ProcessOptions {
   // the last recovery's duration, before the recovery that is checked: recovery must be
   // restartable wherever a crash interrupts it (crashlab/child.hpp, "stop=recovery").
   unsigned killed_recovery_percent = 50;
+  // Growth rounds: the pool starts at one chunk and grows on demand up to pool_size
+  // (Pool::grow). While a round's workload runs, the lab watches the file's length, and when it
+  // grows kills the workload process within a drawn 0-60 us (a round that does not grow runs to
+  // its end), so that kills land inside a growth: between the file's extension, its mapping and
+  // the header's write-backs, or in the first claims of the new chunks.
+  // LabResult::growth_kills counts the kills after which the header still records the growth
+  // as begun, or the file is longer than the header says. A round whose pool did not grow
+  // gives the next round a new pool, so that growth goes on. No prefill: it runs before the
+  // watch starts, and the workload is what must grow the pool.
+  bool grow = false;
   std::function<void(const LabResult&)> progress;  // after each process crash
 };
 
@@ -165,14 +176,27 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
   ScratchFile pool_file(tag + ".pool"), out_file(tag + ".out");
   registry::CreateOptions co = create_options(o.workload);
   co.pool_size = o.pool_size;
+  if (o.grow) {
+    co.chunk_size = lab_chunk_size(e, co);
+    start_at_one_chunk(co);
+  }
   // A new register holds its initial value, not nothing: record it as the first round's initial
   // state (as the simulated lab does); every other kind starts empty.
   std::vector<registry::Item> state;  // the contents the last recovery read (or the new pool's)
-  {
+  bool new_pool = true;               // the next round works on a pool made for it
+  const auto create_pool = [&] {
+    ::unlink(pool_file.path().c_str());
     auto created = registry::Instance::create(e, co, pool_file.path());
+    state.clear();
     if (e.kind == registry::Kind::register_object) state = created.contents();
     created.close();
-  }
+    new_pool = true;
+  };
+  const auto file_size = [&] {
+    struct stat st {};
+    return ::stat(pool_file.path().c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+  };
+  create_pool();
 
   const std::size_t threads = o.workload.threads;
   const std::size_t capacity = o.workload.ops + 64 + o.workload.key_range + 16;
@@ -185,6 +209,7 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
     const std::uint64_t wseed = mix_seed(o.seed, 1000 + round);
     const Workload w = make_workload(e, o.workload, wseed);
     HistoryLog log = HistoryLog::create(log_file.memory(), log_file.bytes(), threads + 1, capacity);
+    const std::uint64_t size_at_start = file_size();
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) throw Error("pmds crashlab: pipe failed");
     std::fflush(nullptr);
@@ -192,9 +217,11 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
     if (pid < 0) throw Error("pmds crashlab: fork failed");
     if (pid == 0) {
       ::close(fds[0]);
-      detail::process_round_child(e, o, pool_file.path(), log, w, round == 0, fds[1]);
+      // Growth rounds leave out the prefill (ProcessOptions::grow).
+      detail::process_round_child(e, o, pool_file.path(), log, w, new_pool && !o.grow, fds[1]);
     }
     ::close(fds[1]);
+    new_pool = false;
     // Round 0 runs to its end; later rounds are killed at a moment drawn uniformly over the
     // duration of the last workload that ran to its end (1.1x, so that a few complete). The
     // child reports that duration itself ("d<microseconds>"), the parent may be descheduled.
@@ -207,6 +234,7 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
       return n == 1 ? c : '\0';
     };
     char c = read_byte();
+    const std::uint64_t size_before = file_size();  // its threads start now
     if (c == 'e') {
       char b[4096];
       ssize_t m;
@@ -214,9 +242,25 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
         child_error.append(b, static_cast<std::size_t>(m));
     } else if (c == 'r' && round > 0) {
       const auto started = std::chrono::steady_clock::now();
-      const double delay =
-          workload_seconds * 1.1 * std::uniform_real_distribution<double>(0, 1)(rng);
-      std::this_thread::sleep_until(started + std::chrono::duration<double>(delay));
+      // Growth rounds watch the whole workload and are killed just after the file grows (at
+      // its end when it does not): a workload grows its pool in its first moments, and a drawn
+      // moment mostly falls after them.
+      const double delay = workload_seconds * 1.1 *
+                           (o.grow ? 1.0 : std::uniform_real_distribution<double>(0, 1)(rng));
+      const auto deadline = started + std::chrono::duration<double>(delay);
+      // The watch spins: a yield gives the core to the workload's threads for a time slice,
+      // and the growth is long over when it comes back (under a loaded ctest -j2, 0 of 40
+      // kills of alloc/probe-control landed inside a growth so).
+      bool grew = false;
+      while (o.grow && !grew && std::chrono::steady_clock::now() < deadline)
+        grew = file_size() != size_before;
+      if (grew) {  // a drawn 0-60 us more, spun (a sleep's timer slack alone is 50 us)
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(rng() % 60);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+      } else {
+        std::this_thread::sleep_until(deadline);
+      }
       ::kill(pid, SIGKILL);
     }
     const ExitStatus st = wait_for(pid);
@@ -233,6 +277,10 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
       break;
     }
     ++r.process_crashes;
+    if (o.grow && st.signal == SIGKILL) {
+      const pm::PoolInfo info = pm::inspect_pool(pool_file.path());
+      if (info.growth_pending != 0 || file_size() != info.size) ++r.growth_kills;
+    }
     const std::uint64_t crash_time = log.now();
     const std::vector<Record> records = log.snapshot();
 
@@ -322,6 +370,7 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
     if (o.progress) o.progress(r);
     if (!rec.ok) break;  // the pool is in no state to go on
     if (!found.empty() && o.stop_at_first_violation) break;
+    if (o.grow && file_size() == size_at_start) create_pool();  // so that growth goes on
   }
   r.process_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

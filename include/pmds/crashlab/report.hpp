@@ -135,6 +135,9 @@ struct LabResult {
   std::uint64_t not_durable_reads = 0;
   std::uint64_t background_steps = 0;    // rounds of the structure's background work (scheduled)
   std::uint64_t background_crashes = 0;  // crash points aimed inside one of them
+  std::uint64_t pool_growths = 0;        // growths of the workloads' pools (simulated)
+  std::uint64_t growth_crashes = 0;      // crash points aimed at a pool's growth (simulated)
+  std::uint64_t growth_kills = 0;        // process crashes that interrupted a growth
   double sim_seconds = 0, process_seconds = 0;
   std::vector<Violation> details;   // the first few violations
   std::vector<std::string> errors;  // the lab could not run (not a verdict on the structure)
@@ -211,6 +214,9 @@ inline Json result_json(const LabResult& r) {
           {"not_durable_reads", r.not_durable_reads},
           {"background_steps", r.background_steps},
           {"background_crashes", r.background_crashes},
+          {"pool_growths", r.pool_growths},
+          {"growth_crashes", r.growth_crashes},
+          {"growth_kills", r.growth_kills},
           {"simulated_seconds", r.sim_seconds},
           {"process_seconds", r.process_seconds},
           {"crashes_per_second",
@@ -246,6 +252,9 @@ inline LabResult result_from_json(const nlohmann::json& j) {
   r.not_durable_reads = j.value("not_durable_reads", r.not_durable_reads);
   r.background_steps = j.value("background_steps", r.background_steps);
   r.background_crashes = j.value("background_crashes", r.background_crashes);
+  r.pool_growths = j.value("pool_growths", r.pool_growths);
+  r.growth_crashes = j.value("growth_crashes", r.growth_crashes);
+  r.growth_kills = j.value("growth_kills", r.growth_kills);
   r.sim_seconds = j.value("simulated_seconds", r.sim_seconds);
   r.process_seconds = j.value("process_seconds", r.process_seconds);
   for (const auto& v : j.value("details", nlohmann::json::array()))
@@ -299,13 +308,20 @@ inline std::string summary_table(const std::vector<LabResult>& results) {
 inline std::string recovery_crash_table(const std::vector<LabResult>& results) {
   std::string s =
       "recovery crashes by phase (simulated; nested: of a crashed recovery's "
-      "recovery), recovery processes killed (process), crash points inside background steps\n";
+      "recovery), recovery processes killed (process), crash points inside background steps, the "
+      "workloads' pool growths (simulated) and kills inside a growth (process)\n";
   for (const auto& r : results)
     s += "  " + r.structure + ": " + recovery_phases_text(r.recovery_crash_phases) + "; nested " +
          std::to_string(r.nested_recovery_crashes) + "; killed " +
          std::to_string(r.killed_recoveries) +
          (r.background_steps > 0 ? "; in background steps " + std::to_string(r.background_crashes)
                                  : std::string()) +
+         (r.pool_growths > 0
+              ? "; pool growths " + std::to_string(r.pool_growths) +
+                    " (crash points aimed at one " + std::to_string(r.growth_crashes) + ")"
+              : std::string()) +
+         (r.growth_kills > 0 ? "; kills inside a growth " + std::to_string(r.growth_kills)
+                             : std::string()) +
          (r.criterion == "detectable"
               ? "; re-executed " + std::to_string(r.reexecuted_operations) + " operations"
               : std::string()) +

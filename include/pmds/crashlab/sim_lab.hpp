@@ -195,6 +195,14 @@ struct SimOptions {
   unsigned background_crash_percent = 15;
   // 0: 16 MiB (of 256 KiB chunks: each thread claims a chunk of every slot size it allocates).
   std::uint64_t pool_size = 0;
+  // Share of the workload runs whose pool starts at one chunk and grows on demand up to
+  // pool_size (Pool::grow): a workload then grows it several times, each growth is a crash
+  // point like any other, and every recovery opens a pool that grew (drawn from the run's seed).
+  unsigned grow_percent = 50;
+  // In those runs, share of the crash points aimed at a growth: at an event drawn over the
+  // first events after it begins (the header's growth line written back, the file extended and
+  // mapped, the line written back again, the allocator's first claims of the new chunks).
+  unsigned growth_crash_percent = 10;
   double recovery_timeout_s = 30;
   // lincheck's limit per partition of up to 100 operations, retried once at 4x; a history it
   // still cannot decide is a violation ("undecided", crashlab/verdict.hpp).
@@ -213,6 +221,11 @@ struct SimOptions {
 // Whether the run with seed `wseed` is scheduled with PCT (SimOptions::pct_percent).
 inline bool pct_run(const SimOptions& o, std::uint64_t wseed) {
   return mix_seed(wseed, 0x9c7) % 100 < o.pct_percent;
+}
+
+// Whether the run with seed `wseed` starts from a pool that grows (SimOptions::grow_percent).
+inline bool grown_run(const SimOptions& o, std::uint64_t wseed) {
+  return mix_seed(wseed, 0x960) % 100 < o.grow_percent;
 }
 
 // The workload options of the run with seed `wseed`: o.workload, or with o.vary_mix a key range
@@ -252,6 +265,9 @@ inline std::string lab_command(const registry::Entry& e, const SimOptions& o) {
   s += open_options(o.workload);
   if (o.pool_size != SimOptions{}.pool_size)
     s += " --pool-mib " + std::to_string(o.pool_size >> 20);
+  if (o.grow_percent != SimOptions{}.grow_percent) s += " --grow " + std::to_string(o.grow_percent);
+  if (o.growth_crash_percent != SimOptions{}.growth_crash_percent)
+    s += " --growth-crashes " + std::to_string(o.growth_crash_percent);
   if (o.persist_switch_probability != SimOptions{}.persist_switch_probability) {
     std::snprintf(sw, sizeof sw, "%g", o.persist_switch_probability);
     s += std::string(" --switch-persist ") + sw;
@@ -367,6 +383,7 @@ struct RecoveryRun {
 struct AimedCrashes {
   std::size_t after_return = 0;        // SimOptions::return_crash_percent's
   std::size_t in_background = 0;       // SimOptions::background_crash_percent's
+  std::size_t in_growth = 0;           // SimOptions::growth_crash_percent's
   std::uint64_t background_steps = 0;  // the previous run's (spreads in_background over a run)
 };
 
@@ -389,6 +406,8 @@ class WorkloadProcess {
         background_share_(aimed.in_background),
         background_estimate_(std::max<std::uint64_t>(aimed.background_steps, 1)),
         background_dice_(mix_seed(wseed, 0xb4c6)),
+        growth_crashes_(aimed.in_growth),
+        growth_dice_(mix_seed(wseed, 0x960d)),
         crash_number_(first_crash_number),
         keep_budget_(keep_budget),
         recovery_phases_(recovery_phases),
@@ -421,16 +440,8 @@ class WorkloadProcess {
 
     registry::CreateOptions co = create_options(workload_);
     co.pool_size = o_.pool_size != 0 ? o_.pool_size : 16ull << 20;
-    // 64 KiB chunks, not the default 1 MiB: every recovery scans each slot of every used chunk
-    // through the simulator (and its pages fault into the recovery's image), which at 1 MiB was
-    // half of the lab's time (hash/soft, 300 crashes: 12.9 s; 6.5 s at 256 KiB; 4.9 s at
-    // 64 KiB); the structures run the same code. 256 KiB (or more) where a structure takes
-    // larger blocks: an InCLL Masstree's log segments, a combining heap's anchor, which holds its
-    // whole state, capacity x records words (78 KiB for pwfcomb here).
-    const std::size_t largest = e_.largest_block != nullptr ? e_.largest_block(co) : 0;
-    co.chunk_size = largest > (std::size_t{64} << 10)
-                        ? std::max(std::size_t{256} << 10, std::bit_ceil(largest))
-                        : std::size_t{64} << 10;
+    co.chunk_size = lab_chunk_size(e_, co);
+    if (grown_run(o_, wseed_)) start_at_one_chunk(co);
     co.background_thread = false;  // the scheduler runs it (below)
     // Creation is not under test: it ends as a clean close would, with everything durable. Most
     // runs then close the pool and work on it opened again, so the open (its mark of an open
@@ -471,7 +482,11 @@ class WorkloadProcess {
 
     for (const auto& op : w.prefill) record_operation(*log_, inst, threads, op);
 
-    pm::sim::set_schedule_hook(&Scheduler::preemption_point);
+    current_ = this;
+    growth_line_ = inst.pool() != nullptr
+                       ? static_cast<const char*>(inst.pool()->base()) + pm::format::growth_offset
+                       : nullptr;
+    pm::sim::set_schedule_hook(&WorkloadProcess::preemption_point);
     std::vector<std::thread> workers;
     std::mutex error_mutex;
     std::string error;
@@ -529,7 +544,8 @@ class WorkloadProcess {
           {"switches", scheduler_->switches()},
           {"steps", scheduler_->steps()},
           {"stolen", scheduler_->stolen()},
-          {"background_steps", background_steps}});
+          {"background_steps", background_steps},
+          {"growths", growths_}});
   }
 
   // Ends the workload process. Its helper processes (lincheck, the recovery server) are ended
@@ -544,7 +560,7 @@ class WorkloadProcess {
   // Arms the first drawn crash point at or after event `from` (absolute).
   void arm_next(std::uint64_t from) {
     while (next_ < events_.size() && base_ + events_[next_] < from) ++next_;
-    background_armed_ = false;
+    background_armed_ = growth_armed_ = false;
     if (next_ < events_.size())
       pm::sim::set_crash_handler(base_ + events_[next_], [this] { on_crash(); });
   }
@@ -560,7 +576,7 @@ class WorkloadProcess {
     if (return_dice_() % ops >= return_share_) return;
     --return_crashes_;
     pm::sim::set_crash_handler(pm::sim::event_count(), [this] { on_crash(); });
-    background_armed_ = false;
+    background_armed_ = growth_armed_ = false;
   }
 
   // A background step is about to run (its thread holds the turn): now and then, with chance
@@ -573,6 +589,36 @@ class WorkloadProcess {
     const std::uint64_t at = pm::sim::event_count() + background_dice_() % (step_events + 1);
     pm::sim::set_crash_handler(at, [this] { on_crash(); });
     background_armed_ = true;
+    growth_armed_ = false;
+  }
+
+  // Every access-layer operation of a workload thread: the scheduler's preemption point, and
+  // the start of a growth seen in passing (the header's growth line written back with a growth
+  // pending: Pool::grow's first step).
+  static void preemption_point(pm::sim::Operation op, const void* addr) {
+    WorkloadProcess* self = current_;
+    if (op == pm::sim::Operation::flush && addr == self->growth_line_) self->at_growth_line();
+    Scheduler::preemption_point(op, addr);
+  }
+
+  // The growth line is being written back (its thread holds the turn). At a growth's start,
+  // now and then (half the growths, while this run's share lasts), crash at an event drawn
+  // over the growth's: half the time among its first four (its own write-backs), else among
+  // its first sixteen (with the allocator's first claims and the first nodes in the new
+  // chunks). Own dice, as after_return's.
+  void at_growth_line() {
+    std::uint64_t pending = 0;  // the thread's own store, already in memory
+    std::memcpy(&pending, growth_line_ + offsetof(pm::format::GrowthLine, pending), sizeof pending);
+    if (pending == 0 || pending == growth_seen_) return;
+    growth_seen_ = pending;
+    ++growths_;
+    if (growth_crashes_ == 0 || growth_dice_() % 2 != 0) return;
+    --growth_crashes_;
+    const std::uint64_t span = growth_dice_() % 2 == 0 ? 4 : 16;
+    pm::sim::set_crash_handler(pm::sim::event_count() + growth_dice_() % span,
+                               [this] { on_crash(); });
+    background_armed_ = false;
+    growth_armed_ = true;
   }
 
   void send(const Json& line) { write_all(out_, json_line(line) + "\n"); }
@@ -583,6 +629,7 @@ class WorkloadProcess {
     const std::uint64_t event = pm::sim::event_count() - base_;
     const std::uint64_t crash_number = crash_number_++;
     const bool in_background = std::exchange(background_armed_, false);
+    const bool in_growth = std::exchange(growth_armed_, false);
     Json violations = Json::array();
     std::size_t images = 0, undecided = 0, found = 0;
     RecoveryCrashes recovery_crashes;
@@ -616,6 +663,7 @@ class WorkloadProcess {
           {"epochs_lost", epochs_lost_ ? Json(*epochs_lost_) : Json(nullptr)},
           {"reexecuted", std::exchange(reexecuted_, 0)},
           {"background", in_background},
+          {"growth", in_growth},
           {"undecided", undecided},
           {"violation_count", found},
           {"violations", violations}});
@@ -799,6 +847,13 @@ class WorkloadProcess {
   std::uint64_t background_estimate_;  // background steps of a run (the previous one's)
   std::mt19937_64 background_dice_;
   bool background_armed_ = false;  // the armed crash point is in_background's
+  std::size_t growth_crashes_;     // left in this run (at_growth_line)
+  std::mt19937_64 growth_dice_;
+  bool growth_armed_ = false;                         // the armed crash point is at_growth_line's
+  const char* growth_line_ = nullptr;                 // the pool header's growth line
+  std::uint64_t growth_seen_ = 0;                     // the pending count of the last growth seen
+  std::uint64_t growths_ = 0;                         // growths begun in the workload
+  static inline WorkloadProcess* current_ = nullptr;  // the one of this (forked) process
   std::size_t next_ = 0;
   std::uint64_t crash_number_;
   std::size_t keep_budget_;
@@ -853,7 +908,11 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
             std::min<std::size_t>(static_cast<std::size_t>(all * o.background_crash_percent / 100),
                                   static_cast<std::size_t>(all) - aimed.after_return);
       aimed.background_steps = background_steps;
-      const std::uint64_t want = all - aimed.after_return - aimed.in_background;
+      if (grown_run(o, wseed))
+        aimed.in_growth = std::min<std::size_t>(
+            static_cast<std::size_t>(all * o.growth_crash_percent / 100),
+            static_cast<std::size_t>(all) - aimed.after_return - aimed.in_background);
+      const std::uint64_t want = all - aimed.after_return - aimed.in_background - aimed.in_growth;
       std::mt19937_64 rng(mix_seed(wseed, 0xc4a54));
       for (std::uint64_t i = 0; i < want; ++i) events.push_back(rng() % range);
       std::sort(events.begin(), events.end());
@@ -896,6 +955,7 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
           r.nested_recovery_crashes += count("nested_recovery_crashes");
           r.reexecuted_operations += count("reexecuted");
           r.background_crashes += j.value("background", false) ? 1 : 0;
+          r.growth_crashes += j.value("growth", false) ? 1 : 0;
           if (const auto it = j.find("epochs_lost"); it != j.end() && it->is_number())
             r.max_epochs_lost = std::max(r.max_epochs_lost.value_or(0), it->get<std::uint64_t>());
           if (const auto it = j.find("recovery_crash_phases"); it != j.end())
@@ -918,6 +978,7 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
           r.events += count("events");
           r.not_durable_reads += count("warnings");
           r.background_steps += count("background_steps");
+          r.pool_growths += count("growths");
           background_steps = count("background_steps");
           for (const auto& s : j.value("sites", nlohmann::json::array()))
             add_site(r.sites, site_from_json(s));

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <type_traits>
 
 #include "pmds/pm/backend.hpp"
@@ -487,5 +488,27 @@ class alignas(16) atomic_pair {
   std::uint64_t words_[2] = {0, 0};
 };
 static_assert(sizeof(atomic_pair) == 16 && alignof(atomic_pair) == 16);
+
+// ---------------------------------------------------------------------------------------------
+// A mutex for a critical section that makes persistent accesses (the pool's growth). Under the
+// simulated backend the crash lab's scheduler runs one thread at a time and passes the turn only
+// at access-layer operations: a std::mutex waiter would block outside its sight, with the turn,
+// while the holder waits for it (crashlab/scheduler.hpp steals the turn after seconds, and the
+// run no longer replays). There a waiter spins through sim::schedule_point() instead; every
+// other backend is a std::mutex.
+#if defined(PMDS_BACKEND_SIMULATED)
+class Mutex {
+ public:
+  void lock() noexcept {
+    while (locked_.exchange(true, std::memory_order_acquire)) sim::schedule_point();
+  }
+  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> locked_{false};
+};
+#else
+using Mutex = std::mutex;
+#endif
 
 }  // namespace pmds::pm

@@ -48,10 +48,9 @@
 // their chunk do not stop. The directory has a word for every chunk up to the pool's capacity,
 // zero (free) until the pool grows that far.
 //
-// Planted bug for the crash lab (crashlab/allocator_probe.hpp, a fixture): in the simulated
-// backend only, planted_allocator_bug = directory_not_persisted drops the persist of a claimed
-// chunk's directory word, so a slot can be durably live in a chunk that a crash leaves free.
-// The other backends compile the check away.
+// Planted bug for the crash lab (pm/planted_bugs.hpp, PlantedPoolBug::directory_not_persisted):
+// the persist of a claimed chunk's directory word dropped, so a slot can be durably live in a
+// chunk that a crash leaves free. Simulated backend only.
 //
 // allocate() returns a slot's bytes as they are: zero for a never-used slot, or whatever the
 // structure left in it when it was freed (seed 000 §5: the structure, not the allocator, puts a
@@ -74,16 +73,13 @@
 
 #include "pmds/error.hpp"
 #include "pmds/pm/access.hpp"
+#include "pmds/pm/planted_bugs.hpp"
 #include "pmds/pm/pool_format.hpp"
 #include "pmds/thread_registry.hpp"
 
 namespace pmds::pm {
 
 class Pool;
-
-// The crash lab's planted allocator bug (see the header comment); none but in the lab.
-enum class PlantedAllocatorBug { none, directory_not_persisted };
-inline PlantedAllocatorBug planted_allocator_bug = PlantedAllocatorBug::none;
 
 // What recover() found.
 struct AllocatorRecoveryStats {
@@ -358,8 +354,7 @@ class ChunkAllocator {
   // True when p points into the chunk area of this pool.
   bool owns(const void* p) const {
     const auto* c = static_cast<const char*>(p);
-    return c >= chunks_ &&
-           c < chunks_ + chunk_count_.load(std::memory_order_relaxed) * chunk_size_;
+    return c >= chunks_ && c < chunks_ + chunk_count_.load(std::memory_order_relaxed) * chunk_size_;
   }
 
   // The slot size of the used chunk holding p (0 when p is not in a used chunk).
@@ -554,8 +549,7 @@ class ChunkAllocator {
         if (chunk_class_[i].load(std::memory_order_relaxed) != no_class) continue;
         std::uint64_t expected = format::chunk_word::free_word;
         if (!directory_[i].compare_exchange_strong(expected, desired)) continue;
-        if (backend != Backend::simulated ||
-            planted_allocator_bug != PlantedAllocatorBug::directory_not_persisted)
+        if (!planted(PlantedPoolBug::directory_not_persisted))
           persist(&directory_[i], sizeof(std::uint64_t));
         chunk_class_[i].store(static_cast<std::uint8_t>(cls), std::memory_order_relaxed);
         used_chunks_.fetch_add(1, std::memory_order_relaxed);
@@ -567,7 +561,7 @@ class ChunkAllocator {
                        std::to_string(size) + "-byte slot (all " + std::to_string(count) +
                        " chunks of " + std::to_string(chunk_size_) + " bytes are used) [full]");
       std::lock_guard g(growth_mutex_);
-      if (chunk_count() != count) continue;  // another thread grew the pool meanwhile
+      if (chunk_count() != count) continue;    // another thread grew the pool meanwhile
       const std::size_t grown = grow_(count);  // PoolFull at the limit or on a full disk
       next_chunk_hint_.store(count, std::memory_order_relaxed);  // the new chunks first
       chunk_count_.store(grown, std::memory_order_release);
@@ -655,9 +649,9 @@ class ChunkAllocator {
   std::size_t chunk_size_;
   unsigned chunk_shift_;
   std::atomic<std::size_t> chunk_count_;  // grows (claim_chunk) under growth_mutex_
-  std::size_t chunk_limit_;                // chunk_class_'s length: the most the pool may hold
+  std::size_t chunk_limit_;               // chunk_class_'s length: the most the pool may hold
   std::function<std::size_t(std::size_t)> grow_;
-  std::mutex growth_mutex_;
+  Mutex growth_mutex_;  // held across the growth's persists: pm::Mutex
   std::unique_ptr<std::atomic<std::uint8_t>[]> chunk_class_;  // volatile mirror of the directory
   std::unique_ptr<ThreadState[]> threads_;                    // indexed by pmds::thread_id()
   std::unique_ptr<SharedList[]> shared_;                      // indexed by class

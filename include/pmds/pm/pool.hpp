@@ -115,6 +115,9 @@ struct PoolInfo {
   std::size_t created_size = 0;  // at create
   std::size_t max_size = 0;      // the most it may grow to (size: it never grows)
   std::size_t growths = 0;       // how many times it grew
+  // A growth to this many chunks began and did not end (a crash in it: the next open trims
+  // what it added, or keeps it when the header names it); 0: none.
+  std::size_t growth_pending = 0;
   std::uintptr_t base = 0;
   bool clean_shutdown = false;  // false: open now, or it crashed (recovery will run)
   std::size_t chunk_size = 0;
@@ -783,23 +786,47 @@ class Pool {
       format::fail(PoolErrc::io, st.path,
                    "cannot grow to " + std::to_string(new_size) + " bytes: " + what);
     };
+    if (planted(PlantedPoolBug::growth_size_before_extension)) {
+      growth_word(st, offsetof(format::GrowthLine, chunk_count)).store(target);
+      persist_growth_line(st);
+    }
     int rc = ::posix_fallocate(st.fd.get(), static_cast<off_t>(old_size),
                                static_cast<off_t>(new_size - old_size));
     if (rc == EOPNOTSUPP || rc == EINVAL)
       rc = ::ftruncate(st.fd.get(), static_cast<off_t>(new_size)) == 0 ? 0 : errno;
     if (rc != 0) undo(rc, detail::errno_text(rc));
-    rc = detail::map_extension(old_size, new_size - old_size, st.mapping);
+    // On a DAX file, the new length durable before the header names its chunks: after a power
+    // failure, a file system that had not written the extension's metadata back would leave a
+    // header that claims more than the file holds (refused at open). A page-cache file keeps
+    // its length through a process crash, the only crash it survives (page_cache_backed()),
+    // and there fdatasync writes back every page the pool dirtied: a 1 GiB fill of
+    // hash-bytes/montage on a disk file ran at 0.85x the pre-sized pool's with it.
+    if (!st.mapping.page_granularity && ::fdatasync(st.fd.get()) != 0)
+      undo(errno, "cannot make the new length durable");
+    rc = planted(PlantedPoolBug::growth_maps_elsewhere)
+             ? map_extension_elsewhere(st, old_size, new_size)
+             : detail::map_extension(old_size, new_size - old_size, st.mapping);
     if (rc != 0) undo(0, "cannot map the extension: " + detail::pmem2_text(rc));
 #if defined(PMDS_BACKEND_SIMULATED)
+    // The model records the stores into the extension from here on (its zero bytes are
+    // durable: the file holds them).
     sim::extend(st.base, new_size);
 #endif
     growth_word(st, offsetof(format::GrowthLine, chunk_count)).store(target);
-    persist_growth_line(st);
+    if (!planted(PlantedPoolBug::growth_chunks_before_header)) persist_growth_line(st);
     growth_word(st, offsetof(format::GrowthLine, growths)).store(st.growths.fetch_add(1) + 1);
     growth_word(st, offsetof(format::GrowthLine, pending)).store(0);
-    persist_growth_line(st);
+    if (!planted(PlantedPoolBug::growth_chunks_before_header)) persist_growth_line(st);
     st.size.store(new_size, std::memory_order_release);
     return target;
+  }
+
+  // PlantedPoolBug::growth_maps_elsewhere: the extension mapped where the kernel likes, not at
+  // the pool's base + old_size (which stays reserved and inaccessible). Simulated backend only.
+  static int map_extension_elsewhere(State& st, std::size_t old_size, std::size_t new_size) {
+    void* p = ::mmap(nullptr, new_size - old_size, PROT_READ | PROT_WRITE, MAP_SHARED, st.fd.get(),
+                     static_cast<off_t>(old_size));
+    return p == MAP_FAILED ? -errno : 0;  // (libpmem2 reports errno so, negated)
   }
 
   atomic<std::uint64_t>& clean_flag() {
@@ -896,6 +923,7 @@ inline PoolInfo inspect_pool(const std::string& path) {
   info.created_size = f.id.pool_size;
   info.max_size = std::max(f.h.size, f.id.chunks_offset + f.h.limit * f.id.chunk_size);
   info.growths = f.h.growths;
+  info.growth_pending = f.h.pending;
   info.base = f.id.base_address;
   info.clean_shutdown = f.word_at(format::clean_flag_offset) == 1;
   info.chunk_size = f.id.chunk_size;

@@ -151,6 +151,10 @@ void clear_crash_handler();
 enum class Operation : std::uint8_t { load, store, rmw, flush, fence };
 using ScheduleHook = void (*)(Operation op, const void* addr);
 void set_schedule_hook(ScheduleHook hook);
+// A preemption point that accesses nothing (the hook is told Operation::load, nullptr): a
+// thread that waits for another outside the access layer (pm::Mutex) calls it, so that a
+// scheduler running one thread at a time can hand the turn back to the one it waits for.
+void schedule_point();
 
 // --- Persistence sites and mutants (added for `pmds crashtest --mutate`). --------------------
 //
@@ -956,6 +960,10 @@ inline void set_crash_handler(std::uint64_t event, std::function<void()> handler
 
 inline void set_schedule_hook(ScheduleHook hook) {
   detail::schedule_hook.store(hook, std::memory_order_release);
+}
+
+inline void schedule_point() {
+  detail::before_operation(Operation::load, nullptr);
 }
 
 inline void clear_crash_handler() {
