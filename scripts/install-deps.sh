@@ -11,6 +11,8 @@ packages=(
   golang-go                       # only used when no Go toolchain is on PATH (tools/lincheck)
   python3 python3-matplotlib      # scripts/plot.py
   clang-format
+  libuv1-dev                      # pmds-server's event loops
+  redis-server redis-tools python3-redis nutcracker  # pmds-server's tests and comparison
 )
 
 missing=()
