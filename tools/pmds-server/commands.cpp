@@ -3,6 +3,7 @@
 #include "commands.hpp"
 
 #include <malloc.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -99,8 +100,11 @@ struct Handlers {
 
   // Size checks before the store sees a key or value: Redis-style errors, not the structure's
   // exception text. False (and the error replied) when over.
+  static bool storable(Ctx& x, std::string_view key) {
+    return key.size() <= x.c.store_.max_key_size();
+  }
   static bool key_fits(Ctx& x, std::string_view key) {
-    if (key.size() <= x.c.store_.max_key_size()) return true;
+    if (storable(x, key)) return true;
     x.reply.error("ERR key is " + std::to_string(key.size()) + " bytes; " +
                   std::string(x.c.store_.structure()) + " takes keys of at most " +
                   std::to_string(x.c.store_.max_key_size()) + " bytes");
@@ -109,10 +113,10 @@ struct Handlers {
   // A read of a key longer than the structure takes: it cannot be present (Redis would answer
   // the same for a key never written), so the read answers "absent" without asking the store.
   static std::optional<std::string> get_value(Ctx& x, std::string_view key) {
-    return key.size() <= x.c.store_.max_key_size() ? x.c.store_.get(key) : std::nullopt;
+    return storable(x, key) ? x.c.store_.get(key) : std::nullopt;
   }
   static bool contains(Ctx& x, std::string_view key) {
-    return key.size() <= x.c.store_.max_key_size() && x.c.store_.contains(key);
+    return storable(x, key) && x.c.store_.contains(key);
   }
   static bool value_fits(Ctx& x, std::size_t size) {
     if (size <= x.c.store_.max_value_size()) return true;
@@ -367,8 +371,7 @@ struct Handlers {
     const auto keys = x.args.subspan(1);
     KeyGuard guard(x.c, keys, true);
     long long removed = 0;
-    for (std::string_view k : keys)
-      removed += k.size() <= x.c.store_.max_key_size() && remove(x, k) ? 1 : 0;
+    for (std::string_view k : keys) removed += storable(x, k) && remove(x, k) ? 1 : 0;
     x.reply.integer(removed);
     return After::next;
   }

@@ -139,8 +139,10 @@ void flush(Connection* c) {
   }
 }
 
-// Writes what is pending, then closes (QUIT, a protocol error).
+// Writes what is pending, then closes (QUIT, a protocol error); what the client sent after the
+// request that ended it is dropped, unread.
 void flush_and_close(Connection* c) {
+  c->in.clear();
   flush(c);
   if (c->closing || c->quitting) return;
   c->quitting = true;
@@ -174,7 +176,6 @@ void process(Connection* c) {
     if (r.status == ParseStatus::incomplete) {
       if (rest.size() > config.max_query_buffer) {
         Reply(c->out).error("ERR Protocol error: the query buffer is over its limit");
-        c->in.clear();
         flush_and_close(c);
         return;
       }
@@ -182,7 +183,6 @@ void process(Connection* c) {
     }
     if (r.status == ParseStatus::error) {
       Reply(c->out).error("ERR " + r.error);
-      c->in.clear();
       flush_and_close(c);
       return;
     }
@@ -191,7 +191,6 @@ void process(Connection* c) {
     Reply reply(c->out);
     const After after = c->worker->commands->execute(c->session, c->request.args, reply);
     if (after == After::close) {
-      c->in.clear();
       flush_and_close(c);
       return;
     }
