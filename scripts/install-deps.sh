@@ -6,11 +6,13 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libpmem2-dev libpmem-dev        # pool mapping (libpmem2), eADR query and nt-memcpy (libpmem)
   libxenium-dev                   # reclamation library (see include/pmds/reclaim/epoch.hpp)
+  libxxhash-dev                   # XXH3: the string maps' hash and checksum (header-only)
   nlohmann-json3-dev libcli11-dev # JSON output and input; command-line options (CLI11)
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   golang-go                       # only used when no Go toolchain is on PATH (tools/lincheck)
   python3 python3-matplotlib      # scripts/plot.py
   clang-format
+  doxygen                         # the API reference (docs/Doxyfile.in), checked by the suite
   libuv1-dev                      # pmds-server's event loops
   redis-server redis-tools python3-redis nutcracker  # pmds-server's tests and comparison
 )

@@ -1,8 +1,9 @@
-// pmds — errors reported to users.
-//
-// Every failure a user can cause (bad pool file, full pool, too many threads, a reserved key)
-// is reported as a typed exception derived from pmds::Error, with a message that names the
-// file or value involved. Nothing in pmds aborts on bad input.
+/// \file
+/// pmds — errors reported to users.
+///
+/// Every failure a user can cause (bad pool file, full pool, too many threads, a reserved key)
+/// is reported as a typed exception derived from pmds::Error, with a message that names the
+/// file or value involved. Nothing in pmds aborts on bad input.
 #pragma once
 
 #include <stdexcept>
@@ -10,34 +11,36 @@
 
 namespace pmds {
 
+/// The base of every error pmds reports.
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
-// Pool files (pm/pool.hpp). A failed open never modifies the file.
+/// What was wrong with a pool file (pm/pool.hpp). A failed open never modifies the file.
 enum class PoolErrc {
-  not_found,          // the path does not exist
-  not_regular_file,   // a directory, a device that is not DAX, a FIFO, ...
-  io,                 // open/stat/mmap failed for another reason (errno in the message)
-  bad_magic,          // not a pmds pool (foreign file)
-  layout_mismatch,    // a pmds pool holding another structure
-  version_too_new,    // written by a newer pmds
-  truncated,          // the file is shorter than its header says, or shorter than a header
-  size_mismatch,      // the file is longer than its header says
-  corrupted,          // header checksum or internal consistency check failed
-  base_unavailable,   // the recorded base address is already in use in this process
-  in_use,             // the pool is open in another process (file lock)
-  already_exists,     // create() on an existing path
-  bad_argument,       // create() with an unusable size or layout name
-  full,               // the pool has no free chunk left
-  corrupt_structure,  // the structure's bytes in the pool are damaged: a link read by recovery
-                      // leads outside the pool's slots or around a cycle, or a field is out
-                      // of range (PoolCorrupt)
+  not_found,          ///< the path does not exist
+  not_regular_file,   ///< a directory, a device that is not DAX, a FIFO, ...
+  io,                 ///< open/stat/mmap failed for another reason (errno in the message)
+  bad_magic,          ///< not a pmds pool (foreign file)
+  layout_mismatch,    ///< a pmds pool holding another structure
+  version_too_new,    ///< written by a newer pmds
+  truncated,          ///< the file is shorter than its header says, or shorter than a header
+  size_mismatch,      ///< the file is longer than its header says
+  corrupted,          ///< header checksum or internal consistency check failed
+  base_unavailable,   ///< the recorded base address is already in use in this process
+  in_use,             ///< the pool is open in another process (file lock)
+  already_exists,     ///< create() on an existing path
+  bad_argument,       ///< create() with an unusable size or layout name
+  full,               ///< the pool has no free chunk left
+  corrupt_structure,  ///< the structure's bytes in the pool are damaged: a link read by recovery
+                      /// leads outside the pool's slots or around a cycle, or a field is out
+                      /// of range (PoolCorrupt)
 };
 
 const char* to_string(PoolErrc code) noexcept;
 
+/// A bad, mismatched or unusable pool file; code() says which.
 class PoolError : public Error {
  public:
   PoolError(PoolErrc code, const std::string& message) : Error(message), code_(code) {}
@@ -47,35 +50,36 @@ class PoolError : public Error {
   PoolErrc code_;
 };
 
-// The pool has no free chunk left for an allocation. The pool is unchanged.
+/// The pool has no free chunk left for an allocation (at its size limit, or the file system is
+/// full). The pool is unchanged.
 class PoolFull : public PoolError {
  public:
   explicit PoolFull(const std::string& message) : PoolError(PoolErrc::full, message) {}
 };
 
-// Recovery found the structure in an opened pool damaged (PoolErrc::corrupt_structure): a link
-// that does not lead to a slot of the pool, a cycle, a field out of range. The message names
-// the structure and what was wrong. Thrown before recovery writes anything where the structure
-// allows it (docs/ARCHITECTURE.md §5, "Bad input inside the pool").
+/// Recovery found the structure in an opened pool damaged (PoolErrc::corrupt_structure): a link
+/// that does not lead to a slot of the pool, a cycle, a field out of range. The message names
+/// the structure and what was wrong. Thrown before recovery writes anything where the structure
+/// allows it (docs/ARCHITECTURE.md §5, "Bad input inside the pool").
 class PoolCorrupt : public PoolError {
  public:
   explicit PoolCorrupt(const std::string& message)
       : PoolError(PoolErrc::corrupt_structure, message) {}
 };
 
-// More threads than pmds::max_threads use pmds at once.
+/// More threads than pmds::max_threads use pmds at once.
 class TooManyThreads : public Error {
  public:
   using Error::Error;
 };
 
-// A bounded structure (the combining heap) has no room for another element. It is unchanged.
+/// A bounded structure (the combining heap) has no room for another element. It is unchanged.
 class CapacityExceeded : public Error {
  public:
   using Error::Error;
 };
 
-// A key the structure reserves for its sentinels was passed to an operation.
+/// A key the structure reserves for its sentinels (0 and 2^64-1) was passed to an operation.
 class ReservedKey : public Error {
  public:
   using Error::Error;

@@ -1,35 +1,41 @@
-// pmds — the public entry point for the common case: one durable structure in one pool file.
-//
-//   #include <pmds/pmds.hpp>
-//   auto counts = pmds::open_or_create<pmds::LinkFreeHashSet>("kv.pool", 256 << 20);
-//   counts->insert(42, 1);              // durable when it returns
-//   if (counts.recovered()) ...         // the file existed: its contents were recovered
-//
-// open_or_create<S> works for every structure named below. It builds S with S's own
-// constructors and arguments (S(create_new, pool, args...), S(open_existing, pool)); the pool's
-// layout name is pool_layout<S>, the structure's name in `pmds list`, so a file made for another
-// structure is refused with PoolError (layout_mismatch) before anything is read, and `pmds check`
-// and `pmds dump` read a file made here. Errors are typed (error.hpp): PoolError for a bad or
-// mismatched file (its code() says which), PoolFull when the pool has no room left (the pool is
-// unchanged), ReservedKey for keys 0 and 2^64-1, TooManyThreads. The structure is destroyed and
-// the pool closed cleanly when the handle goes out of scope; after a crash or kill -9 the next
-// open_or_create recovers it (docs/ARCHITECTURE.md §5).
-//
-// The pool grows: the size given is where a new pool starts, and it grows on demand (doubling,
-// at most 1 GiB a step) up to PoolGrowth::max_size, default_max_pool_size unless given:
-//   auto big = pmds::open_or_create<pmds::MontageHashMap>("m.pool", 16 << 20, {.max_size = 1ull << 40});
-// PoolFull comes at that limit, or when the file system has no room for the next step; nothing
-// is lost, and the next growth is tried when space returns. An existing pool keeps the limit it
-// was created with unless a larger one is passed (up to what its directory, sized at create for
-// its max_size, has room for).
-//
-// A file whose creation itself crashed (before the structure's root was written) holds no
-// structure: open_or_create reports it as PoolError bad_argument rather than guessing; remove
-// the file to start afresh.
-//
-// This header includes the structures and the pool, nothing of the benchmark registry, the
-// harness or the crash lab (the registry is built on it, registry.hpp): a one-structure program
-// compiles in a few seconds.
+/// \file
+/// pmds — the public entry point for the common case: one durable structure in one pool file.
+///
+/// ```cpp
+/// #include <pmds/pmds.hpp>
+/// auto counts = pmds::open_or_create<pmds::LinkFreeHashSet>("kv.pool", 256 << 20);
+/// counts->insert(42, 1);              // durable when it returns
+/// if (counts.recovered()) ...         // the file existed: its contents were recovered
+/// ```
+///
+/// `open_or_create<S>` works for every structure named below. It builds S with S's own
+/// constructors and arguments (S(create_new, pool, args...), S(open_existing, pool)); the pool's
+/// layout name is `pool_layout<S>`, the structure's name in `pmds list`, so a file made for another
+/// structure is refused with PoolError (layout_mismatch) before anything is read, and `pmds check`
+/// and `pmds dump` read a file made here. Errors are typed (error.hpp): PoolError for a bad or
+/// mismatched file (its code() says which), PoolFull when the pool has no room left (the pool is
+/// unchanged), ReservedKey for keys 0 and 2^64-1, TooManyThreads. The structure is destroyed and
+/// the pool closed cleanly when the handle goes out of scope; after a crash or kill -9 the next
+/// open_or_create recovers it (docs/ARCHITECTURE.md §5).
+///
+/// The pool grows: the size given is where a new pool starts, and it grows on demand (doubling,
+/// at most 1 GiB a step) up to PoolGrowth::max_size, default_max_pool_size unless given:
+/// ```cpp
+/// auto big = pmds::open_or_create<pmds::MontageHashMap>("m.pool", 16 << 20,
+///                                                       {.max_size = 1ull << 40});
+/// ```
+/// PoolFull comes at that limit, or when the file system has no room for the next step; nothing
+/// is lost, and the next growth is tried when space returns. An existing pool keeps the limit it
+/// was created with unless a larger one is passed (up to what its directory, sized at create for
+/// its max_size, has room for).
+///
+/// A file whose creation itself crashed (before the structure's root was written) holds no
+/// structure: open_or_create reports it as PoolError bad_argument rather than guessing; remove
+/// the file to start afresh.
+///
+/// This header includes the structures and the pool, nothing of the benchmark registry, the
+/// harness or the crash lab (the registry is built on it, registry.hpp): a one-structure program
+/// compiles in a few seconds.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +70,7 @@
 #include "pmds/linkfree_soft/linkfree_skiplist.hpp"
 #include "pmds/linkfree_soft/soft_list.hpp"
 #include "pmds/linkfree_soft/soft_skiplist.hpp"
+#include "pmds/linkfree_soft/soft_string_hash_map.hpp"
 #include "pmds/mirror/policy.hpp"
 #include "pmds/montage/hash_map.hpp"
 #include "pmds/montage/natarajan_mittal_bst.hpp"
@@ -83,6 +90,9 @@ using LinkFreeSkipList = linkfree_soft::LinkFreeSkipList<>;  // skiplist/linkfre
 using SoftList = linkfree_soft::SoftList<>;                  // list/soft
 using SoftHashSet = linkfree_soft::SoftHashSet<>;            // hash/soft
 using SoftSkipList = linkfree_soft::SoftSkipList<>;          // skiplist/soft
+// Byte-string keys and values (pmds::ByteStringMap) on SOFT's technique: one psync per insert and
+// remove, two per replacing put; update(key, fn) is an atomic read-modify-write.
+using SoftStringHashMap = linkfree_soft::SoftStringHashMap;  // hash-bytes/soft
 // nbMontage (Cai et al., DISC 2021): buffered durable linearizability. No flush or fence on an
 // operation's critical path; a crash loses at most the operations of the last two epochs (10 ms
 // each by default), and sync() returns once everything before it is durable.
@@ -144,6 +154,39 @@ using PWFCombAtomicFloat =
     combining::CombiningAtomicFloat<combining::PWFComb,
                                     combining::Persistence::detectable>;  // register/pwfcomb
 
+// ---- Choose by contract ------------------------------------------------------------------------
+// The same structures named by what a user gets: when an operation is durable, what the keys are,
+// hashed or ordered. Each is the technique that measured best for that contract here (README,
+// "Which map should I use", gives the figures and the papers); the names above stay available.
+//
+// Durable on return (durable linearizability): a crash loses no operation that returned.
+// Buffered (buffered durable linearizability): a crash loses at most the last epochs' operations
+// (tens of milliseconds), never reorders them; sync() returns once everything before it is
+// durable; no flush or fence on an operation's path.
+// Detectable (detectable recoverability): after a crash, recover_pending(ticket) says whether an
+// operation took effect and what it returned.
+
+/// Durable on return; 8-byte keys and values, hashed; link-free (seed 000 §3).
+using DurableHashMap = LinkFreeHashSet;
+/// Durable on return; 8-byte keys and values, ordered, scan; SOFT (seed 000 §4).
+using DurableOrderedMap = SoftSkipList;
+/// Durable on return; byte strings, hashed, update(); SOFT (seed 000 §4).
+using DurableStringHashMap = SoftStringHashMap;
+/// Buffered (durable after sync()); 8-byte keys and values, hashed; nbMontage (seed 003).
+using BufferedHashMap = MontageHashMap;
+/// Buffered (durable after sync()); 8-byte keys and values, ordered, scan; InCLL (seed 002).
+using BufferedOrderedMap = InCLLMasstree;
+/// Buffered (durable after sync()); byte strings, hashed; nbMontage (seed 003).
+using BufferedStringHashMap = MontageByteStringHashMap;
+/// Buffered (durable after sync()); byte strings, ordered, scan; InCLL (seed 002).
+using BufferedStringOrderedMap = InCLLStringMasstree;
+/// Detectable; a FIFO queue of 8-byte values; PBComb (seed 004).
+using DetectableQueue = PBCombQueue;
+/// Detectable; a LIFO stack of 8-byte values; PBComb (seed 004).
+using DetectableStack = PBCombStack;
+/// Detectable; a min-priority queue of 8-byte keys; PBComb (seed 004).
+using DetectablePriorityQueue = PBCombHeap;
+
 // The layout name a pool made by open_or_create<S> carries: S's name in `pmds list` (the
 // registry checks that its entries agree, registry.hpp). Empty for a type not named here.
 template <class S>
@@ -160,6 +203,8 @@ template <>
 inline constexpr std::string_view pool_layout<SoftHashSet> = "hash/soft";
 template <>
 inline constexpr std::string_view pool_layout<SoftSkipList> = "skiplist/soft";
+template <>
+inline constexpr std::string_view pool_layout<SoftStringHashMap> = "hash-bytes/soft";
 template <>
 inline constexpr std::string_view pool_layout<MontageHashMap> = "hash/montage";
 template <>
@@ -238,8 +283,9 @@ inline constexpr std::uint64_t default_max_pool_size = std::uint64_t{8} << 30;
 #else
 inline constexpr std::uint64_t default_max_pool_size = std::uint64_t{64} << 30;
 #endif
+/// How far a pool made or opened by open_or_create may grow.
 struct PoolGrowth {
-  std::uint64_t max_size = default_max_pool_size;
+  std::uint64_t max_size = default_max_pool_size;  ///< bytes; PoolFull beyond it
 };
 
 template <class S>
@@ -251,7 +297,9 @@ Durable<S> open_or_create(const std::filesystem::path& path, std::uint64_t pool_
                           const CreateArgs&... create_args);
 }  // namespace detail
 
-// A durable structure and the pool it lives in, owned together; movable, not copyable.
+/// A durable structure and the pool it lives in, owned together; movable, not copyable. The
+/// destructor (or close()) destroys the structure and closes the pool cleanly; after a crash or
+/// kill -9 the next open_or_create recovers it.
 template <class S>
 class Durable {
  public:
@@ -270,10 +318,10 @@ class Durable {
   S& operator*() const { return *structure_; }
   S* operator->() const { return structure_.get(); }
   pm::Pool& pool() const { return *pool_; }
-  // True when the file existed and its structure was recovered (after a clean close or a crash).
+  /// True when the file existed and its structure was recovered (after a clean close or a crash).
   bool recovered() const { return recovered_; }
-  // Destroys the structure, then closes the pool cleanly, now (the destructor does it otherwise).
-  // Idempotent.
+  /// Destroys the structure, then closes the pool cleanly, now (the destructor does it
+  /// otherwise). Idempotent.
   void close() {
     structure_.reset();
     if (pool_) {
@@ -368,14 +416,14 @@ Durable<S> open_or_create(const std::filesystem::path& path, std::uint64_t pool_
 
 }  // namespace detail
 
-// Opens the pool file at `path` and recovers the S it holds, or, when there is no such file,
-// creates one starting at `initial_size` bytes (a multiple of 4096) holding a new, empty
-// S(create_new, pool, create_args...): S's own arguments and defaults (a hash set's bucket
-// count, nbMontage's montage::Options, InCLL's incll::Options, a heap's capacity). An existing
-// structure keeps what it was created with; an options object passed last also governs a
-// recovered nbMontage or InCLL structure.
-// `growth` says how far the pool may grow (see the top of this header); the overload without it
-// uses default_max_pool_size for a new pool and keeps an existing pool's own limit.
+/// Opens the pool file at `path` and recovers the S it holds, or, when there is no such file,
+/// creates one starting at `initial_size` bytes (a multiple of 4096) holding a new, empty
+/// S(create_new, pool, create_args...): S's own arguments and defaults (a hash set's bucket
+/// count, nbMontage's montage::Options, InCLL's incll::Options, a heap's capacity). An existing
+/// structure keeps what it was created with; an options object passed last also governs a
+/// recovered nbMontage or InCLL structure.
+/// `growth` says how far the pool may grow (see the top of this header); the overload without it
+/// uses default_max_pool_size for a new pool and keeps an existing pool's own limit.
 template <class S, class... CreateArgs>
 Durable<S> open_or_create(const std::filesystem::path& path, std::uint64_t initial_size,
                           const PoolGrowth& growth, const CreateArgs&... create_args) {

@@ -81,6 +81,10 @@ using Registered = TypeList<
              factories::FixedSizeStringsOf<factories::Montage<montage::ByteStringHashMap<>>>,
              "hash/montage over byte-string keys and values (seed 003 §5), each key and value "
              "written as --key-size and --value-size bytes (default 8)">,
+    Describe<"hash-bytes/soft", Kind::map,
+             factories::FixedSizeStringsOf<factories::Hash<linkfree_soft::SoftStringHashMap>>,
+             "hash/soft over byte-string keys and values: durable on return, one psync per "
+             "insert and remove, two per replacing put (--key-size and --value-size bytes)">,
     Describe<"hash/psync-bound", Kind::map,
              factories::PsyncBoundOf<factories::Hash<algo::MichaelHashTable<algo::transient>>>,
              "reference, not durable: hash/transient + one psync per successful update (the "

@@ -91,10 +91,10 @@ class PublicApi : public ::testing::Test {};
 using Aliases = ::testing::Types<
     LinkFreeList, LinkFreeHashSet, LinkFreeSkipList, SoftList, SoftHashSet, SoftSkipList,
     MontageHashMap, MontageSkipList, MontageTree, MontageSplitOrderedHashMap, MontageQueue,
-    MontageByteStringHashMap, MontageByteStringSkipList, InCLLMasstree, LoggingMasstree,
-    InCLLStringMasstree, LoggingStringMasstree, MirrorList, MirrorHashSet, MirrorSkipList,
-    MirrorTree, MirrorQueue, MirrorStack, MirrorAtomicFloat, IzraelevitzList, IzraelevitzHashSet,
-    IzraelevitzSkipList, IzraelevitzTree, IzraelevitzQueue, IzraelevitzStack,
+    SoftStringHashMap, MontageByteStringHashMap, MontageByteStringSkipList, InCLLMasstree,
+    LoggingMasstree, InCLLStringMasstree, LoggingStringMasstree, MirrorList, MirrorHashSet,
+    MirrorSkipList, MirrorTree, MirrorQueue, MirrorStack, MirrorAtomicFloat, IzraelevitzList,
+    IzraelevitzHashSet, IzraelevitzSkipList, IzraelevitzTree, IzraelevitzQueue, IzraelevitzStack,
     IzraelevitzAtomicFloat, PBCombStack, PBCombQueue, PBCombHeap, PBCombAtomicFloat, PWFCombStack,
     PWFCombQueue, PWFCombHeap, PWFCombAtomicFloat>;
 TYPED_TEST_SUITE(PublicApi, Aliases);
@@ -167,6 +167,39 @@ TEST(PublicApiArguments, CreateArgumentsReachTheStructure) {
   pool_test::TempPath set_path("public-api");
   EXPECT_EQ(open_or_create<LinkFreeHashSet>(set_path.str(), kPoolSize)->bucket_count(),
             LinkFreeHashSet::default_bucket_count);
+}
+
+// The names by contract (pmds.hpp) promise a criterion and a key type; each keeps it.
+TEST(PublicApiContracts, EachNameKeepsItsPromise) {
+  static_assert(DurableHashMap::criterion == Criterion::durable && Map<DurableHashMap>);
+  static_assert(DurableOrderedMap::criterion == Criterion::durable && Map<DurableOrderedMap> &&
+                Scannable<DurableOrderedMap>);
+  static_assert(DurableStringHashMap::criterion == Criterion::durable &&
+                ByteStringMap<DurableStringHashMap>);
+  static_assert(BufferedHashMap::criterion == Criterion::buffered && Map<BufferedHashMap> &&
+                Syncable<BufferedHashMap>);
+  static_assert(BufferedOrderedMap::criterion == Criterion::buffered &&
+                Scannable<BufferedOrderedMap> && Syncable<BufferedOrderedMap>);
+  static_assert(BufferedStringHashMap::criterion == Criterion::buffered &&
+                ByteStringMap<BufferedStringHashMap> && Syncable<BufferedStringHashMap>);
+  static_assert(BufferedStringOrderedMap::criterion == Criterion::buffered &&
+                ByteStringMap<BufferedStringOrderedMap> && Syncable<BufferedStringOrderedMap>);
+  static_assert(DetectableQueue::criterion == Criterion::detectable && Queue<DetectableQueue>);
+  static_assert(DetectableStack::criterion == Criterion::detectable && Stack<DetectableStack>);
+  static_assert(DetectablePriorityQueue::criterion == Criterion::detectable &&
+                PriorityQueue<DetectablePriorityQueue>);
+  // A durable string map through the entry point: update() reads and writes one key atomically.
+  pool_test::TempPath path("public-api");
+  {
+    auto m = open_or_create<DurableStringHashMap>(path.str(), kPoolSize);
+    EXPECT_TRUE(m->put("visits", "1"));
+    EXPECT_TRUE(m->update("visits", [](std::optional<std::string_view> v) {
+      return std::optional<std::string>(std::to_string(std::stoi(std::string(*v)) + 1));
+    }));
+  }
+  auto again = open_or_create<DurableStringHashMap>(path.str(), kPoolSize);
+  EXPECT_TRUE(again.recovered());
+  EXPECT_EQ(again->get("visits"), "2");
 }
 
 // A structure whose recovery fails on demand (the test's own, named for open_or_create).

@@ -121,7 +121,7 @@ TEST_P(CrashlabProcessGrowth, SurvivesKillsDuringGrowth) {
 
 INSTANTIATE_TEST_SUITE_P(Techniques, CrashlabProcessGrowth,
                          testing::Values("alloc/probe-control", "hash-bytes/montage",
-                                         "masstree-bytes/incll"),
+                                         "masstree-bytes/incll", "hash-bytes/soft"),
                          pmds::test::entry_test_name);
 
 TEST(CrashlabProcessPlantedBug, ARecoveryThatDropsANodeIsReported) {
