@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-STRUCTURES = ["hash-bytes/montage", "skiplist-bytes/montage", "masstree-bytes/incll"]
+STRUCTURES = ["hash-bytes/soft", "hash-bytes/montage", "skiplist-bytes/montage", "masstree-bytes/incll"]
 REDIS_CONFIGS = {
     "redis-none": ["--appendonly", "no"],
     "redis-everysec": ["--appendonly", "yes", "--appendfsync", "everysec"],
