@@ -314,6 +314,51 @@ TEST(Runner, YcsbWorkloadsReportTheMixTheyRan) {
   }
 }
 
+// db_bench's shapes (workload.hpp): each runs only its operation; readwhilewriting's writer puts
+// beside the readers and is left out of the result.
+TEST(Runner, DbBenchShapesRunTheirOperationOnly) {
+  using W = bench::Workload;
+  const bench::KeyChooser keys(bench::Distribution::uniform, 256, 0.99, 1);
+  {
+    CountingMap m;  // fillrandom: from empty, puts only; a put of an absent key inserts it
+    auto p = short_run(W::fillrandom, 2, &keys);
+    const auto r = bench::run_workload(m, p);
+    expect_accounted(m.seen, r, {Op::update});
+    EXPECT_GT(r.ops.calls_of(Op::update), 0u);
+    EXPECT_EQ(bench::elements_after(0, r), m.size());
+    EXPECT_GT(m.size(), 0u);
+  }
+  for (const W w : {W::readrandom, W::overwrite, W::deleterandom}) {
+    SCOPED_TRACE(bench::to_string(w));
+    CountingMap m;
+    ASSERT_EQ(bench::prefill(m, 256, 256, 1, 1), 256u);
+    m.seen.reset();
+    const Op op = w == W::readrandom ? Op::read : w == W::overwrite ? Op::update : Op::remove;
+    // deleterandom on one thread: its share is the whole range, so the count below is exact.
+    const auto r = bench::run_workload(m, short_run(w, w == W::deleterandom ? 1 : 2, &keys));
+    expect_accounted(m.seen, r, {op});
+    EXPECT_GT(r.ops.calls_of(op), 0u);
+    EXPECT_EQ(bench::elements_after(256, r), m.size());
+    if (w != W::deleterandom) {
+      EXPECT_EQ(r.ops.successes_of(op), r.ops.calls_of(op));
+    } else {  // every loaded key removed once, in some order, before a remove fails
+      const std::uint64_t calls = r.ops.calls_of(op) + r.warmup_ops.calls_of(op);
+      EXPECT_EQ(r.ops.successes_of(op) + r.warmup_ops.successes_of(op),
+                std::min<std::uint64_t>(calls, 256));
+    }
+  }
+  {
+    CountingMap m;
+    ASSERT_EQ(bench::prefill(m, 256, 256, 1, 1), 256u);
+    m.seen.reset();
+    const auto r = bench::run_workload(m, short_run(W::readwhilewriting, 2, &keys));
+    EXPECT_EQ(r.ops.total(), r.ops.calls_of(Op::read));  // the readers alone
+    EXPECT_EQ(m.seen.calls_of(Op::read),
+              r.ops.calls_of(Op::read) + r.warmup_ops.calls_of(Op::read));
+    EXPECT_GT(m.seen.calls_of(Op::update), 0u);  // the writer ran beside them
+  }
+}
+
 TEST(Runner, YcsbEScansAndInsertsNewKeys) {
   CountingMap m;
   const bench::KeyChooser keys(bench::Distribution::uniform, 256, 0.99, 1);

@@ -95,7 +95,8 @@ inline void add_bench_options(CLI::App& app, ParsedBench& out) {
            out.config.workload = *parse_workload(v);
            out.workload_given = true;
          },
-         "set, ycsb-a, ycsb-b, ycsb-c, ycsb-e, pairs, heap, atomicfloat\n"
+         "set, ycsb-a, ycsb-b, ycsb-c, ycsb-e, pairs, heap, atomicfloat,\n"
+         "fillrandom, readrandom, overwrite, readwhilewriting, deleterandom\n"
          "(default: set)\n"
          "  set       reads % contains/get, the rest insert/remove evenly\n"
          "  ycsb-a/b/c 50/5/0 % put, the rest get; map loaded with the\n"
@@ -103,7 +104,12 @@ inline void add_bench_options(CLI::App& app, ParsedBench& out) {
          "  ycsb-e    95 % scans of 1..100 keys, 5 % inserts of new keys\n"
          "  pairs     enqueue+dequeue / push+pop pairs from empty\n"
          "  heap      half-full priority queue, insert + delete-min\n"
-         "  atomicfloat  fetch_multiply on one shared register")
+         "  atomicfloat  fetch_multiply on one shared register\n"
+         "  db_bench's shapes, on maps (fillrandom from empty, the rest on the\n"
+         "  whole key range unless --prefill): fillrandom and overwrite put,\n"
+         "  readrandom gets, deleterandom removes the loaded keys in random\n"
+         "  order, readwhilewriting gets on\n"
+         "  --threads threads beside one more that puts (not counted)")
       ->type_name("W")
       ->check(CLI::IsMember(workloads).description(""));
   app.add_option("--threads", c.threads, "thread counts to run (default: 1)")
@@ -240,7 +246,8 @@ inline void add_bench_options(CLI::App& app, ParsedBench& out) {
     if (c.reads_pct && c.workload != Workload::set)
       throw CLI::ValidationError(std::string("--reads applies to --workload set only; ") +
                                  to_string(c.workload) + " has a fixed mix");
-    if (c.prefill && (c.workload == Workload::set || is_ycsb(c.workload)) &&
+    if (c.prefill &&
+        (c.workload == Workload::set || is_ycsb(c.workload) || is_db_bench(c.workload)) &&
         *c.prefill > c.key_range)
       throw CLI::ValidationError("--prefill " + std::to_string(*c.prefill) +
                                  " exceeds --key-range " + std::to_string(c.key_range) +

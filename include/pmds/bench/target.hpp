@@ -64,12 +64,12 @@ inline Target target_of(const registry::Entry& entry) {
 
 }  // namespace pmds::bench
 
-#define PMDS_BENCH_LOOPS_HERE()                                                                \
-  pmds::bench::Target pmds::bench::target_of(const pmds::registry::Entry& entry) {            \
-    using namespace pmds::bench;                                                               \
-    return {&entry, pmds::registry::instantiate<PrefillFn, PrefillDriver>()[entry.index],      \
-            pmds::registry::instantiate<RunFn, RunDriver>()[entry.index]};                     \
-  }                                                                                            \
+#define PMDS_BENCH_LOOPS_HERE()                                                           \
+  pmds::bench::Target pmds::bench::target_of(const pmds::registry::Entry& entry) {        \
+    using namespace pmds::bench;                                                          \
+    return {&entry, pmds::registry::instantiate<PrefillFn, PrefillDriver>()[entry.index], \
+            pmds::registry::instantiate<RunFn, RunDriver>()[entry.index]};                \
+  }                                                                                       \
   static_assert(true, "a semicolon follows PMDS_BENCH_LOOPS_HERE()")
 
 namespace pmds::bench {
@@ -83,8 +83,15 @@ inline std::optional<std::string> unsupported_reason(const registry::Entry& e, W
     case Workload::ycsb_c:
       if (!keyed_set) return "needs a set or map";
       return std::nullopt;
+    case Workload::readrandom:
+    case Workload::deleterandom:
+      if (e.kind != Kind::map) return "needs a map";
+      return std::nullopt;
     case Workload::ycsb_a:
     case Workload::ycsb_b:
+    case Workload::fillrandom:
+    case Workload::overwrite:
+    case Workload::readwhilewriting:
       if (!keyed_set) return "needs a map";
       if (!e.can_update) return "needs put (update)";
       return std::nullopt;

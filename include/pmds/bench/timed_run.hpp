@@ -152,6 +152,46 @@ struct YcsbScanInsert {
   }
 };
 
+// db_bench's shapes (workload.hpp): one operation of the shape per call; under readwhilewriting
+// the thread after the readers (index == threads) is the writer. deleterandom removes the loaded
+// keys in a random order (a permutation of [1, key_range], each thread its own share), so every
+// remove finds its key until the share runs out, whatever the contender's speed.
+template <class T>
+struct DbBenchShape {
+  T& s;
+  const KeyChooser& keys;
+  Workload shape;
+  Scrambler order;
+  std::uint64_t next_delete, stride;
+  DbBenchShape(T& s_, const RunParams& p, unsigned index)
+      : s(s_),
+        keys(*p.keys),
+        shape(p.workload == Workload::readwhilewriting && index == p.threads ? Workload::overwrite
+                                                                             : p.workload),
+        order(p.key_range, p.seed ^ 0xDE1E7Eull),
+        next_delete(index),
+        stride(p.threads) {}
+  void operator()(Rng& rng, OpCounts& c) {
+    switch (shape) {
+      case Workload::fillrandom:
+      case Workload::overwrite:
+        if constexpr (UpdatableMap<T>) {
+          const Key k = keys(rng);
+          c.add(Op::update, !s.put(k, k ^ rng.next()));
+        }
+        break;
+      case Workload::deleterandom: {
+        const Key k = 1 + order(next_delete % order.size());
+        next_delete += stride;
+        c.add(Op::remove, s.remove(k));
+        break;
+      }
+      default:
+        c.add(Op::read, read_key(s, keys(rng)));
+    }
+  }
+};
+
 // Pairs from empty: enqueue then dequeue (push then pop), local work after each operation.
 // Values are unique per thread and never 0.
 template <class T>
@@ -229,21 +269,23 @@ inline void sleep_for(double seconds) {
   if (seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
 }
 
-// Runs body objects made by make(index) on p.threads threads through the phases.
+// Runs body objects made by make(index) on p.threads threads through the phases (and, under
+// readwhilewriting, one more: the writer, whose operations and counters are left out).
 template <class Body, class T>
 RepResult run_timed(T& s, const RunParams& p) {
   std::atomic<int> phase{static_cast<int>(Phase::starting)};
   std::atomic<unsigned> ready{0};
   std::atomic<bool> failed{false};
-  std::vector<WorkerSlot> slots(p.threads);
-  std::vector<std::exception_ptr> errors(p.threads);
+  const unsigned threads = p.threads + (p.workload == Workload::readwhilewriting ? 1 : 0);
+  std::vector<WorkerSlot> slots(threads);
+  std::vector<std::exception_ptr> errors(threads);
   const auto in = [&](Phase ph) {
     return phase.load(std::memory_order_relaxed) == static_cast<int>(ph);
   };
 
   std::vector<std::thread> workers;
-  workers.reserve(p.threads);
-  for (unsigned i = 0; i < p.threads; ++i) {
+  workers.reserve(threads);
+  for (unsigned i = 0; i < threads; ++i) {
     workers.emplace_back([&, i] {
       try {
         (void)pmds::thread_id();  // take an id before timing starts
@@ -267,7 +309,7 @@ RepResult run_timed(T& s, const RunParams& p) {
   }
 
   using clock = std::chrono::steady_clock;
-  while (ready.load() < p.threads) std::this_thread::yield();
+  while (ready.load() < threads) std::this_thread::yield();
   // Sleeps in slices so a worker's failure ends the run early and the progress line moves.
   const auto wait = [&](double seconds, const char* what) {
     const auto end = clock::now() + std::chrono::duration<double>(seconds);
@@ -295,7 +337,8 @@ RepResult run_timed(T& s, const RunParams& p) {
 
   RepResult r;
   r.seconds = std::chrono::duration<double>(t1 - t0).count();
-  for (const auto& slot : slots) {
+  for (unsigned i = 0; i < p.threads; ++i) {
+    const WorkerSlot& slot = slots[i];
     r.ops += slot.ops;
     r.warmup_ops += slot.warmup_ops;
     r.counters += slot.counters;
@@ -379,8 +422,10 @@ std::uint64_t prefill(T& s, std::uint64_t count, std::uint64_t key_range, std::u
 inline std::uint64_t elements_after(std::uint64_t prefilled, const RepResult& r) {
   OpCounts all = r.ops;
   all += r.warmup_ops;
+  // A put that found its key absent inserted it (fillrandom); success = the key was there.
   const auto added = all.successes_of(Op::insert) + all.calls_of(Op::enqueue) +
-                     all.calls_of(Op::push) + all.calls_of(Op::pq_insert);
+                     all.calls_of(Op::push) + all.calls_of(Op::pq_insert) +
+                     (all.calls_of(Op::update) - all.successes_of(Op::update));
   const auto taken = all.successes_of(Op::remove) + all.successes_of(Op::dequeue) +
                      all.successes_of(Op::pop) + all.successes_of(Op::delete_min);
   return prefilled + added - std::min(prefilled + added, taken);
@@ -409,6 +454,13 @@ RepResult run_workload(T& s, const RunParams& p) {
       break;
     case Workload::atomicfloat:
       if constexpr (Register<T>) return detail::run_timed<detail::AtomicFloat<T>>(s, p);
+      break;
+    case Workload::fillrandom:
+    case Workload::readrandom:
+    case Workload::overwrite:
+    case Workload::readwhilewriting:
+    case Workload::deleterandom:
+      if constexpr (Map<T>) return detail::run_timed<detail::DbBenchShape<T>>(s, p);
       break;
   }
   throw Error(std::string("pmds: workload ") + to_string(p.workload) +

@@ -14,6 +14,16 @@
 //   heap         a priority queue prefilled to half the key range, then equal numbers of
 //                inserts and delete-mins, local work between operations (seed 004 §6)
 //   atomicfloat  fetch_multiply on one shared register, local work between (seed 004 §6)
+//   db_bench's shapes (LevelDB/RocksDB db_bench, as pmemkv-bench ran them), timed like the rest:
+//   fillrandom   puts of uniform keys into a map that starts empty;          maps with put
+//   readrandom   gets of uniform keys in a map loaded with every key;        maps
+//   overwrite    puts of uniform keys in a loaded map (each replaces);       maps with put
+//   readwhilewriting  gets by the --threads threads while one more thread puts without pause;
+//                the writer's puts are neither counted nor charged (db_bench reports the
+//                readers);                                                    maps with put
+//   deleterandom removes of the loaded keys in a random order, each found until a thread's share
+//                of the range runs out (a range larger than the run's removes keeps every one
+//                a real removal);                                             maps
 // Keys follow --distribution: uniform, or zipfian (theta 0.99) with scrambled keys (seed 002).
 #pragma once
 
@@ -28,11 +38,27 @@
 
 namespace pmds::bench {
 
-enum class Workload { set, ycsb_a, ycsb_b, ycsb_c, ycsb_e, pairs, heap, atomicfloat };
+enum class Workload {
+  set,
+  ycsb_a,
+  ycsb_b,
+  ycsb_c,
+  ycsb_e,
+  pairs,
+  heap,
+  atomicfloat,
+  fillrandom,
+  readrandom,
+  overwrite,
+  readwhilewriting,
+  deleterandom,
+};
 
-inline constexpr std::array<Workload, 8> all_workloads = {
-    Workload::set,    Workload::ycsb_a, Workload::ycsb_b, Workload::ycsb_c,
-    Workload::ycsb_e, Workload::pairs,  Workload::heap,   Workload::atomicfloat};
+inline constexpr std::array<Workload, 13> all_workloads = {
+    Workload::set,         Workload::ycsb_a,     Workload::ycsb_b,    Workload::ycsb_c,
+    Workload::ycsb_e,      Workload::pairs,      Workload::heap,      Workload::atomicfloat,
+    Workload::fillrandom,  Workload::readrandom, Workload::overwrite, Workload::readwhilewriting,
+    Workload::deleterandom};
 
 constexpr const char* to_string(Workload w) {
   switch (w) {
@@ -52,6 +78,16 @@ constexpr const char* to_string(Workload w) {
       return "heap";
     case Workload::atomicfloat:
       return "atomicfloat";
+    case Workload::fillrandom:
+      return "fillrandom";
+    case Workload::readrandom:
+      return "readrandom";
+    case Workload::overwrite:
+      return "overwrite";
+    case Workload::readwhilewriting:
+      return "readwhilewriting";
+    case Workload::deleterandom:
+      return "deleterandom";
   }
   return "?";
 }
@@ -67,9 +103,14 @@ constexpr bool is_ycsb(Workload w) {
          w == Workload::ycsb_e;
 }
 
+constexpr bool is_db_bench(Workload w) {
+  return w == Workload::fillrandom || w == Workload::readrandom || w == Workload::overwrite ||
+         w == Workload::readwhilewriting || w == Workload::deleterandom;
+}
+
 // Workloads that draw keys from [1, key_range] with a distribution and prefill the structure.
 constexpr bool is_keyed(Workload w) {
-  return w == Workload::set || is_ycsb(w) || w == Workload::heap;
+  return w == Workload::set || is_ycsb(w) || w == Workload::heap || is_db_bench(w);
 }
 
 // The read percentage a workload runs: --reads for the set mix, fixed for YCSB (E: scans).
@@ -81,6 +122,8 @@ constexpr unsigned fixed_read_percent(Workload w) {
     case Workload::ycsb_e:
       return 95;
     case Workload::ycsb_c:
+    case Workload::readrandom:
+    case Workload::readwhilewriting:
       return 100;
     default:
       return 0;
@@ -155,12 +198,12 @@ struct Config {
   double zipf_theta = 0.99;
   std::uint64_t seed = 1;
   std::uint32_t fence_latency_ns = 0;
-  std::string pool_path;        // empty: a temporary pool file per run, removed afterwards
-  std::uint64_t pool_size = 0;  // 0: sized from the key range
+  std::string pool_path;            // empty: a temporary pool file per run, removed afterwards
+  std::uint64_t pool_size = 0;      // 0: sized from the key range
   std::uint64_t max_pool_size = 0;  // 0: the pool never grows
-  std::uint64_t buckets = 0;    // hash tables; 0: the structure's choice for the key range
-  unsigned local_work = 512;    // pairs, heap, atomicfloat: max iterations between operations
-  unsigned scan_length = 100;   // ycsb-e: scans of 1..scan_length keys
+  std::uint64_t buckets = 0;        // hash tables; 0: the structure's choice for the key range
+  unsigned local_work = 512;        // pairs, heap, atomicfloat: max iterations between operations
+  unsigned scan_length = 100;       // ycsb-e: scans of 1..scan_length keys
   bool measure_recovery = true;
   std::size_t recovery_threads = 1;          // nbMontage structures: threads that rebuild at open
   bool lazy_recovery = false;                // InCLL Masstrees: recover borders on first access
@@ -181,6 +224,8 @@ struct Config {
   std::uint64_t effective_prefill() const {
     if (prefill) return *prefill;
     if (is_ycsb(workload)) return key_range;
+    if (workload == Workload::fillrandom) return 0;
+    if (is_db_bench(workload)) return key_range;
     if (workload == Workload::set || workload == Workload::heap) return key_range / 2;
     return 0;
   }
