@@ -91,7 +91,7 @@ using SoftList = linkfree_soft::SoftList<>;                  // list/soft
 using SoftHashSet = linkfree_soft::SoftHashSet<>;            // hash/soft
 using SoftSkipList = linkfree_soft::SoftSkipList<>;          // skiplist/soft
 // Byte-string keys and values (pmds::ByteStringMap) on SOFT's technique: one psync per insert and
-// remove, two per replacing put; update(key, fn) is an atomic read-modify-write.
+// replacement and remove; update(key, fn) is an atomic read-modify-write.
 using SoftStringHashMap = linkfree_soft::SoftStringHashMap;  // hash-bytes/soft
 // nbMontage (Cai et al., DISC 2021): buffered durable linearizability. No flush or fence on an
 // operation's critical path; a crash loses at most the operations of the last two epochs (10 ms

@@ -84,7 +84,7 @@ using Registered = TypeList<
     Describe<"hash-bytes/soft", Kind::map,
              factories::FixedSizeStringsOf<factories::Hash<linkfree_soft::SoftStringHashMap>>,
              "hash/soft over byte-string keys and values: durable on return, one psync per "
-             "insert and remove, two per replacing put (--key-size and --value-size bytes)">,
+             "insert, replacement and remove (--key-size and --value-size bytes)">,
     Describe<"hash/psync-bound", Kind::map,
              factories::PsyncBoundOf<factories::Hash<algo::MichaelHashTable<algo::transient>>>,
              "reference, not durable: hash/transient + one psync per successful update (the "

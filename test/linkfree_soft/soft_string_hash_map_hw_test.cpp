@@ -145,7 +145,8 @@ TEST_F(SoftStringHashMapTest, ARandomRunMatchesAModelAcrossReopens) {
     EXPECT_EQ(m.size(), model.size());
     reopen();
     EXPECT_EQ(contents(), model) << "after reopen " << round;
-    EXPECT_EQ(map_->recovery_stats().duplicate_keys, 0u);
+    // At most one older version per key: the one its last replacement left live.
+    EXPECT_LE(map_->recovery_stats().duplicate_keys, model.size());
   }
   // update's fn may decline: nothing is written.
   EXPECT_FALSE(map_->update("key1", [](auto) { return std::optional<std::string>(); }));
@@ -269,32 +270,32 @@ TEST_F(SoftStringHashMapTest, AFullPoolThrowsAndLosesNothing) {
   EXPECT_EQ(contents(), model);
 }
 
-// The state a crash between a replacement's two fences leaves: the old version (v) and the new
-// one (v+1) both live. Made here by undoing the old one's deletion flag in the pool.
+// A replacement leaves the replaced version live in the pool until the key's next write (one
+// fence per put), so a close right after one leaves two live versions of the key. Recovery keeps
+// the higher and deletes the other durably: it must not come back once the key is removed.
 TEST_F(SoftStringHashMapTest, OfTwoLiveVersionsRecoveryKeepsTheHigherAndDeletesTheOther) {
   Map& m = create();
   ASSERT_TRUE(m.put("key", "old"));
   ASSERT_FALSE(m.put("key", "new"));
-  m.drain();  // the old version's block is freed; its bytes stay as they were
-  int revived = 0;
-  pool_->allocator().for_each_slot([&](void* slot, std::size_t) {
-    auto* p = static_cast<linkfree_soft::detail::SoftStringPNode*>(slot);
-    if (p->key_size.load() == 3 && p->value_size.load() == 3 && p->version.load() == 0 &&
-        p->valid_start.load() == p->valid_end.load() &&
-        p->deleted.load() == p->valid_start.load()) {
-      p->deleted.store(p->valid_start.load() ^ 1);  // live again, as before its destroy
-      pm::persist(p, 64);
-      ++revived;
-    }
-  });
-  ASSERT_EQ(revived, 1);
-  Map& r = reopen();
+  ASSERT_TRUE(m.put("other", "x"));
+  Map& r = reopen();  // a clean close deletes nothing: the same state as a crash
   EXPECT_EQ(r.recovery_stats().duplicate_keys, 1u);
-  EXPECT_EQ(contents(), (Model{{"key", "new"}}));
+  EXPECT_EQ(contents(), (Model{{"key", "new"}, {"other", "x"}}));
   ASSERT_TRUE(r.remove("key"));
   Map& again = reopen();
   EXPECT_EQ(again.recovery_stats().duplicate_keys, 0u);
-  EXPECT_EQ(contents(), Model{});  // the old version did not come back
+  EXPECT_EQ(contents(), (Model{{"other", "x"}}));  // the old version did not come back
+}
+
+// Replaced, replaced again, removed: each write deletes what the one before left live.
+TEST_F(SoftStringHashMapTest, ARemoveAfterReplacementsLeavesNoVersionBehind) {
+  Map& m = create();
+  for (int i = 0; i < 5; ++i) m.put("key", "v" + std::to_string(i));
+  ASSERT_TRUE(m.remove("key"));
+  Map& r = reopen();
+  EXPECT_EQ(r.recovery_stats().duplicate_keys, 0u);
+  EXPECT_EQ(r.recovery_stats().live_slots, 0u);
+  EXPECT_EQ(contents(), Model{});
 }
 
 TEST_F(SoftStringHashMapTest, AForeignOrDamagedRootIsRefused) {

@@ -70,9 +70,10 @@ if(PMDS_BUILD_TESTS)
   # (about 40 here) gets a second run under planned preemptions, minutes of CI for a score that
   # can only rise (crashlab/mutation.hpp).
   # hash-bytes/soft (2026-12-03), with 24-byte keys and 100-byte values so that its nodes span
-  # lines: 6/9; its survivors are the flush and fence of recovery's deletion of an
-  # older version, a state this budget does not reach (test/linkfree_soft/
-  # soft_string_recovery_sim_test.cpp kills both mutants).
+  # lines: 8/12; its survivors are the write-back of a replacement's deletion of the version two
+  # back, and the flush and fence of recovery's deletion of an older version: states this budget
+  # does not reach (a second replacement then a remove then a crash; a crash after a replacement,
+  # a remove, a crash). test/linkfree_soft/soft_string_recovery_sim_test.cpp kills all three.
   set(mutation_floors
       list/linkfree 1.0 hash/linkfree 1.0 list/soft 1.0 hash/soft 1.0 hash-bytes/soft 0.66
       list/izraelevitz 0.25 hash/izraelevitz 0.28 list/mirror 0.75 hash/mirror 0.75
