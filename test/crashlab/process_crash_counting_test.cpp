@@ -98,6 +98,8 @@ INSTANTIATE_TEST_SUITE_P(InCLL, CrashlabProcessLazy,
 // and InCLL (24-byte keys, 40-byte values). A list's or queue's 16 keys of 64-byte nodes fit in
 // the chunk made at creation, so its pool grows only while it is created (list/mirror and
 // queue/pbcomb, 40 rounds: no kill inside a growth); the simulated lab crashes their growths.
+// hash-bytes/soft is not a subject either: its lab workload's 128-byte blocks, freed and reused,
+// fit the first chunk (a CI run of 100 rounds saw no kill inside a growth).
 class CrashlabProcessGrowth : public testing::TestWithParam<std::string> {};
 
 TEST_P(CrashlabProcessGrowth, SurvivesKillsDuringGrowth) {
@@ -121,7 +123,7 @@ TEST_P(CrashlabProcessGrowth, SurvivesKillsDuringGrowth) {
 
 INSTANTIATE_TEST_SUITE_P(Techniques, CrashlabProcessGrowth,
                          testing::Values("alloc/probe-control", "hash-bytes/montage",
-                                         "masstree-bytes/incll", "hash-bytes/soft"),
+                                         "masstree-bytes/incll"),
                          pmds::test::entry_test_name);
 
 TEST(CrashlabProcessPlantedBug, ARecoveryThatDropsANodeIsReported) {
