@@ -34,6 +34,16 @@ std::map<std::string, std::string> contents(Map& m) {
   return out;
 }
 
+// The map recovered from the image of a crash at `snap` that keeps only what is certainly
+// durable.
+std::map<std::string, std::string> contents_after_a_crash(const sim::Snapshot& snap, void* base,
+                                                          const std::string& path) {
+  pool_test::write_crash_image(snap, base, path, sim::ImageKind::minimum, 0);
+  auto pool = pm::Pool::open(path, Map::name);
+  Map m(pmds::open_existing, pool);
+  return contents(m);
+}
+
 TEST(SoftStringRecovery, AnOlderVersionDeletedAtRecoveryStaysDeletedAfterACrash) {
   pool_test::TempPath path("soft_string_sim_rec");
   {
@@ -56,17 +66,10 @@ TEST(SoftStringRecovery, AnOlderVersionDeletedAtRecoveryStaysDeletedAfterACrash)
     std::thread([&] { EXPECT_TRUE(m.remove("key")); }).join();
     snap = sim::snapshot();
   }
-  ASSERT_NO_FATAL_FAILURE(
-      pool_test::write_crash_image(*snap, base, path.str(), sim::ImageKind::minimum, 0));
-  auto pool = pm::Pool::open(path.str(), Map::name);
-  Map m(pmds::open_existing, pool);
-  EXPECT_EQ(contents(m), (std::map<std::string, std::string>{{"other", "stays"}}))
+  EXPECT_EQ(contents_after_a_crash(*snap, base, path.str()),
+            (std::map<std::string, std::string>{{"other", "stays"}}))
       << "the older version came back";
 }
-
-}  // namespace
-
-namespace {
 
 // A second replacement deletes, within its own fence, the version the first one left live
 // (v0 here); a remove then deletes the rest. The image of a crash right after the remove must
@@ -86,11 +89,8 @@ TEST(SoftStringRecovery, AVersionTwoReplacementsBackStaysDeletedAfterARemove) {
     ASSERT_TRUE(m.remove("key"));
     snap = sim::snapshot();
   }
-  ASSERT_NO_FATAL_FAILURE(
-      pool_test::write_crash_image(*snap, base, path.str(), sim::ImageKind::minimum, 0));
-  auto pool = pm::Pool::open(path.str(), Map::name);
-  Map m(pmds::open_existing, pool);
-  EXPECT_EQ(contents(m), (std::map<std::string, std::string>{{"other", "stays"}}))
+  EXPECT_EQ(contents_after_a_crash(*snap, base, path.str()),
+            (std::map<std::string, std::string>{{"other", "stays"}}))
       << "an older version came back";
 }
 

@@ -273,7 +273,8 @@ class SoftStringHashMap {
     }
   }
 
-  /// False if the key was absent. Durable on return (one fence).
+  /// False if the key was absent. Durable on return (one fence; two for a key replaced since its
+  /// insert: the replaced version is deleted first).
   bool remove(std::string_view k) {
     check_key(k);
     const Probe q{hash_of(k), k};
