@@ -78,6 +78,7 @@
 #include "pmds/montage/skip_list.hpp"
 #include "pmds/montage/split_ordered_hash.hpp"
 #include "pmds/pm/pool.hpp"
+#include "pmds/range.hpp"
 
 namespace pmds {
 
@@ -168,17 +169,18 @@ using PWFCombAtomicFloat =
 
 /// Durable on return; 8-byte keys and values, hashed; link-free (seed 000 §3).
 using DurableHashMap = LinkFreeHashSet;
-/// Durable on return; 8-byte keys and values, ordered, scan; SOFT (seed 000 §4).
+/// Durable on return; 8-byte keys and values, ordered, range and scan; SOFT (seed 000 §4).
 using DurableOrderedMap = SoftSkipList;
 /// Durable on return; byte strings, hashed, update(); SOFT (seed 000 §4).
 using DurableStringHashMap = SoftStringHashMap;
 /// Buffered (durable after sync()); 8-byte keys and values, hashed; nbMontage (seed 003).
 using BufferedHashMap = MontageHashMap;
-/// Buffered (durable after sync()); 8-byte keys and values, ordered, scan; InCLL (seed 002).
+/// Buffered (durable after sync()); 8-byte keys and values, ordered, range and scan; InCLL
+/// (seed 002).
 using BufferedOrderedMap = InCLLMasstree;
 /// Buffered (durable after sync()); byte strings, hashed; nbMontage (seed 003).
 using BufferedStringHashMap = MontageByteStringHashMap;
-/// Buffered (durable after sync()); byte strings, ordered, scan; InCLL (seed 002).
+/// Buffered (durable after sync()); byte strings, ordered, range and scan; InCLL (seed 002).
 using BufferedStringOrderedMap = InCLLStringMasstree;
 /// Detectable; a FIFO queue of 8-byte values; PBComb (seed 004).
 using DetectableQueue = PBCombQueue;

@@ -66,6 +66,7 @@
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/pm/access.hpp"
+#include "pmds/range.hpp"
 #include "pmds/reclaim/epoch.hpp"
 
 namespace pmds::incll {
@@ -1058,6 +1059,14 @@ class MasstreeMap : public BasicMasstree<false, Memory> {
     return count;
   }
 
+  /// The keys in [from, to) in ascending order, for a range-for, while other threads write
+  /// (weakly consistent: pmds::Range says what that promises).
+  Range<const MasstreeMap, Key, Value> range(Key from, Key to) const { return {*this, from, to}; }
+  /// The keys from `from` to the end.
+  Range<const MasstreeMap, Key, Value> range(Key from = min_user_key) const {
+    return {*this, from};
+  }
+
   // Quiescent: f(key, value) for every key, in key order.
   template <class F>
   void for_each(F&& f) const {
@@ -1148,6 +1157,18 @@ class StringMasstreeMap : public BasicMasstree<true, Memory> {
     });
     return count;
   }
+
+  /// The keys in [from, to) in byte-string order, for a range-for, while other threads write
+  /// (weakly consistent: pmds::Range says what that promises).
+  Range<const StringMasstreeMap, std::string, std::string> range(std::string_view from,
+                                                                 std::string_view to) const {
+    return {*this, std::string(from), std::string(to)};
+  }
+  /// The keys from `from` to the end (every key by default).
+  Range<const StringMasstreeMap, std::string, std::string> range(std::string_view from = {}) const {
+    return {*this, std::string(from)};
+  }
+
   template <class F>
   void for_each(F&& f) const {
     scan(std::string_view{}, ~std::size_t{0}, f);

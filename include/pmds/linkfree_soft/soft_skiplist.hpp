@@ -47,6 +47,7 @@
 #include "pmds/pm/allocator.hpp"
 #include "pmds/pm/pool.hpp"
 #include "pmds/random_height.hpp"
+#include "pmds/range.hpp"
 #include "pmds/reclaim/epoch.hpp"
 #include "pmds/thread_registry.hpp"
 
@@ -209,6 +210,12 @@ class SoftSkipList {
     }
     return count;
   }
+
+  /// The keys in [from, to) in ascending order, for a range-for, while other threads write
+  /// (weakly consistent: pmds::Range says what that promises).
+  Range<SoftSkipList, Key, Value> range(Key from, Key to) { return {*this, from, to}; }
+  /// The keys from `from` to the end.
+  Range<SoftSkipList, Key, Value> range(Key from = min_user_key) { return {*this, from}; }
 
   // Quiescent: f(key, value) for every key, in key order.
   template <class F>

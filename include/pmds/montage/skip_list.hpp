@@ -54,6 +54,7 @@
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/pool.hpp"
 #include "pmds/random_height.hpp"
+#include "pmds/range.hpp"
 #include "pmds/reclaim/epoch.hpp"
 
 namespace pmds::montage {
@@ -181,6 +182,23 @@ class BasicSkipList {
       n = node_of(link);
     }
     return count;
+  }
+
+  // The owned key of an element of range(): the key itself, or the byte string's copy.
+  using KeyOut = std::conditional_t<Keys::byte_strings, std::string, Key>;
+  /// The keys in [from, to) in ascending order, for a range-for, while other threads write
+  /// (weakly consistent: pmds::Range says what that promises).
+  Range<BasicSkipList, KeyOut, ValueOut> range(KeyArg from, KeyArg to) {
+    return {*this, KeyOut(from), KeyOut(to)};
+  }
+  /// The keys from `from` to the end.
+  Range<BasicSkipList, KeyOut, ValueOut> range(KeyArg from) { return {*this, KeyOut(from)}; }
+  /// Every key.
+  Range<BasicSkipList, KeyOut, ValueOut> range() {
+    if constexpr (Keys::byte_strings)
+      return range(KeyArg{});
+    else
+      return range(min_user_key);
   }
 
   // Everything completed before the call is durable when it returns (two epoch advances).
