@@ -6,10 +6,11 @@
 //                                   and printing "synced K" once that sync returned
 //   string_index POOL scan FROM N   prints up to N keys >= FROM in key order, "key value"
 //
-// The map is nbMontage's skip list over byte strings (MontageByteStringSkipList): no flush or
-// fence on an operation's path; a crash loses at most the operations of the last two epochs
-// (10 ms each), never one that a completed sync() covered, and what survives is a prefix of the
-// puts (buffered durable linearizability). So `load` finds keys 1..m with no gap, m at least the
+// The map is pmds::BufferedStringOrderedMap (InCLL's Masstree over byte strings, seed 002): no
+// flush or fence on an operation's path; a crash loses at most the operations of the epoch in
+// flight, never one that a completed sync() covered, and what survives is a prefix of the puts
+// (buffered durable linearizability). Both commands read with range(), which may run while
+// other threads write. So `load` finds keys 1..m with no gap, m at least the
 // last count it printed before a kill; it checks that, prints "recovered m" and goes on from
 // there. A clean exit syncs. Exit 0; 1 on a broken promise or an error (a bad or foreign pool
 // file, a full pool, a key over 1024 bytes), with the message.
@@ -18,7 +19,6 @@
 #include <cstdlib>
 #include <exception>
 #include <string>
-#include <string_view>
 
 #include "pmds/pmds.hpp"
 
@@ -40,15 +40,15 @@ int main(int argc, char** argv) {
   }
   try {
     auto index =
-        pmds::open_or_create<pmds::MontageByteStringSkipList>(argv[1], std::uint64_t{256} << 20);
+        pmds::open_or_create<pmds::BufferedStringOrderedMap>(argv[1], std::uint64_t{256} << 20);
     if (command == "load") {
       // What survived: user:1..m, in order, with their values, and no key after a gap.
       std::uint64_t m = 0;
       bool ok = true;
-      index->scan("user:", SIZE_MAX, [&](std::string_view k, std::string_view v) {
+      for (const auto& [k, v] : index->range("user:", "user;")) {  // the keys "user:..."
         ++m;
         ok = ok && k == user_key(m) && v == "profile of " + user_key(m);
-      });
+      }
       if (!ok) {
         std::fprintf(stderr, "string_index: the %llu keys recovered are not user:1..%llu\n",
                      static_cast<unsigned long long>(m), static_cast<unsigned long long>(m));
@@ -70,11 +70,11 @@ int main(int argc, char** argv) {
       }
       std::printf("holds %llu\n", static_cast<unsigned long long>(m + n));
     } else {
-      const std::size_t n = std::strtoull(argv[4], nullptr, 10);
-      index->scan(std::string_view(argv[3]), n, [](std::string_view k, std::string_view v) {
-        std::printf("%.*s %.*s\n", static_cast<int>(k.size()), k.data(), static_cast<int>(v.size()),
-                    v.data());
-      });
+      std::size_t n = std::strtoull(argv[4], nullptr, 10);
+      for (const auto& [k, v] : index->range(argv[3])) {
+        if (n-- == 0) break;
+        std::printf("%s %s\n", k.c_str(), v.c_str());
+      }
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "string_index: %s\n", e.what());
