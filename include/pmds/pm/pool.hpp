@@ -842,7 +842,9 @@ class Pool {
     format::Identity id;
     std::memcpy(&id, st.base, sizeof id);
     std::function<std::size_t(std::size_t)> grow;
-    if (st.limit > st.chunk_count || st.limit > id.chunk_count)
+    // A pool made growable (its limit above its first chunk count) keeps its grow function even
+    // once grown to the limit (st.chunk_count, from the growth line, is >= id.chunk_count).
+    if (st.limit > id.chunk_count)
       grow = [state = &st](std::size_t count) { return Pool::grow(*state, count); };
     st.allocator.reset(new ChunkAllocator(
         st.path, reinterpret_cast<atomic<std::uint64_t>*>(st.base + id.directory_offset),
