@@ -484,6 +484,12 @@ inline bool in_region(const State& s, std::uintptr_t a) {
   return false;
 }
 
+// The attached region that starts at `base`, or s.regions.end() (lock held).
+inline std::vector<Region>::iterator region_at(State& s, std::uintptr_t base) {
+  return std::find_if(s.regions.begin(), s.regions.end(),
+                      [&](const Region& r) { return r.begin == base; });
+}
+
 // A crash-point event is about to take effect (lock held).
 inline void event(State& s) {
   if (s.events == s.crash_at) [[unlikely]] {
@@ -777,8 +783,7 @@ inline void extend(void* base, std::size_t size) {
   const auto b = reinterpret_cast<std::uintptr_t>(base);
   detail::State& s = detail::state();
   detail::Guard g(s);
-  auto r = std::find_if(s.regions.begin(), s.regions.end(),
-                        [&](const detail::Region& x) { return x.begin == b; });
+  const auto r = detail::region_at(s, b);
   if (r == s.regions.end() || size % cache_line_size != 0 || b + size < r->end)
     throw SimulatorError("pmds::pm::sim::extend: no attached region at " + std::to_string(b) +
                          " that " + std::to_string(size) + " bytes would extend");
@@ -793,8 +798,7 @@ inline void detach(void* base) {
   const auto b = reinterpret_cast<std::uintptr_t>(base);
   detail::State& s = detail::state();
   detail::Guard g(s);
-  auto r = std::find_if(s.regions.begin(), s.regions.end(),
-                        [&](const detail::Region& x) { return x.begin == b; });
+  const auto r = detail::region_at(s, b);
   if (r == s.regions.end())
     throw SimulatorError("pmds::pm::sim::detach: no attached region starts at " +
                          std::to_string(b));
