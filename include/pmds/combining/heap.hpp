@@ -31,6 +31,41 @@
 
 namespace pmds::combining {
 
+/// A bounded min-priority queue of 8-byte keys, a binary heap of fixed capacity, served by
+/// persistent software combining, with detectable recoverability: on PBcomb (pmds::PBCombHeap)
+/// or on PWFcomb (pmds::PWFCombHeap).
+///
+/// - **Criterion:** detectable recoverability: an operation is durable when it returns, and it
+///   may carry a Ticket (its slot and sequence number); after a crash and reopen,
+///   recover_pending(ticket) says whether the operation took effect and what it returned (for
+///   delete_min and get_min the key, std::nullopt when the heap was empty; for an insert, 0 if it
+///   inserted, std::nullopt if the heap was full), and invoking it again with the same ticket
+///   returns that response without applying it twice, or applies it if it had not taken effect.
+/// - **Cost:** requests, get_min included, are applied in combining rounds; a round copies the
+///   whole heap (capacity + 1 words), applies its requests, writes back the lines that changed
+///   and fences before the switch to the new record. PBcomb then writes the record index back and
+///   fences again: two fences a round, however many requests it served, and none for a thread
+///   that another's round served. In PWFcomb every thread runs rounds of its own (pwfcomb.hpp).
+/// - **Progress:** PBcomb: blocking: a round holds the lock, and the other threads wait until a
+///   round that served them is durable (a combiner stalled mid-round stalls them). PWFcomb:
+///   wait-free, an operation taking at most two attempts.
+/// - **Threads:** `slots` announcement slots, fixed at creation (default 16,
+///   combining::default_slots; 1 to pmds::max_threads, else pmds::Error). A plain operation uses
+///   the slot pmds::thread_id() and throws TooManyThreads when that id is not below `slots`; a
+///   ticket names its slot, and a slot out of range throws pmds::Error.
+/// - **A full pool:** operations take nothing from the pool (the heap is its anchor, allocated at
+///   creation), so a full pool does not stop them; creating a heap whose anchor does not fit in
+///   one pool chunk throws PoolError. A full heap does: an insert into it throws CapacityExceeded
+///   and inserts nothing (as a ticketed operation it took effect, with that answer). The capacity
+///   is fixed at creation: 1 to max_capacity (2^16) keys, 1024 by default, else pmds::Error.
+/// - **Bad input:** keys 0 and 2^64-1 throw ReservedKey before anything is announced; keys may
+///   repeat.
+/// - **A bad pool:** opening a pool that holds no structure throws PoolError (bad_argument), one
+///   that holds another structure or another record layout PoolError (layout_mismatch); a damaged
+///   anchor or record index, or a count of keys above the capacity, throws PoolCorrupt at open.
+///
+/// Seed 004 §5 (PBheap; the PWFcomb heap that §8 suggests). Registered as "heap/pbcomb"
+/// (pmds::DetectablePriorityQueue) and "heap/pwfcomb".
 template <template <class, Persistence, PlantedBug> class Protocol, Persistence Mode,
           PlantedBug Bug = PlantedBug::none>
 class CombiningHeap : public CombiningStructure<Mode> {

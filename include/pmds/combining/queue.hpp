@@ -27,6 +27,36 @@
 
 namespace pmds::combining {
 
+/// A FIFO queue of 8-byte values served by persistent software combining (PBcomb), with
+/// detectable recoverability.
+///
+/// - **Criterion:** detectable recoverability: an operation is durable when it returns, and it
+///   may carry a Ticket (its slot and sequence number); after a crash and reopen,
+///   recover_pending(ticket, enqueue) says whether the operation took effect and, for a dequeue,
+///   what it returned, and invoking it again with the same ticket returns that response without
+///   applying it twice, or applies it if it had not taken effect. Enqueues and dequeues count
+///   their tickets apart (next_ticket(slot, enqueue)).
+/// - **Cost:** a combiner applies the announced requests in rounds. Enqueues and dequeues have a
+///   PBcomb instance each, so an enqueue round and a dequeue round run at once. A round writes
+///   back the lines of its state record that changed (and, enqueuing, the nodes it linked),
+///   fences, switches the record index, writes it back and fences again: two fences a round,
+///   however many requests it served; a thread that another's round served issues none.
+/// - **Progress:** blocking: a round holds its instance's lock, and the other threads of that
+///   side wait until a round that served them is durable (a combiner stalled mid-round stalls
+///   them). pmds::PWFCombQueue is the wait-free protocol's queue.
+/// - **Threads:** `slots` announcement slots, fixed at creation (default 16,
+///   combining::default_slots; 1 to pmds::max_threads, else pmds::Error). A plain operation uses
+///   the slot pmds::thread_id() and throws TooManyThreads when that id is not below `slots`; a
+///   ticket names its slot, and a slot out of range throws pmds::Error.
+/// - **A full pool:** an enqueue whose round finds no slot for its node throws PoolFull to the
+///   enqueuing thread: it did not take effect and the queue is unchanged. A dequeue needs none.
+/// - **Bad input:** none: every 8-byte value, 0 and 2^64-1 included, can be enqueued (dequeue
+///   returns std::nullopt for an empty queue).
+/// - **A bad pool:** opening a pool that holds no structure throws PoolError (bad_argument), one
+///   that holds another structure or another record layout PoolError (layout_mismatch); a damaged
+///   anchor, record index or list of nodes throws PoolCorrupt at open.
+///
+/// Seed 004 (PBqueue, Appendix A). Registered as "queue/pbcomb"; pmds::DetectableQueue.
 template <Persistence Mode, PlantedBug Bug = PlantedBug::none>
 class CombiningQueue : public CombiningStructure<Mode> {
   using Base = CombiningStructure<Mode>;

@@ -63,6 +63,40 @@ struct StackOptions {
   bool recycling = true;
 };
 
+/// A LIFO stack of 8-byte values served by persistent software combining, with detectable
+/// recoverability: on PBcomb (pmds::PBCombStack) or on PWFcomb (pmds::PWFCombStack).
+///
+/// - **Criterion:** detectable recoverability: an operation is durable when it returns, and it
+///   may carry a Ticket (its slot and sequence number); after a crash and reopen,
+///   recover_pending(ticket) says whether the operation took effect and, for a pop, what it
+///   returned, and invoking it again with the same ticket returns that response without applying
+///   it twice, or applies it if it had not taken effect.
+/// - **Cost:** requests are applied in combining rounds; a push and a pop of the same round
+///   eliminate each other and write nothing durable. A round writes back the nodes it linked and
+///   the lines of its state record that changed, and fences before the switch to the new record.
+///   PBcomb then writes the record index back and fences again: two fences a round, however many
+///   requests it served, and none for a thread that another's round served. In PWFcomb every
+///   thread runs rounds of its own (pwfcomb.hpp).
+/// - **Progress:** PBcomb: blocking: a round holds the lock, and the other threads wait until a
+///   round that served them is durable (a combiner stalled mid-round stalls them). PWFcomb:
+///   wait-free, an operation taking at most two attempts (the pool allocator's slow paths,
+///   sharing free slots between threads and growing the pool, take a mutex: pm/allocator.hpp).
+/// - **Threads:** `slots` announcement slots, fixed at creation (default 16,
+///   combining::default_slots; 1 to pmds::max_threads, else pmds::Error). A plain operation uses
+///   the slot pmds::thread_id() and throws TooManyThreads when that id is not below `slots`; a
+///   ticket names its slot, and a slot out of range throws pmds::Error.
+/// - **A full pool:** PBcomb: a push whose round finds no slot for its node throws PoolFull to
+///   the pushing thread: it did not take effect and the stack is unchanged. PWFcomb: a push first
+///   tops its slot's spare nodes up to `slots` (the most pushes one round applies) and throws
+///   PoolFull there, before it is announced. A pop needs none.
+/// - **Bad input:** none: every 8-byte value, 0 and 2^64-1 included, can be pushed (pop returns
+///   std::nullopt for an empty stack).
+/// - **A bad pool:** opening a pool that holds no structure throws PoolError (bad_argument), one
+///   that holds another structure or another record layout PoolError (layout_mismatch); a damaged
+///   anchor, record index or chain of nodes throws PoolCorrupt at open.
+///
+/// Seed 004 §5 (PBstack, with elimination and recycling; PWFstack). Registered as "stack/pbcomb"
+/// (pmds::DetectableStack) and "stack/pwfcomb".
 template <template <class, Persistence, PlantedBug> class Protocol, Persistence Mode,
           StackOptions Options = StackOptions{}, PlantedBug Bug = PlantedBug::none>
 class CombiningStack : public CombiningStructure<Mode> {

@@ -102,6 +102,49 @@ using TreeOf = std::conditional_t<ByteStrings, StringMasstreeMap<MemoryOf<M, Bug
                                   MasstreeMap<MemoryOf<M, Bug>>>;
 }  // namespace durable_detail
 
+/// An ordered map, Masstree, from 8-byte keys to 8-byte values (`InCLLMasstree`) or from byte
+/// strings to byte strings (`InCLLStringMasstree`), durable in epochs; scan and range(from, to)
+/// read it in key order while other threads write.
+///
+/// - **Criterion:** buffered durable linearizability: a crash loses the operations of the epoch
+///   it hit (64 ms by default, Options::epoch_length) and keeps every operation of the epochs
+///   before it: the tree is rolled back to that epoch's start. sync() returns once every operation
+///   completed before it is durable (it passes an epoch boundary); the destructor (a clean close)
+///   passes one too. scan and range are not snapshots: each node's keys are read as one
+///   (pmds::Range says what range promises).
+/// - **Cost:** get, contains, scan and range never flush or fence. A write needs no flush or fence
+///   where InCLL covers it: an insert or a remove saves the border's permutation in the border's
+///   own line, an update the value it replaces in that value's line. The first change in an epoch
+///   of a node InCLL does not cover (a split, a new layer, an interior node, an insert after a
+///   remove in the same border, a second value of one line) first copies the node to the thread's
+///   external log: one flush and fence. Each epoch boundary writes back every object written in
+///   the epoch and fences. The logging mode (`LoggingMasstree`) logs every node's first change in
+///   an epoch.
+/// - **Progress:** blocking for writers: a write locks the border it changes (in a split, its
+///   ancestors too) and waits while an epoch boundary is passed, which waits for the writes in
+///   flight. Readers take no lock: they check each node's version and retry when a writer changed
+///   it (with Options::lazy_recovery, a border's first access after open takes a recovery lock).
+/// - **Threads:** up to pmds::max_threads (128) threads at once; more throw TooManyThreads (in
+///   the 8-byte form only from a write: its reads take no thread id).
+/// - **A full pool:** a write (insert, put, remove) first sets aside its thread's spare node slots
+///   and log room and, in the byte-string form, copies the value and a key longer than 8 bytes
+///   into pool blocks; when the pool has no room it throws PoolFull there and the tree is
+///   unchanged. Reads need none.
+/// - **Bad input:** 8-byte form: keys 0 and 2^64-1 throw ReservedKey in insert, put, remove, get
+///   and contains (scan reads a `from` of 0 as 1, and throws for 2^64-1); every value is allowed.
+///   Byte-string form: a key over max_key_size (1024 bytes) throws pmds::Error in every
+///   operation, scan's `from` included, a value over max_value_size (8 KiB less 24 bytes) in
+///   insert and put; any other bytes, the empty string included, are a key. Nothing changes.
+/// - **A bad pool:** opening a pool that holds another structure throws PoolError
+///   (layout_mismatch). A damaged pool (its anchor, log segments, log entries or nodes not what
+///   they must be) throws PoolCorrupt at open: the failed epoch's log entries are all checked
+///   before the first is copied back and, with the default eager recovery, every node before the
+///   first border is recovered; with Options::lazy_recovery a damaged border is reported by the
+///   operation that first reaches it.
+///
+/// Seed 002 (InCLL over Masstree, §4; the external log, §4.2). Registered as "masstree/incll"
+/// (pmds::BufferedOrderedMap), "masstree-bytes/incll" (pmds::BufferedStringOrderedMap) and, in
+/// the logging mode, "masstree/logging" and "masstree-bytes/logging".
 template <Mode M, PlantedBug Bug = PlantedBug::none, bool ByteStrings = false>
 class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
   using Memory = durable_detail::MemoryOf<M, Bug>;

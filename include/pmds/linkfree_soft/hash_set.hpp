@@ -59,6 +59,32 @@
 
 namespace pmds::linkfree_soft {
 
+/// A hash set of 8-byte keys, each with an 8-byte value, durable when each operation returns: a
+/// table of buckets fixed at creation, each bucket a durable lock-free list.
+///
+/// - **Criterion:** durable linearizability: after a crash, every operation that returned is in
+///   the recovered set, and an operation in flight is either wholly there or absent.
+/// - **Cost:** link-free (`LinkFreeHashSet`): an insert persists its new node (one flush and
+///   fence), a remove persists the node's deletion mark before it unlinks it; contains and get
+///   write nothing when the key is absent, and when they find the key's node whose insertion (or
+///   deletion) no thread has persisted yet, they persist it before returning (one flush and
+///   fence; the node's flags say when someone already did, and then they write nothing); an
+///   insert that finds its key present does the same. SOFT (`SoftHashSet`): at most one fence
+///   per insert and per remove (its persistent node's create or destroy); contains and get never
+///   flush or fence. Both: plus one persist when the pool allocator claims a new chunk.
+/// - **Progress:** lock-free; contains and get are wait-free (the pool allocator's slow paths,
+///   sharing free slots between threads and growing the pool, take a mutex: pm/allocator.hpp).
+/// - **Threads:** up to pmds::max_threads (128) threads at once; more throw TooManyThreads.
+/// - **A full pool:** an insert that needs a new node throws PoolFull and changes nothing;
+///   remove, contains and get need none.
+/// - **Bad input:** keys 0 and 2^64-1 (reserved for sentinels) throw ReservedKey in every
+///   operation and change nothing; every value is allowed.
+/// - **A bad pool:** opening a pool that holds another structure throws PoolError
+///   (layout_mismatch), a bucket count outside [1, 2^40] in its root PoolError (corrupted);
+///   creating one in a pool that holds a structure throws PoolError (bad_argument).
+///
+/// Seed 000 §3 (a table of durable lists; the link-free list §3, SOFT §4). Registered as
+/// "hash/linkfree" (`LinkFreeHashSet`: pmds::DurableHashMap) and "hash/soft" (pmds::SoftHashSet).
 template <class L>
 class HashSet {
  public:

@@ -95,6 +95,32 @@ inline constexpr std::uintptr_t skip_mark = 1;
 
 }  // namespace detail
 
+/// An ordered set of 8-byte keys, each with an 8-byte value, durable when each operation returns;
+/// scan and range(from, to) read it in key order while other threads write.
+///
+/// - **Criterion:** durable linearizability: after a crash, every operation that returned is in
+///   the recovered set, and an operation in flight is either wholly there or absent. scan and
+///   range are not snapshots: each key they visit was in the set when its state was read
+///   (pmds::Range says what range promises).
+/// - **Cost:** at most one fence per insert and per remove (its persistent node's create or
+///   destroy, or the one it helps to completion), plus one persist when the pool allocator claims
+///   a new chunk; contains, get, scan and range never flush or fence. The towers and links are in
+///   DRAM only, rebuilt at open.
+/// - **Progress:** lock-free; contains, get, scan and range take no lock and write nothing to the
+///   list (the pool allocator's slow paths, sharing free slots between threads and growing the
+///   pool, take a mutex: pm/allocator.hpp).
+/// - **Threads:** up to pmds::max_threads (128) threads at once; more throw TooManyThreads.
+/// - **A full pool:** an insert that needs a new node throws PoolFull and changes nothing;
+///   remove and the reads need none.
+/// - **Bad input:** keys 0 and 2^64-1 (reserved for sentinels) throw ReservedKey in insert, remove,
+///   contains and get, changing nothing; every value is allowed. scan(from, max_count, visit) and
+///   range take any bound (a `from` of 0 reads as 1).
+/// - **A bad pool:** opening a pool that holds another structure throws PoolError
+///   (layout_mismatch); creating one in a pool that holds a structure throws PoolError
+///   (bad_argument).
+///
+/// Seed 000 §4 (SOFT), extended to a skip list (this header says how). Registered as
+/// "skiplist/soft"; pmds::DurableOrderedMap.
 template <SoftBug Bug = SoftBug::none>
 class SoftSkipList {
   using Node = detail::SoftSkipNode;

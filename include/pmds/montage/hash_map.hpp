@@ -68,6 +68,41 @@ namespace pmds::montage {
 // (TransientSystem instead of the epoch system; byte strings only, the 8-byte table's twin being
 // algo/michael_hash.hpp's hash/transient). Use HashMap, ByteStringHashMap or
 // TransientByteStringHashMap.
+
+/// A hash map from 8-byte keys to 8-byte values (`HashMap`) or from byte strings to byte strings
+/// (`ByteStringHashMap`), durable in epochs: Michael's lock-free hash table on nbMontage.
+///
+/// - **Criterion:** buffered durable linearizability: after a crash in epoch e the map holds
+///   exactly the operations that linearized in epochs up to e-2, a consistent prefix of the
+///   execution: a crash loses at most the last two epochs' operations, never reorders them (an
+///   epoch is 10 ms by default: Options::epoch_length, advanced by a thread of the map's own
+///   unless Options::background_thread is false). sync() returns once every operation completed
+///   before it is durable (at most two epoch advances); the destructor (a clean close) syncs.
+/// - **Cost:** contains and get never flush or fence (with 8-byte keys they read DRAM only). The
+///   linearizing CAS of an update (insert, put, remove) issues no flush or fence: its blocks are
+///   written back later, by its thread or by an epoch advance. A thread fences when its first
+///   update in a newer epoch writes back its blocks of the previous one, when blocks it freed
+///   come due for reuse, and once per 32 blocks when its write-back buffer fills.
+/// - **Progress:** lock-free; sync() and an epoch advance are wait-free (the pool allocator's
+///   slow paths, sharing free slots between threads and growing the pool, take a mutex:
+///   pm/allocator.hpp).
+/// - **Threads:** up to pmds::max_threads (128) threads at once; more throw TooManyThreads.
+/// - **A full pool:** insert and put throw PoolFull when no block is left for the new payload,
+///   remove and put of a present key when none is left for the anti-node that records the
+///   removal; the map is then unchanged. contains and get need none.
+/// - **Bad input:** `HashMap`: keys 0 and 2^64-1 throw ReservedKey in every operation; every
+///   value is allowed. `ByteStringHashMap`: a key over max_key_size (1024 bytes) throws
+///   pmds::Error in every operation, a value over max_value_size (7112 bytes) in insert and put;
+///   any other bytes, the empty string included, are a key. Nothing changes.
+/// - **A bad pool:** opening a pool that holds another structure throws PoolError
+///   (layout_mismatch); a root that names no epoch system area, a bucket count outside [1, 2^40],
+///   or a payload recovery would keep that is damaged (too small, a reserved key, sizes that do
+///   not fit its block) throws PoolCorrupt, the payloads checked before recovery writes anything.
+///
+/// Seed 003 (nbMontage; Appendix A's hash table, its update done as this header says).
+/// Registered as "hash/montage" (`HashMap`: pmds::BufferedHashMap) and "hash-bytes/montage"
+/// (`ByteStringHashMap`: pmds::BufferedStringHashMap); `TransientByteStringHashMap`
+/// ("hash-bytes/transient") is the same table in DRAM, persisting nothing.
 template <class Keys, bool Durable = true, PlantedBug Bug = PlantedBug::none>
 class BasicHashMap {
   static_assert(Durable || Keys::byte_strings);
