@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "pmds/pmds.hpp"
+#include "pmds/combining.hpp"
 
 namespace {
 

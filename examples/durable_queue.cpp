@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "pmds/pmds.hpp"
+#include "pmds/izraelevitz.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 2 || argc > 3) {

@@ -17,7 +17,7 @@
 #include <exception>
 #include <string>
 
-#include "pmds/pmds.hpp"
+#include "pmds/linkfree_soft.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 2 || argc > 3) {

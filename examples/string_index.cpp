@@ -20,7 +20,7 @@
 #include <exception>
 #include <string>
 
-#include "pmds/pmds.hpp"
+#include "pmds/incll.hpp"
 
 namespace {
 
