@@ -34,7 +34,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "pmds/registry.hpp"
+#include "pmds/registry/entries.hpp"
 
 namespace {
 
