@@ -25,14 +25,16 @@ namespace pmds {
 /// - **Cost:** the elements are read in batches of `batch_size` through the map's own scan (one
 ///   search of the map per batch, its epoch pinned only during the batch, so a slow loop body
 ///   holds back no reclamation).
-/// - **Lifetime:** the map must outlive the range and its iterators.
+/// - **Lifetime:** the map must outlive the range and its iterators (an iterator does not need
+///   the range).
 template <class Map, class K, class V>
 class Range {
  public:
   using value_type = std::pair<K, V>;
   static constexpr std::size_t batch_size = 64;
 
-  /// An input iterator; compares equal to `end()` once past the last element.
+  /// An input iterator; compares equal to `end()` once past the last element. It holds its own
+  /// batch and bounds: it stays valid after the Range that made it is gone (not the map).
   class iterator {
    public:
     using iterator_category = std::input_iterator_tag;
@@ -45,44 +47,41 @@ class Range {
     reference operator*() const { return batch_[pos_]; }
     pointer operator->() const { return &batch_[pos_]; }
     iterator& operator++() {
-      if (++pos_ == batch_.size()) fill(false);
+      if (++pos_ == batch_.size()) fill(std::move(batch_.back().first));
       return *this;
     }
     void operator++(int) { ++*this; }
-    friend bool operator==(const iterator& i, std::default_sentinel_t) {
-      return i.range_ == nullptr;
-    }
+    friend bool operator==(const iterator& i, std::default_sentinel_t) { return i.map_ == nullptr; }
 
    private:
     friend class Range;
-    explicit iterator(const Range* r) : range_(r) { fill(true); }
+    iterator(Map* map, const K& from, const std::optional<K>& to) : map_(map), to_(to) {
+      fill(from, true);
+    }
 
     // The next batch: the first from `from` itself, each later one from the last key returned
     // (which the scan visits again if it is still there, and is dropped). Continuing from the
     // last key rather than its successor needs no successor function (a byte string's would be
     // one byte longer, past a map's key limit).
-    void fill(bool first) {
+    void fill(K last) { fill(last, false); }
+    void fill(const K& from, bool first) {
       pos_ = 0;
+      batch_.clear();
       if (exhausted_) {
-        range_ = nullptr;
+        map_ = nullptr;
         return;
       }
-      std::optional<K> last;
-      if (!first) last = std::move(batch_.back().first);
-      batch_.clear();
       const std::size_t want = first ? batch_size : batch_size + 1;
-      const K& from = first ? range_->from_ : *last;
-      const std::size_t visited =
-          range_->map_->scan(view(from), want, [&](const auto& k, const auto& v) {
-            if (exhausted_ || (last && equal(k, *last))) return;
-            if (range_->to_ && !less(k, *range_->to_)) {
-              exhausted_ = true;  // the rest of the scan is past `to`
-              return;
-            }
-            batch_.emplace_back(K(k), V(v));
-          });
+      const std::size_t visited = map_->scan(view(from), want, [&](const auto& k, const auto& v) {
+        if (exhausted_ || (!first && equal(k, from))) return;
+        if (to_ && !less(k, *to_)) {
+          exhausted_ = true;  // the rest of the scan is past `to`
+          return;
+        }
+        batch_.emplace_back(K(k), V(v));
+      });
       if (visited < want) exhausted_ = true;  // the scan reached the map's end
-      if (batch_.empty()) range_ = nullptr;
+      if (batch_.empty()) map_ = nullptr;
     }
 
     static auto view(const K& k) {
@@ -101,10 +100,11 @@ class Range {
       return a < view(b);
     }
 
-    const Range* range_ = nullptr;
+    Map* map_ = nullptr;  // null: past the end
+    std::optional<K> to_;
     std::vector<value_type> batch_;
     std::size_t pos_ = 0;
-    bool exhausted_ = false;
+    bool exhausted_ = false;  // no batch after this one
   };
 
   /// Keys in [from, to).
@@ -113,7 +113,7 @@ class Range {
   Range(Map& map, K from) : map_(&map), from_(std::move(from)) {}
 
   /// Starts the iteration: reads the first batch.
-  iterator begin() const { return iterator(this); }
+  iterator begin() const { return iterator(map_, from_, to_); }
   std::default_sentinel_t end() const { return {}; }
 
  private:

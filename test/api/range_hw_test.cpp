@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <random>
@@ -115,6 +116,19 @@ TYPED_TEST(RangeTest, AKeyRemovedBetweenBatchesDoesNotStopTheIteration) {
   }
   EXPECT_EQ(i, n);
   EXPECT_TRUE(this->collect(this->map_->range()).empty());
+}
+
+TYPED_TEST(RangeTest, AnIteratorOutlivesTheRangeThatMadeIt) {
+  using Sp = Spell<TypeParam>;
+  constexpr std::uint64_t n = 200;  // several batches
+  for (std::uint64_t i = 0; i < n; ++i) ASSERT_TRUE(this->map_->insert(Sp::key(i), Sp::value(i)));
+  auto it = this->map_->range(Sp::key(10), Sp::key(150)).begin();  // the Range is gone after this
+  std::uint64_t i = 10;
+  for (; it != std::default_sentinel; ++it, ++i) {
+    ASSERT_EQ(it->first, Sp::key(i));
+    ASSERT_EQ(it->second, Sp::value(i));
+  }
+  EXPECT_EQ(i, 150u);
 }
 
 TYPED_TEST(RangeTest, ConcurrentWritersNeitherRepeatNorSkipTheKeysTheyLeaveAlone) {
