@@ -245,9 +245,7 @@ class SoftStringHashMap {
   /// must have no other effect. Returns whether a value was stored (durable on return).
   template <class F>
   bool update(std::string_view k, F&& fn) {
-    check_key(k);
-    const std::uint64_t h = hash_of(k);
-    const Probe q{h, k};
+    const Probe q = probe(k);
     auto guard = domain_.pin();
     for (;;) {
       const Window w = find(q);
@@ -276,8 +274,7 @@ class SoftStringHashMap {
   /// False if the key was absent. Durable on return (one fence; two for a key replaced since its
   /// insert: the replaced version is deleted first).
   bool remove(std::string_view k) {
-    check_key(k);
-    const Probe q{hash_of(k), k};
+    const Probe q = probe(k);
     auto guard = domain_.pin();
     const Window w = find(q);
     // Absent, or "intention to insert": not in the map (its node may not be durable), fail.
@@ -309,8 +306,7 @@ class SoftStringHashMap {
   }
 
   bool contains(std::string_view k) {
-    check_key(k);
-    const Probe q{hash_of(k), k};
+    const Probe q = probe(k);
     auto guard = domain_.pin();
     const Node* n = seek(q);
     return n != nullptr && in_set(n);
@@ -323,8 +319,7 @@ class SoftStringHashMap {
   }
   /// The value into `out` (its capacity reused); false, `out` unchanged, if the key is absent.
   bool get(std::string_view k, std::string& out) {
-    check_key(k);
-    const Probe q{hash_of(k), k};
+    const Probe q = probe(k);
     auto guard = domain_.pin();
     const Node* n = seek(q);
     if (n == nullptr || !in_set(n)) return false;
@@ -445,10 +440,15 @@ class SoftStringHashMap {
                   std::to_string(max_value_size) + " bytes; this one has " +
                   std::to_string(v.size()));
   }
-  static Probe probe(std::string_view k, std::string_view v) {
+  // The key checked and hashed (and the value checked, for a write).
+  static Probe probe(std::string_view k) {
     check_key(k);
-    check_value(v);
     return {hash_of(k), k};
+  }
+  static Probe probe(std::string_view k, std::string_view v) {
+    const Probe q = probe(k);
+    check_value(v);
+    return q;
   }
   static void check_bucket_count(std::uint64_t n, PoolErrc errc) {
     if (n == 0 || n > (std::uint64_t{1} << 40))
