@@ -134,10 +134,6 @@ std::unique_ptr<S> open_structure(pm::Pool& pool, const A&... create_args) {
   return std::make_unique<S>(open_existing, pool);
 }
 
-}  // namespace detail
-
-namespace detail {
-
 // max_size: the limit of a new pool; open_max_size: the limit passed to an existing pool's open
 // (0: its own).
 template <class S, class... CreateArgs>

@@ -47,7 +47,10 @@ class Range {
     reference operator*() const { return batch_[pos_]; }
     pointer operator->() const { return &batch_[pos_]; }
     iterator& operator++() {
-      if (++pos_ == batch_.size()) fill(std::move(batch_.back().first));
+      if (++pos_ == batch_.size()) {
+        const K last = std::move(batch_.back().first);
+        fill(last, false);
+      }
       return *this;
     }
     void operator++(int) { ++*this; }
@@ -63,7 +66,6 @@ class Range {
     // (which the scan visits again if it is still there, and is dropped). Continuing from the
     // last key rather than its successor needs no successor function (a byte string's would be
     // one byte longer, past a map's key limit).
-    void fill(K last) { fill(last, false); }
     void fill(const K& from, bool first) {
       pos_ = 0;
       batch_.clear();
