@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
       std::size_t n = std::strtoull(argv[4], nullptr, 10);
       for (const auto& [k, v] : index->range(argv[3])) {
         if (n-- == 0) break;
-        std::printf("%s %s\n", k.c_str(), v.c_str());
+        std::printf("%.*s %.*s\n", static_cast<int>(k.size()), k.data(), static_cast<int>(v.size()),
+                    v.data());
       }
     }
   } catch (const std::exception& e) {
