@@ -10,25 +10,9 @@
 // next word, the linearization points and the helping are those of soft_list.hpp, so the
 // invariants and the bound carry over — an insert fences once (create), a remove fences once
 // (destroy), contains and get never flush or fence; towers are DRAM-only and cost no persistence
-// instruction. Levels 1.. are an index over level 0, maintained as in Fraser's / Herlihy and
-// Shavit's lock-free skip lists: a node's upper next words carry a mark (bit 0), set only after
-// the node is "deleted" at level 0, and a marked node is unlinked from a level by a CAS on its
-// predecessor's unmarked link. So:
-//   - membership is decided at level 0 alone ("inserted" or "intention to delete");
-//   - the inserter links the tower after the node is "inserted" (the PNode is durable first, as
-//     in the list), bottom-up, and stops as soon as the node is deleted or marked;
-//   - the remove that wins "intention to delete" marks the tower after "deleted"; any thread that
-//     meets a deleted node with an unmarked tower marks it too (helping: idempotent);
-//   - a search only takes as predecessor a node it saw not "deleted" at level 0, i.e. one linked
-//     at level 0 at that moment, so its level-0 walk is the list's (Harris's argument applies).
-// Reclamation: a node may be freed only when it is linked at no level. Level-0 trims unlink but
-// do not retire. Each node carries `pending` = the parties that may still link or must mark it:
-// the inserter (until its tower is built or abandoned) and the winning remover (until the tower
-// is marked); recovered nodes start with the remover's share only. Whoever drops it to zero no
-// longer races with any linking, unlinks the node from every level (one top-down descent, a
-// Harris traversal at each level that also passes equal keys: O(log n), not a walk from the head
-// per level, which was O(n) per remove), and retires it to the epoch domain, whose deleter frees
-// the PNode slot and the node.
+// instruction. Levels 1.. are the index of detail/soft_skip_index.hpp (which says how towers are
+// linked, marked and reclaimed), shared with the byte-string skip list; retirement frees the
+// PNode slot and the node.
 #pragma once
 
 #include <atomic>
@@ -43,6 +27,7 @@
 #include "pmds/interfaces.hpp"
 #include "pmds/linkfree_soft/detail/set_root.hpp"
 #include "pmds/linkfree_soft/detail/soft_pnode.hpp"
+#include "pmds/linkfree_soft/detail/soft_skip_index.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/allocator.hpp"
 #include "pmds/pm/pool.hpp"
@@ -91,7 +76,11 @@ struct SoftSkipNode {
 };
 static_assert(sizeof(SoftSkipNode) == 32);
 
-inline constexpr std::uintptr_t skip_mark = 1;
+// The tail's key is max_reserved_key, after every key a search looks for.
+struct SoftSkipOrder {
+  static constexpr bool tail_has_a_key = true;
+  static int compare(const SoftSkipNode* n, Key k) { return (n->key > k) - (n->key < k); }
+};
 
 }  // namespace detail
 
@@ -125,6 +114,8 @@ template <SoftBug Bug = SoftBug::none>
 class SoftSkipList {
   using Node = detail::SoftSkipNode;
   static constexpr unsigned max_height = detail::soft_skip_max_height;
+  using Index = detail::SoftSkipIndex<Node, detail::SoftSkipOrder, max_height>;
+  using Search = typename Index::Search;
 
  public:
   // Durable linearizability (seed 000 §1); the registry reads it (registry::criterion_of).
@@ -154,8 +145,8 @@ class SoftSkipList {
     Search s;
     Node* fresh = nullptr;  // allocated once, reused by retries
     for (;;) {
-      find(key, s);
-      if (s.curr0->key == key) {
+      index_.find(key, s);
+      if (s.equal) {
         if (fresh != nullptr) discard(fresh);
         if (s.state0 == detail::intend_to_insert) complete_insert(s.curr0);  // help, then fail
         return false;
@@ -171,7 +162,7 @@ class SoftSkipList {
                                            detail::make_word(fresh, detail::state_of(s.prev_word0)),
                                            std::memory_order_acq_rel, std::memory_order_relaxed)) {
         complete_insert(fresh);  // durable and "inserted": the insert has taken effect
-        build_tower(fresh, s);
+        index_.build_tower(fresh, key, s);
         release(fresh);
         return true;
       }
@@ -182,9 +173,9 @@ class SoftSkipList {
     check_key(key);
     auto guard = domain_.pin();
     Search s;
-    find(key, s);
+    index_.find(key, s);
     Node* n = s.curr0;
-    if (n->key != key || s.state0 == detail::intend_to_insert) return false;
+    if (!s.equal || s.state0 == detail::intend_to_insert) return false;
     bool won = false;
     std::uintptr_t word = n->link(0).load(std::memory_order_acquire);
     while (detail::state_of(word) == detail::inserted) {
@@ -198,7 +189,7 @@ class SoftSkipList {
     }
     if (detail::state_of(word) == detail::intend_to_delete) complete_remove(n, word);
     if (won) {
-      mark_tower(n);
+      Index::mark_tower(n);
       release(n);
     }
     return won;
@@ -208,15 +199,15 @@ class SoftSkipList {
   bool contains(Key key) {
     check_key(key);
     auto guard = domain_.pin();
-    const Node* n = seek(key);
-    return n->key == key && in_set(n);
+    const Node* n = index_.seek(key);
+    return n->key == key && Index::in_set(n);
   }
 
   std::optional<Value> get(Key key) {
     check_key(key);
     auto guard = domain_.pin();
-    const Node* n = seek(key);
-    if (n->key == key && in_set(n)) return n->value;
+    const Node* n = index_.seek(key);
+    if (n->key == key && Index::in_set(n)) return n->value;
     return std::nullopt;
   }
 
@@ -227,9 +218,9 @@ class SoftSkipList {
     if (from == min_reserved_key) from = min_user_key;
     auto guard = domain_.pin();
     std::size_t count = 0;
-    for (const Node* n = seek(from); n != tail_ && count < max_count;
+    for (const Node* n = index_.seek(from); n != tail_ && count < max_count;
          n = ptr(n->link(0).load(std::memory_order_acquire))) {
-      if (in_set(n)) {
+      if (Index::in_set(n)) {
         visit(n->key, n->value);
         ++count;
       }
@@ -248,7 +239,7 @@ class SoftSkipList {
   void for_each(F&& f) {
     for (const Node* n = ptr(head_->link(0).load(std::memory_order_acquire)); n != tail_;
          n = ptr(n->link(0).load(std::memory_order_acquire)))
-      if (in_set(n)) f(n->key, n->value);
+      if (Index::in_set(n)) f(n->key, n->value);
   }
 
   // Quiescent: the number of keys.
@@ -264,196 +255,18 @@ class SoftSkipList {
   reclaim::EpochDomain& domain() { return domain_; }
 
  private:
-  // What find returns. Levels >= 1: preds[l] -> succs[l] (succs[l] the first unmarked node with
-  // key >= the key, preds[l] a node seen not deleted). Level 0, as the list's find: curr0 is the
-  // first node not "deleted" with key >= the key, *prev0 the link to it, prev_word0 its value.
-  struct Search {
-    Node* preds[max_height];
-    Node* succs[max_height];
-    std::atomic<std::uintptr_t>* prev0;
-    std::uintptr_t prev_word0;
-    Node* curr0;
-    detail::SoftState state0;
-  };
+  static Node* ptr(std::uintptr_t word) { return Index::ptr(word); }
 
-  static Node* ptr(std::uintptr_t word) { return detail::node_of<Node>(word); }
-
-  static bool is_deleted(const Node* n) {
-    return detail::state_of(n->link(0).load(std::memory_order_acquire)) == detail::deleted;
-  }
-
-  static bool in_set(const Node* n) {
-    const detail::SoftState s = detail::state_of(n->link(0).load(std::memory_order_acquire));
-    return s == detail::inserted || s == detail::intend_to_delete;
-  }
-
-  void find(Key key, Search& s) {
-  restart:
-    Node* pred = head_;
-    for (unsigned lvl = max_height - 1; lvl >= 1; --lvl) {
-      Node* curr = ptr(pred->link(lvl).load(std::memory_order_acquire));
-      for (;;) {
-        std::uintptr_t succ = curr->link(lvl).load(std::memory_order_acquire);
-        if ((succ & detail::skip_mark) == 0 && is_deleted(curr)) {
-          mark_tower(curr);  // help a deleted node leave the index
-          succ = curr->link(lvl).load(std::memory_order_acquire);
-        }
-        if ((succ & detail::skip_mark) != 0) {
-          std::uintptr_t expected = reinterpret_cast<std::uintptr_t>(curr);
-          if (!pred->link(lvl).compare_exchange_strong(expected, succ & ~detail::skip_mark,
-                                                       std::memory_order_acq_rel,
-                                                       std::memory_order_relaxed))
-            goto restart;  // pred changed or is marked itself
-          curr = ptr(succ);
-          continue;
-        }
-        if (curr->key < key) {
-          pred = curr;
-          curr = ptr(succ);
-          continue;
-        }
-        break;
-      }
-      s.preds[lvl] = pred;
-      s.succs[lvl] = curr;
-    }
-    // Level 0: Listing 9's find from pred, which must not be "deleted" (its link is frozen).
-    std::atomic<std::uintptr_t>* prev = &pred->link(0);
-    std::uintptr_t prev_word = prev->load(std::memory_order_acquire);
-    if (detail::state_of(prev_word) == detail::deleted) goto restart;
-    for (;;) {
-      Node* curr = ptr(prev_word);
-      const std::uintptr_t succ_word = curr->link(0).load(std::memory_order_acquire);
-      const detail::SoftState st = detail::state_of(succ_word);
-      if (st != detail::deleted) {
-        if (curr->key >= key) {
-          s.prev0 = prev;
-          s.prev_word0 = prev_word;
-          s.curr0 = curr;
-          s.state0 = st;
-          return;
-        }
-        prev = &curr->link(0);
-        prev_word = succ_word;
-        continue;
-      }
-      // trim at level 0, without a flush (§4.4); retirement waits for the whole tower.
-      const std::uintptr_t unlinked =
-          detail::make_word(ptr(succ_word), detail::state_of(prev_word));
-      if (prev->compare_exchange_strong(prev_word, unlinked, std::memory_order_acq_rel,
-                                        std::memory_order_acquire)) {
-        prev_word = unlinked;
-      } else if (detail::state_of(prev_word) == detail::deleted) {
-        goto restart;
-      }
-    }
-  }
-
-  // contains/get: read-only descent. A predecessor is taken only if seen not "deleted" at level
-  // 0 (so it was linked at level 0 then); marked or deleted nodes are walked through.
-  const Node* seek(Key key) const {
-    const Node* pred = head_;
-    for (unsigned lvl = max_height - 1; lvl >= 1; --lvl) {
-      const Node* curr = ptr(pred->link(lvl).load(std::memory_order_acquire));
-      while (curr->key < key) {
-        if (!is_deleted(curr)) pred = curr;
-        curr = ptr(curr->link(lvl).load(std::memory_order_acquire));
-      }
-    }
-    const Node* curr = ptr(pred->link(0).load(std::memory_order_acquire));
-    while (curr->key < key) curr = ptr(curr->link(0).load(std::memory_order_acquire));
-    return curr;
-  }
-
-  // Links n at levels 1.. bottom-up. Stops when n is deleted or marked; a link made just as the
-  // remover marks is undone by whoever drops n's pending count to zero.
-  void build_tower(Node* n, Search& s) {
-    for (unsigned lvl = 1; lvl < n->height; ++lvl) {
-      for (;;) {
-        std::uintptr_t own = n->link(lvl).load(std::memory_order_acquire);
-        if ((own & detail::skip_mark) != 0 || is_deleted(n)) return;
-        const auto succ = reinterpret_cast<std::uintptr_t>(s.succs[lvl]);
-        if (own != succ && !n->link(lvl).compare_exchange_strong(
-                               own, succ, std::memory_order_acq_rel, std::memory_order_acquire))
-          continue;  // marked meanwhile: checked at the top
-        std::uintptr_t expected = succ;
-        if (s.preds[lvl]->link(lvl).compare_exchange_strong(
-                expected, reinterpret_cast<std::uintptr_t>(n), std::memory_order_acq_rel,
-                std::memory_order_relaxed))
-          break;
-        find(n->key, s);
-        if (s.curr0 != n) return;  // n left level 0: it was deleted
-      }
-    }
-  }
-
-  // Marks n at every level >= 1 (n is "deleted"). Idempotent; any thread may do it.
-  static void mark_tower(Node* n) {
-    for (unsigned lvl = n->height; lvl-- > 1;) {
-      std::uintptr_t w = n->link(lvl).load(std::memory_order_acquire);
-      while ((w & detail::skip_mark) == 0 &&
-             !n->link(lvl).compare_exchange_weak(
-                 w, w | detail::skip_mark, std::memory_order_acq_rel, std::memory_order_acquire)) {
-      }
-    }
-  }
-
-  // Drops one party's share of n; the last one unlinks n everywhere and retires it.
+  // Drops one party's share of n; the last one unlinks n everywhere and retires it, and the epoch
+  // domain's deleter frees its PNode slot and the node.
   void release(Node* n) {
-    if (n->pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    unlink_everywhere(n);
-    pm::ChunkAllocator* allocator = &allocator_;
-    domain_.retire(n, [allocator](Node* dead) noexcept {
-      allocator->free(detail::pnode_of(dead->pnode));
-      Node::free(dead);
+    index_.release(n, n->key, [this](Node* dead) {
+      pm::ChunkAllocator* allocator = &allocator_;
+      domain_.retire(dead, [allocator](Node* d) noexcept {
+        allocator->free(detail::pnode_of(d->pnode));
+        Node::free(d);
+      });
     });
-  }
-
-  // Returns once n (deleted, and marked at levels >= 1) is linked at no level. One descent from
-  // the top, as find's: at each level it walks from the last node with a key below n's, unlinks
-  // every removable node it meets and passes nodes with n's key (a newer node with that key may
-  // sit before n at an upper level) until it meets n or a greater key, then goes down a level.
-  //
-  // Why a descent and not a walk of each level from the head: that walk is O(n) at level 0 (and
-  // O(n / 2^l) at level l) for every remove; at 2^16 keys it made the remove ~30000 steps and the
-  // structure 40x slower than skiplist/linkfree (perf: ~75% of the time in remove).
-  //
-  // Why starting a level at the node we came down from is sound: that node was linked at the
-  // level above, and towers are linked bottom-up (build_tower, recover), so it was linked at this
-  // level once; nodes leave a level only once marked there (level 0: once "deleted"), so if its
-  // link here is unmarked (not "deleted") it is still linked and the walk from it sees the level
-  // as a walk from the head would from that point. Otherwise we start again from the head.
-  void unlink_everywhere(Node* n) {
-  restart:
-    Node* below_key = head_;  // last node met with key < n->key, unmarked when we left it
-    for (unsigned lvl = max_height; lvl-- > 0;) {
-      Node* pred = below_key;
-      std::uintptr_t pred_word = pred->link(lvl).load(std::memory_order_acquire);
-      if (lvl == 0 ? detail::state_of(pred_word) == detail::deleted
-                   : (pred_word & detail::skip_mark) != 0)
-        goto restart;  // the start node is leaving this level: its link is no longer the level's
-      for (;;) {
-        Node* curr = ptr(pred_word);
-        if (curr->key > n->key) break;  // passed n's place: n is not linked at this level
-        const std::uintptr_t curr_word = curr->link(lvl).load(std::memory_order_acquire);
-        const bool removable = lvl == 0 ? detail::state_of(curr_word) == detail::deleted
-                                        : (curr_word & detail::skip_mark) != 0;
-        if (removable) {
-          const std::uintptr_t unlinked =
-              lvl == 0 ? detail::make_word(ptr(curr_word), detail::state_of(pred_word))
-                       : curr_word & ~detail::skip_mark;
-          if (!pred->link(lvl).compare_exchange_strong(
-                  pred_word, unlinked, std::memory_order_acq_rel, std::memory_order_acquire))
-            goto restart;
-          if (curr == n) break;
-          pred_word = unlinked;
-          continue;
-        }
-        pred = curr;
-        pred_word = curr_word;
-        if (curr->key < n->key) below_key = curr;
-      }
-    }
   }
 
   void complete_insert(Node* n) {
@@ -533,19 +346,11 @@ class SoftSkipList {
     const detail::Stopwatch clock;
     const detail::RecoveredPNodes live =
         detail::recover_soft_pnodes<Bug>(allocator_, recovery_, 1, [](Key) { return 0; });
-    Node* last[max_height];
-    for (unsigned lvl = 0; lvl < max_height; ++lvl) last[lvl] = head_;
-    for (const detail::LivePNode& lp : live.nodes) {
-      // pending: only a remover's share (no inserter builds this tower).
-      Node* n = Node::make(lp.key, lp.value, lp.pnode, 1, random_height<max_height>());
-      for (unsigned lvl = 0; lvl < n->height; ++lvl) {
-        last[lvl]->link(lvl).store(reinterpret_cast<std::uintptr_t>(n), std::memory_order_relaxed);
-        last[lvl] = n;
-      }
-    }
-    for (unsigned lvl = 0; lvl < max_height; ++lvl)
-      last[lvl]->link(lvl).store(reinterpret_cast<std::uintptr_t>(tail_),
-                                 std::memory_order_relaxed);
+    // pending: only a remover's share (no inserter builds these towers).
+    index_.link_sorted(live.nodes.size(), [&](std::size_t i) {
+      const detail::LivePNode& lp = live.nodes[i];
+      return Node::make(lp.key, lp.value, lp.pnode, 1, random_height<max_height>());
+    });
     recovery_.seconds = clock.seconds();
   }
 
@@ -555,6 +360,7 @@ class SoftSkipList {
   Nodes nodes_;
   Node* const head_ = nodes_.head;
   Node* const tail_ = nodes_.tail;
+  Index index_{head_, tail_};
   RecoveryStats recovery_;
 };
 
