@@ -2,34 +2,11 @@
 // from byte strings to byte strings, on SOFT's technique (seed 000 §4: persistent nodes apart
 // from the volatile ones, no link persisted, one psync per insert and per remove).
 //
-// What SOFT gives an 8-byte set (soft_list.hpp) carries over, with three additions a string map
-// needs; each is argued where it is made:
-//   1. A persistent node spans several cache lines (key and value bytes), so the same-line order
-//      argument of seed 000 §4.1 no longer covers it. Its header line holds the validity flags,
-//      the sizes, a version and a checksum (XXH3) of the bytes; recovery keeps a node only when
-//      the flags say live AND the checksum matches, so a crash that wrote the header back but not
-//      every line of the bytes leaves the node not live. That keeps create at one fence: the
-//      bytes and the header are written back together before it.
-//   2. put replaces a present key's value, atomically across a crash, in one fence. The new
-//      persistent node (version v+1) is made durable while the replaced one (v) stays live:
-//      recovery keeps the higher live version (and deletes the other durably, so no later crash
-//      can bring it back). v's durable deletion is left to the key's next write: a replacement
-//      writes it back within its own fence (v+1 is then live whichever of the two a crash keeps),
-//      a remove makes it durable before deleting v+1 (one more fence: deleting both within one
-//      fence, a crash could keep v+1's deletion alone and bring v back). So insert, replace and
-//      remove each cost one fence, and a remove of a key replaced since its insert two.
-//   3. The volatile node's `current` word names its persistent node and serialises the writers
-//      of a present key: stable (one node, or a Version record: the node and the replaced one
-//      still live), replacing (a Version record in flight, completed by whoever sees it), frozen
-//      (a remove won; no put may replace it any more).
-//      Every writer first helps a replacement it finds to completion, so a key is replaced by one
-//      writer at a time and the helping keeps every operation lock-free.
-//
-// Reads (get, contains) never write or fence and read the value from the pool. The linearization
-// points: insert at the CAS to "inserted" (after its node is durable), remove at the CAS to
-// "deleted" (after the deletion is durable), a replacement at the CAS of `current` to stable
-// (after its fence); a crash before that CAS may keep the old or the new value, and no completed
-// operation has seen the new one.
+// What SOFT gives an 8-byte set (soft_list.hpp) carries over, with the three additions a string
+// map needs (multi-line persistent nodes, replacement in one fence, the `current` word that
+// serialises a key's writers): detail/soft_string_versions.hpp states and argues them, written
+// once for this map and the ordered one (soft_string_skiplist.hpp). Reads (get, contains) never
+// write or fence and read the value from the pool.
 //
 // The bucket array is in DRAM and fixed at creation (the bucket count is in the pool's root
 // table); a bucket is a SOFT list ordered by (hash, key). Memory: a persistent node is a pool
@@ -37,16 +14,9 @@
 // volatile node (malloc's block for 24 bytes) and a bucket word.
 #pragma once
 
-#ifndef XXH_INLINE_ALL
-#define XXH_INLINE_ALL  // header-only: nothing to link
-#endif
-#include <xxhash.h>
-
-#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,89 +28,13 @@
 #include "pmds/interfaces.hpp"
 #include "pmds/linkfree_soft/detail/set_root.hpp"
 #include "pmds/linkfree_soft/detail/soft_pnode.hpp"
-#include "pmds/pm/access.hpp"
+#include "pmds/linkfree_soft/detail/soft_string_versions.hpp"
 #include "pmds/pm/allocator.hpp"
 #include "pmds/pm/pool.hpp"
 #include "pmds/reclaim/epoch.hpp"
 #include "pmds/thread_registry.hpp"
 
 namespace pmds::linkfree_soft {
-
-namespace detail {
-
-// The persistent node of one version of a key: a 32-byte header, then the key's bytes, then the
-// value's. A pool block (ChunkAllocator::block_size) is a whole number of lines from a
-// line-aligned start, so the header is within the block's first line: its stores reach the
-// NVRAM in program order (docs/ARCHITECTURE.md §3), the body's other lines in any order.
-struct SoftStringPNode {
-  pm::atomic<std::uint8_t> valid_start;
-  pm::atomic<std::uint8_t> valid_end;
-  pm::atomic<std::uint8_t> deleted;
-  pm::atomic<std::uint8_t> unused;
-  pm::atomic<std::uint32_t> key_size;
-  pm::atomic<std::uint32_t> value_size;
-  pm::atomic<std::uint32_t> unused2;
-  pm::atomic<std::uint64_t> version;   // 0 at insert, +1 at each replacement
-  pm::atomic<std::uint64_t> checksum;  // body_checksum(key hash, version, value)
-
-  unsigned char* bytes() { return reinterpret_cast<unsigned char*>(this + 1); }
-  const unsigned char* bytes() const { return reinterpret_cast<const unsigned char*>(this + 1); }
-  std::size_t body_size() const { return std::size_t{key_size.load()} + value_size.load(); }
-
-  // The key's bytes are covered through its hash; sizes and version share the header's line
-  // with valid_end, so they are durable whenever valid_end is.
-  static std::uint64_t body_checksum(std::uint64_t key_hash, std::uint64_t version,
-                                     std::string_view value) {
-    return XXH3_64bits_withSeed(value.data(), value.size(),
-                                key_hash ^ (version * 0x9e3779b97f4a7c15));
-  }
-
-  // SoftPNode::prepare's rule (soft_pnode.hpp): pValidity = !deleted, and a live-looking slot is
-  // made invalid first. Then the header and the bytes, no flush: the node is not live until
-  // commit() (valid_end = pValidity), so a crash image with any of these stores is harmless,
-  // and a node that is never published is freed as it is.
-  bool prepare_and_write(std::string_view k, std::string_view v, std::uint64_t key_hash,
-                         std::uint64_t ver) {
-    const std::uint8_t d = deleted.load(std::memory_order_relaxed);
-    const std::uint8_t validity = d ^ 1;
-    if (valid_end.load(std::memory_order_relaxed) == validity)
-      valid_end.store(d, std::memory_order_release);
-    key_size.store(static_cast<std::uint32_t>(k.size()), std::memory_order_relaxed);
-    value_size.store(static_cast<std::uint32_t>(v.size()), std::memory_order_relaxed);
-    version.store(ver, std::memory_order_relaxed);
-    checksum.store(body_checksum(key_hash, ver, v), std::memory_order_relaxed);
-    if (!k.empty()) pm::write(bytes(), k.data(), k.size());
-    if (!v.empty()) pm::write(bytes() + k.size(), v.data(), v.size());
-    return validity != 0;
-  }
-
-  // Makes the node live: validStart, validEnd, then every line written back; durable at the
-  // caller's next fence. Idempotent: helpers run it concurrently (§4.4).
-  void make_live(bool validity, pm::Site site = pm::Site::current()) {
-    const auto p = static_cast<std::uint8_t>(validity);
-    valid_start.store(p, std::memory_order_release);
-    valid_end.store(p, std::memory_order_release);
-    pm::flush_range(this, sizeof *this + body_size(), site);
-  }
-  // Listing 7's destroy without its fence: the deleted flag (header line only), written back.
-  void mark_deleted(bool validity, pm::Site site = pm::Site::current()) {
-    deleted.store(static_cast<std::uint8_t>(validity), std::memory_order_release);
-    pm::flush(this, site);
-  }
-  // The one fence of an insert.
-  void commit(bool validity, pm::Site site = pm::Site::current()) {
-    make_live(validity, site);
-    pm::fence(site);
-  }
-  // The one fence of a remove.
-  void destroy(bool validity, pm::Site site = pm::Site::current()) {
-    mark_deleted(validity, site);
-    pm::fence(site);
-  }
-};
-static_assert(sizeof(SoftStringPNode) == 32);
-
-}  // namespace detail
 
 /// A hash map from byte strings to byte strings, durable when each operation returns.
 ///
@@ -167,10 +61,9 @@ class SoftStringHashMap {
   static constexpr std::size_t default_bucket_count = std::size_t{1} << 20;
   /// A persistent node is one pool block of at most 8 KiB (pm::ChunkAllocator::block_size says
   /// why).
-  static constexpr std::size_t max_block_size = 8192;
-  static constexpr std::size_t max_key_size = 1024;
-  static constexpr std::size_t max_value_size =
-      max_block_size - sizeof(detail::SoftStringPNode) - max_key_size;  // 7136
+  static constexpr std::size_t max_block_size = detail::soft_string_max_block_size;
+  static constexpr std::size_t max_key_size = detail::soft_string_max_key_size;
+  static constexpr std::size_t max_value_size = detail::soft_string_max_value_size;  // 7136
 
   /// A new, empty map with `bucket_count` buckets (fixed) in `pool`, which must hold no structure.
   SoftStringHashMap(CreateTag, pm::Pool& pool, std::size_t bucket_count = default_bucket_count)
@@ -199,8 +92,7 @@ class SoftStringHashMap {
       Node* n = node_of(buckets_[i].load(std::memory_order_relaxed));
       while (n != &tail_) {
         Node* next = node_of(n->next.load(std::memory_order_relaxed));
-        if (const std::uintptr_t c = n->current.load(std::memory_order_relaxed); is_version(c))
-          delete version_of(c);
+        V::free_current(n->current.load(std::memory_order_relaxed), nullptr);
         delete n;
         n = next;
       }
@@ -252,7 +144,7 @@ class SoftStringHashMap {
       if (!w.found) {
         const std::optional<std::string> v = fn(std::optional<std::string_view>{});
         if (!v) return false;
-        check_value(*v);
+        versions_.check_value(*v);
         if (try_link(w, q, k, *v)) return true;
         continue;
       }
@@ -266,7 +158,7 @@ class SoftStringHashMap {
       read_value(pnode_word_of(c), old);
       const std::optional<std::string> v = fn(std::optional<std::string_view>(old));
       if (!v) return false;
-      check_value(*v);
+      versions_.check_value(*v);
       if (try_replace(w.curr, c, q, k, *v)) return true;
     }
   }
@@ -280,17 +172,7 @@ class SoftStringHashMap {
     // Absent, or "intention to insert": not in the map (its node may not be durable), fail.
     if (!w.found || w.curr_state == detail::intend_to_insert) return false;
     Node* n = w.curr;
-    bool won = false;
-    for (;;) {
-      const std::uintptr_t c = settled(n);
-      if (is_frozen(c)) break;  // another remove won
-      std::uintptr_t expected = c;
-      if (n->current.compare_exchange_weak(expected, c | frozen_tag, std::memory_order_acq_rel,
-                                           std::memory_order_acquire)) {
-        won = true;
-        break;
-      }
-    }
+    const bool won = versions_.freeze(n->current);
     help_remove(n);
     if (won) {
       // Only the winner trims, once (Listing 12 line 20); finds unlink it otherwise.
@@ -360,35 +242,16 @@ class SoftStringHashMap {
   pm::Pool& pool() const { return pool_; }
 
  private:
+  using V = detail::SoftStringVersions;
   using PNode = detail::SoftStringPNode;
 
   // The volatile node: the key's hash (a bucket's order is (hash, key); keys are compared in the
   // persistent node only when hashes are equal), the next word (successor | SoftState) and the
-  // current word (below). 24 bytes: malloc's 32-byte block.
+  // current word (detail/soft_string_versions.hpp). 24 bytes: malloc's 32-byte block.
   struct Node {
     std::uint64_t hash;
     std::atomic<std::uintptr_t> next;
     std::atomic<std::uintptr_t> current;
-  };
-
-  // `current`: a persistent node word (PNode* | pValidity in bit 0; blocks are line-aligned) for
-  // a key never replaced since it was inserted or recovered, else a Version* | version_tag;
-  // either with frozen_tag once a remove has won, a Version* also with replacing_tag while the
-  // replacement it records is in flight.
-  static constexpr std::uintptr_t frozen_tag = 2;
-  static constexpr std::uintptr_t replacing_tag = 4;
-  static constexpr std::uintptr_t version_tag = 8;
-  static constexpr std::uintptr_t tag_bits = 15;
-  // One replacement of a key's value (immutable once published). While it is in flight, `fresh`
-  // is written but may not be durable, and readers read `old`. Once it completed, `fresh` is the
-  // key's node and `old` is still live in the pool: its durable deletion is left to the key's
-  // next write, which does it within its own fence (a replacement) or before its own (a remove),
-  // so that a replacement costs one fence. Recovery keeps the higher version of two live ones.
-  struct alignas(16) Version {
-    std::uintptr_t fresh;  // the new version's node word
-    std::uintptr_t old;    // the node word it replaces
-    Version* previous;     // the record this one replaces (null when `old` was a plain word); its
-                           // `old` is deleted durably by this replacement and freed after it
   };
 
   struct Probe {
@@ -406,48 +269,21 @@ class SoftStringHashMap {
     std::atomic<std::int64_t> value{0};
   };
 
-  static PNode* pnode_of(std::uintptr_t word) {
-    return reinterpret_cast<PNode*>(word & ~std::uintptr_t{63});
-  }
-  static bool validity_of(std::uintptr_t word) { return (word & 1) != 0; }
-  static bool is_frozen(std::uintptr_t c) { return (c & frozen_tag) != 0; }
-  static bool is_replacing(std::uintptr_t c) { return (c & replacing_tag) != 0; }
-  static bool is_version(std::uintptr_t c) { return (c & version_tag) != 0; }
-  static Version* version_of(std::uintptr_t c) { return reinterpret_cast<Version*>(c & ~tag_bits); }
-  // The node word whose value a reader returns: during a replacement, the old one (the new one
-  // may not be durable yet).
-  static std::uintptr_t pnode_word_of(std::uintptr_t c) {
-    if (!is_version(c)) return c & ~frozen_tag;
-    const Version* v = version_of(c);
-    return is_replacing(c) ? v->old : v->fresh;
-  }
-  // A settled word's replaced version that is still live in the pool, or 0.
-  static std::uintptr_t pending_of(std::uintptr_t c) {
-    return is_version(c) ? version_of(c)->old : 0;
-  }
+  static PNode* pnode_of(std::uintptr_t word) { return V::pnode_of(word); }
+  static bool is_frozen(std::uintptr_t c) { return V::is_frozen(c); }
+  static std::uintptr_t pnode_word_of(std::uintptr_t c) { return V::pnode_word_of(c); }
+  static void read_key(const PNode* p, std::string& out) { V::read_key(p, out); }
+  static void read_value(std::uintptr_t word, std::string& out) { V::read_value(word, out); }
   static Node* node_of(std::uintptr_t word) { return detail::node_of<Node>(word); }
 
-  static std::uint64_t hash_of(std::string_view k) { return XXH3_64bits(k.data(), k.size()); }
-  static void check_key(std::string_view k) {
-    if (k.size() > max_key_size)
-      throw Error(std::string("pmds: ") + name + " takes keys of at most " +
-                  std::to_string(max_key_size) + " bytes; this one has " +
-                  std::to_string(k.size()));
-  }
-  static void check_value(std::string_view v) {
-    if (v.size() > max_value_size)
-      throw Error(std::string("pmds: ") + name + " takes values of at most " +
-                  std::to_string(max_value_size) + " bytes; this one has " +
-                  std::to_string(v.size()));
-  }
   // The key checked and hashed (and the value checked, for a write).
-  static Probe probe(std::string_view k) {
-    check_key(k);
-    return {hash_of(k), k};
+  Probe probe(std::string_view k) const {
+    versions_.check_key(k);
+    return {V::hash_of(k), k};
   }
-  static Probe probe(std::string_view k, std::string_view v) {
+  Probe probe(std::string_view k, std::string_view v) const {
     const Probe q = probe(k);
-    check_value(v);
+    versions_.check_value(v);
     return q;
   }
   static void check_bucket_count(std::uint64_t n, PoolErrc errc) {
@@ -467,28 +303,12 @@ class SoftStringHashMap {
     counts_[pmds::thread_id()].value.fetch_add(d, std::memory_order_relaxed);
   }
 
-  static void read_key(const PNode* p, std::string& out) {
-    out.resize(p->key_size.load(std::memory_order_relaxed));
-    pm::read(out.data(), p->bytes(), out.size());
-  }
-  static void read_value(std::uintptr_t word, std::string& out) {
-    const PNode* p = pnode_of(word);
-    const std::size_t ks = p->key_size.load(std::memory_order_relaxed);
-    out.resize(p->value_size.load(std::memory_order_relaxed));
-    pm::read(out.data(), p->bytes() + ks, out.size());
-  }
-
   // The sign of (n's key - q's key) in (hash, bytes) order; the bytes are read only when the
   // hashes are equal (in practice: when the keys are).
   static int compare(const Node* n, const Probe& q) {
     if (n == &tail_) return 1;
     if (n->hash != q.hash) return n->hash < q.hash ? -1 : 1;
-    const PNode* p = pnode_of(pnode_word_of(n->current.load(std::memory_order_acquire)));
-    const std::size_t ks = p->key_size.load(std::memory_order_relaxed);
-    char key[max_key_size];
-    pm::read(key, p->bytes(), ks);
-    const int c = std::string_view(key, ks).compare(q.key);
-    return (c > 0) - (c < 0);
+    return V::compare_key(n->current.load(std::memory_order_acquire), q.key);
   }
 
   static bool in_set(const Node* n) {
@@ -539,14 +359,11 @@ class SoftStringHashMap {
 
   // A fresh node for q with its persistent node written (not committed), or PoolFull.
   Node* make_node(const Probe& q, std::string_view k, std::string_view v) {
-    void* slot =
-        allocator_.allocate(pm::ChunkAllocator::block_size(sizeof(PNode) + k.size() + v.size()));
-    auto* p = static_cast<PNode*>(slot);
-    const bool validity = p->prepare_and_write(k, v, q.hash, 0);
+    const std::uintptr_t word = versions_.write_pnode(k, v, q.hash, 0);
     try {
-      return new Node{q.hash, {0}, {reinterpret_cast<std::uintptr_t>(p) | validity}};
+      return new Node{q.hash, {0}, {word}};
     } catch (...) {
-      allocator_.free(slot);
+      versions_.discard_pnode(word);
       throw;
     }
   }
@@ -561,7 +378,7 @@ class SoftStringHashMap {
     if (!w.prev->compare_exchange_strong(expected,
                                          detail::make_word(fresh, detail::state_of(w.prev_word)),
                                          std::memory_order_acq_rel, std::memory_order_relaxed)) {
-      allocator_.free(pnode_of(fresh->current.load(std::memory_order_relaxed)));
+      versions_.discard_pnode(fresh->current.load(std::memory_order_relaxed));
       delete fresh;  // never published
       return false;
     }
@@ -570,221 +387,52 @@ class SoftStringHashMap {
     return true;
   }
 
-  // Listing 11 lines 30-33, by the inserter and helpers: commit the node (one fence), then
-  // "intention to insert" -> "inserted". A helper may come late, after a put replaced the node:
-  // it then commits the current version again, which stores what is there already.
-  static void complete_insert(Node* n) {
-    const std::uintptr_t c = pnode_word_of(n->current.load(std::memory_order_acquire));
-    pnode_of(c)->commit(validity_of(c));
-    std::uintptr_t word = n->next.load(std::memory_order_acquire);
-    while (detail::state_of(word) == detail::intend_to_insert) {
-      if (n->next.compare_exchange_weak(word, detail::make_word(node_of(word), detail::inserted),
-                                        std::memory_order_acq_rel, std::memory_order_acquire))
-        break;
-    }
-  }
-
-  // n's current word once no replacement is in flight (helping any it finds).
-  std::uintptr_t settled(Node* n) {
-    for (;;) {
-      const std::uintptr_t c = n->current.load(std::memory_order_acquire);
-      if (!is_replacing(c)) return c;
-      complete_replace(n, c);
-    }
-  }
-
-  // Replaces n's value if its current word is still the stable `c`: writes version+1 in a new
-  // persistent node, publishes the replacement, completes it. False (nothing changed) if `c` is
-  // no longer current.
+  static void complete_insert(Node* n) { V::complete_insert(n->next, n->current); }
+  std::uintptr_t settled(Node* n) { return versions_.settled(n->current); }
   bool try_replace(Node* n, std::uintptr_t c, const Probe& q, std::string_view k,
                    std::string_view v) {
-    const std::uint64_t version =
-        pnode_of(pnode_word_of(c))->version.load(std::memory_order_relaxed) + 1;
-    void* slot =
-        allocator_.allocate(pm::ChunkAllocator::block_size(sizeof(PNode) + k.size() + v.size()));
-    auto* p = static_cast<PNode*>(slot);
-    const bool validity = p->prepare_and_write(k, v, q.hash, version);
-    Version* r;
-    try {
-      r = new Version{reinterpret_cast<std::uintptr_t>(p) | validity, pnode_word_of(c),
-                      is_version(c) ? version_of(c) : nullptr};
-    } catch (...) {
-      allocator_.free(slot);
-      throw;
-    }
-    const std::uintptr_t replacing =
-        reinterpret_cast<std::uintptr_t>(r) | version_tag | replacing_tag;
-    std::uintptr_t expected = c;
-    if (!n->current.compare_exchange_strong(expected, replacing, std::memory_order_acq_rel,
-                                            std::memory_order_acquire)) {
-      allocator_.free(slot);  // never committed, never seen
-      delete r;
-      return false;
-    }
-    complete_replace(n, replacing);
-    return true;
+    return versions_.try_replace(n->current, c, q.hash, k, v);
   }
-
-  // By the replacer and helpers, one fence: the new version (v+1) made live and written back,
-  // and the version before the replaced one (v-1, the previous replacement's `old`, if any)
-  // marked deleted and written back. Whichever of these a crash keeps, the replaced version v is
-  // still live, so recovery finds v or v+1 as the highest live version. Then current -> stable;
-  // its one winner retires the previous record and v-1's block.
-  void complete_replace(Node* n, std::uintptr_t replacing) {
-    const Version* r = version_of(replacing);
-    pnode_of(r->fresh)->make_live(validity_of(r->fresh));
-    // The crash lab rarely reaches a crash that needs this write-back (a second replacement,
-    // a remove, then a crash); soft_string_recovery_sim_test.cpp kills its mutant.
-    if (r->previous != nullptr)
-      pnode_of(r->previous->old)->mark_deleted(validity_of(r->previous->old));
-    pm::fence();  // the one fence of a replacement
-    std::uintptr_t expected = replacing;
-    if (n->current.compare_exchange_strong(expected, replacing & ~replacing_tag,
-                                           std::memory_order_acq_rel, std::memory_order_acquire) &&
-        r->previous != nullptr) {
-      pm::ChunkAllocator* allocator = &allocator_;
-      domain_.retire(r->previous, [allocator](Version* dead) noexcept {
-        allocator->free(pnode_of(dead->old));
-        delete dead;
-      });
-    }
-  }
-
-  // A remove has won n (current frozen): "inserted" -> "intention to delete", the node durably
-  // deleted (one fence), -> "deleted". Run by the winner and by anyone who finds it. A version
-  // the key's last replacement left live is deleted durably first (its own fence): were the
-  // two deletions to share a fence, a crash could keep the newer one's alone and bring the
-  // older value back.
-  static void help_remove(Node* n) {
-    std::uintptr_t word = n->next.load(std::memory_order_acquire);
-    while (detail::state_of(word) == detail::inserted) {
-      if (n->next.compare_exchange_weak(word,
-                                        detail::make_word(node_of(word), detail::intend_to_delete),
-                                        std::memory_order_acq_rel, std::memory_order_acquire))
-        word = detail::make_word(node_of(word), detail::intend_to_delete);
-    }
-    if (detail::state_of(word) != detail::intend_to_delete) return;  // deleted already
-    const std::uintptr_t c = n->current.load(std::memory_order_acquire) & ~frozen_tag;
-    if (const std::uintptr_t pending = pending_of(c); pending != 0)
-      pnode_of(pending)->destroy(validity_of(pending));
-    const std::uintptr_t live = pnode_word_of(c);
-    pnode_of(live)->destroy(validity_of(live));
-    while (detail::state_of(word) == detail::intend_to_delete) {
-      if (n->next.compare_exchange_weak(word, detail::make_word(node_of(word), detail::deleted),
-                                        std::memory_order_acq_rel, std::memory_order_acquire))
-        break;
-    }
-  }
+  static void help_remove(Node* n) { V::help_remove(n->next, n->current); }
 
   // A node unlinked by its one successful trim: its persistent nodes are durably deleted; their
   // slots, its record and the node are freed once no pinned thread can still read them.
   void retire(Node* n) {
     pm::ChunkAllocator* allocator = &allocator_;
     domain_.retire(n, [allocator](Node* dead) noexcept {
-      const std::uintptr_t c = dead->current.load(std::memory_order_relaxed) & ~frozen_tag;
-      allocator->free(pnode_of(pnode_word_of(c)));
-      if (is_version(c)) {
-        allocator->free(pnode_of(version_of(c)->old));
-        delete version_of(c);
-      }
+      V::free_current(dead->current.load(std::memory_order_relaxed), allocator);
       delete dead;
     });
   }
 
-  // ---- recovery (§4.6 with the three additions of the header) ---------------------------------
-
-  struct Live {
-    std::size_t bucket;
-    std::uint64_t hash;
-    std::uint64_t version;
-    std::uintptr_t word;  // PNode* | pValidity
-  };
-
-  // Whether slot (of `size` bytes) holds a live node: flags, sizes within the block, checksum.
-  static bool live(const PNode* p, std::size_t size, std::string& body, std::uint64_t& hash) {
-    const std::uint8_t s = p->valid_start.load(std::memory_order_relaxed);
-    if (s != p->valid_end.load(std::memory_order_relaxed) ||
-        s == p->deleted.load(std::memory_order_relaxed))
-      return false;
-    const std::size_t ks = p->key_size.load(std::memory_order_relaxed);
-    const std::size_t vs = p->value_size.load(std::memory_order_relaxed);
-    if (ks > max_key_size || vs > max_value_size || sizeof(PNode) + ks + vs > size) return false;
-    body.resize(ks + vs);
-    pm::read(body.data(), p->bytes(), body.size());
-    hash = hash_of(std::string_view(body.data(), ks));
-    return p->checksum.load(std::memory_order_relaxed) ==
-           PNode::body_checksum(hash, p->version.load(std::memory_order_relaxed),
-                                std::string_view(body.data() + ks, vs));
-  }
-
-  // Quiescent, single-threaded, at open: scans every block, keeps the live ones, and of two live
-  // versions of one key (a replacement the crash interrupted) keeps the higher and durably deletes
-  // the other (else it would come back once the kept one is removed). Then links each bucket's
-  // nodes in (hash, key) order, all "inserted".
+  // Quiescent, single-threaded, at open: the live persistent nodes, one per key
+  // (SoftStringVersions::recover_live), each bucket's linked in (hash, key) order, all
+  // "inserted". The key bytes are read (from the pool) only on equal hashes.
   void recover() {
     const detail::Stopwatch clock;
-    std::vector<Live> found;
-    std::string body;
-    allocator_.recover([&](void* slot, std::size_t size) {
-      ++recovery_.slots_scanned;
-      auto* p = static_cast<PNode*>(slot);
-      std::uint64_t h = 0;
-      if (!live(p, size, body, h)) return false;
-      found.push_back({index_(h), h, p->version.load(std::memory_order_relaxed),
-                       reinterpret_cast<std::uintptr_t>(p) |
-                           (p->valid_start.load(std::memory_order_relaxed) != 0)});
-      return true;
-    });
-    // By bucket, then (hash, key) as the lists are ordered, then the highest version first. The
-    // key bytes are read (from the pool, through pm::read below) only on equal hashes.
     std::string ka, kb;
-    std::sort(found.begin(), found.end(), [&](const Live& a, const Live& b) {
-      if (a.bucket != b.bucket) return a.bucket < b.bucket;
-      if (a.hash != b.hash) return a.hash < b.hash;
-      read_key(pnode_of(a.word), ka);
-      read_key(pnode_of(b.word), kb);
-      if (ka != kb) return ka < kb;
-      return a.version > b.version;
-    });
-    bool wrote = false;
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < found.size(); ++i) {
-      if (i > 0 && found[i].hash == found[kept - 1].hash) {
-        read_key(pnode_of(found[i].word), ka);
-        read_key(pnode_of(found[kept - 1].word), kb);
-        // The crash lab rarely reaches this (a crash between a replacement's fences, then a
-        // remove of that key, then a crash): soft_string_recovery_sim_test.cpp kills the
-        // mutants of this flush and the fence below.
-        if (ka == kb) {  // an older version of the key kept just before
-          ++recovery_.duplicate_keys;
-          PNode* p = pnode_of(found[i].word);
-          p->deleted.store(static_cast<std::uint8_t>(validity_of(found[i].word)),
-                           std::memory_order_release);
-          pm::flush(p);
-          wrote = true;
-          allocator_.free(p);
-          continue;
-        }
-      }
-      found[kept++] = found[i];
-    }
-    if (wrote) pm::fence();  // the older versions are durably deleted before any operation
-    found.resize(kept);
+    const std::vector<V::Live> found = versions_.recover_live(
+        recovery_, [this](std::uint64_t h, std::string_view) { return index_(h); },
+        [&](const V::Live& a, const V::Live& b) {
+          if (a.hash != b.hash) return a.hash < b.hash;
+          read_key(pnode_of(a.word), ka);
+          read_key(pnode_of(b.word), kb);
+          return ka < kb;
+        });
     // Each bucket's run, linked back to front so that it ends up in ascending order.
     for (std::size_t i = found.size(); i-- > 0;) {
-      std::atomic<std::uintptr_t>& head = buckets_[found[i].bucket];
+      std::atomic<std::uintptr_t>& head = buckets_[found[i].order];
       auto* n = new Node{found[i].hash, {head.load(std::memory_order_relaxed)}, {found[i].word}};
       head.store(detail::make_word(n, detail::inserted), std::memory_order_relaxed);
     }
-    counts_[0].value.store(static_cast<std::int64_t>(kept), std::memory_order_relaxed);
-    recovery_.live_slots = kept;
-    recovery_.freed_slots = recovery_.slots_scanned - kept;
+    counts_[0].value.store(static_cast<std::int64_t>(found.size()), std::memory_order_relaxed);
     recovery_.seconds = clock.seconds();
   }
 
   pm::Pool& pool_;
   pm::ChunkAllocator& allocator_;
   reclaim::EpochDomain domain_;
+  V versions_{name, allocator_, domain_};
   std::size_t bucket_count_ = 0;
   BucketIndex index_;
   std::unique_ptr<std::atomic<std::uintptr_t>[]> buckets_;
