@@ -14,6 +14,7 @@
 #include "pmds/linkfree_soft/soft_list.hpp"
 #include "pmds/linkfree_soft/soft_skiplist.hpp"
 #include "pmds/linkfree_soft/soft_string_hash_map.hpp"
+#include "pmds/linkfree_soft/soft_string_skiplist.hpp"
 #include "pmds/open.hpp"
 #include "pmds/range.hpp"
 
@@ -27,7 +28,8 @@ using SoftHashSet = linkfree_soft::SoftHashSet<>;            // hash/soft
 using SoftSkipList = linkfree_soft::SoftSkipList<>;          // skiplist/soft
 // Byte-string keys and values (pmds::ByteStringMap) on SOFT's technique: one psync per insert and
 // replacement and remove; update(key, fn) is an atomic read-modify-write.
-using SoftStringHashMap = linkfree_soft::SoftStringHashMap;  // hash-bytes/soft
+using SoftStringHashMap = linkfree_soft::SoftStringHashMap;    // hash-bytes/soft
+using SoftStringSkipList = linkfree_soft::SoftStringSkipList;  // skiplist-bytes/soft
 
 /// Durable on return; 8-byte keys and values, hashed; link-free (seed 000 §3).
 using DurableHashMap = LinkFreeHashSet;
@@ -35,6 +37,8 @@ using DurableHashMap = LinkFreeHashSet;
 using DurableOrderedMap = SoftSkipList;
 /// Durable on return; byte strings, hashed, update(); SOFT (seed 000 §4).
 using DurableStringHashMap = SoftStringHashMap;
+/// Durable on return; byte strings, ordered, range and scan, update(); SOFT (seed 000 §4).
+using DurableStringOrderedMap = SoftStringSkipList;
 
 template <>
 inline constexpr std::string_view pool_layout<LinkFreeList> = "list/linkfree";
@@ -50,5 +54,7 @@ template <>
 inline constexpr std::string_view pool_layout<SoftSkipList> = "skiplist/soft";
 template <>
 inline constexpr std::string_view pool_layout<SoftStringHashMap> = "hash-bytes/soft";
+template <>
+inline constexpr std::string_view pool_layout<SoftStringSkipList> = "skiplist-bytes/soft";
 
 }  // namespace pmds

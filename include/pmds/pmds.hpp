@@ -56,7 +56,8 @@
 //
 // The names, each defined in its family's header:
 //   DurableHashMap (LinkFreeHashSet), DurableOrderedMap (SoftSkipList),
-//   DurableStringHashMap (SoftStringHashMap)                            pmds/linkfree_soft.hpp
+//   DurableStringHashMap (SoftStringHashMap),
+//   DurableStringOrderedMap (SoftStringSkipList)                        pmds/linkfree_soft.hpp
 //   BufferedHashMap (MontageHashMap),
 //   BufferedStringHashMap (MontageByteStringHashMap)                    pmds/montage.hpp
 //   BufferedOrderedMap (InCLLMasstree),

@@ -132,6 +132,10 @@ using Registered = TypeList<
              factories::FixedSizeStringsOf<factories::Montage<montage::ByteStringSkipList<>>>,
              "skiplist/montage over byte-string keys and values in byte order, each key and "
              "value written as --key-size and --value-size bytes (default 8)">,
+    Describe<"skiplist-bytes/soft", Kind::map,
+             factories::FixedSizeStringsOf<factories::Plain<linkfree_soft::SoftStringSkipList>>,
+             "skiplist/soft over byte-string keys and values in byte order: durable on return, "
+             "one psync per insert, replacement and remove (--key-size and --value-size bytes)">,
     // Natarajan-Mittal external binary search tree (algo/natarajan_mittal_bst.hpp)
     Describe<"bst/transient", Kind::map,
              factories::Plain<algo::NatarajanMittalTree<algo::transient>>,

@@ -91,12 +91,12 @@ class PublicApi : public ::testing::Test {};
 using Aliases = ::testing::Types<
     LinkFreeList, LinkFreeHashSet, LinkFreeSkipList, SoftList, SoftHashSet, SoftSkipList,
     MontageHashMap, MontageSkipList, MontageTree, MontageSplitOrderedHashMap, MontageQueue,
-    SoftStringHashMap, MontageByteStringHashMap, MontageByteStringSkipList, InCLLMasstree,
-    LoggingMasstree, InCLLStringMasstree, LoggingStringMasstree, MirrorList, MirrorHashSet,
-    MirrorSkipList, MirrorTree, MirrorQueue, MirrorStack, MirrorAtomicFloat, IzraelevitzList,
-    IzraelevitzHashSet, IzraelevitzSkipList, IzraelevitzTree, IzraelevitzQueue, IzraelevitzStack,
-    IzraelevitzAtomicFloat, PBCombStack, PBCombQueue, PBCombHeap, PBCombAtomicFloat, PWFCombStack,
-    PWFCombQueue, PWFCombHeap, PWFCombAtomicFloat>;
+    SoftStringHashMap, SoftStringSkipList, MontageByteStringHashMap, MontageByteStringSkipList,
+    InCLLMasstree, LoggingMasstree, InCLLStringMasstree, LoggingStringMasstree, MirrorList,
+    MirrorHashSet, MirrorSkipList, MirrorTree, MirrorQueue, MirrorStack, MirrorAtomicFloat,
+    IzraelevitzList, IzraelevitzHashSet, IzraelevitzSkipList, IzraelevitzTree, IzraelevitzQueue,
+    IzraelevitzStack, IzraelevitzAtomicFloat, PBCombStack, PBCombQueue, PBCombHeap,
+    PBCombAtomicFloat, PWFCombStack, PWFCombQueue, PWFCombHeap, PWFCombAtomicFloat>;
 TYPED_TEST_SUITE(PublicApi, Aliases);
 
 TYPED_TEST(PublicApi, CreatesClosesSurvivesSigkillAndRecovers) {
@@ -176,6 +176,8 @@ TEST(PublicApiContracts, EachNameKeepsItsPromise) {
                 Scannable<DurableOrderedMap>);
   static_assert(DurableStringHashMap::criterion == Criterion::durable &&
                 ByteStringMap<DurableStringHashMap>);
+  static_assert(DurableStringOrderedMap::criterion == Criterion::durable &&
+                ByteStringMap<DurableStringOrderedMap>);
   static_assert(BufferedHashMap::criterion == Criterion::buffered && Map<BufferedHashMap> &&
                 Syncable<BufferedHashMap>);
   static_assert(BufferedOrderedMap::criterion == Criterion::buffered &&

@@ -1,11 +1,12 @@
 // labels: concurrent memory
-// SoftStringHashMap (hash-bytes/soft, linkfree_soft/soft_string_hash_map.hpp) on the hardware
-// backend: keys and values of any bytes and sizes up to the limits; sizes over them and a full
-// pool change nothing; a random run against a model across reopens; update() as an atomic
-// read-modify-write under threads; concurrent puts and removes that readers only ever see whole;
-// a process killed by SIGKILL keeps every completed operation; and recovery's rule for two live
-// versions of one key (a replacement a crash interrupted): the higher is kept and the lower is
-// durably deleted, so it cannot come back after the key is removed.
+// SOFT's byte-string maps on the hardware backend, each test run on both: SoftStringHashMap
+// (hash-bytes/soft) and SoftStringSkipList (skiplist-bytes/soft, ordered; its order, scan and
+// range have tests of their own below): keys and values of any bytes and sizes up to the limits;
+// sizes over them and a full pool change nothing; a random run against a model across reopens;
+// update() as an atomic read-modify-write under threads; concurrent puts and removes that readers
+// only ever see whole; a process killed by SIGKILL keeps every completed operation; and recovery's
+// rule for two live versions of one key (a replacement a crash interrupted): the higher is kept and
+// the lower is durably deleted, so it cannot come back after the key is removed.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -18,27 +19,32 @@
 #include <vector>
 
 #include "pmds/linkfree_soft/soft_string_hash_map.hpp"
+#include "pmds/linkfree_soft/soft_string_skiplist.hpp"
 #include "pmds/pm/pool.hpp"
 #include "pool/pool_test_util.hpp"
 
 namespace {
 
 using namespace pmds;
-using Map = linkfree_soft::SoftStringHashMap;
 using Model = std::map<std::string, std::string>;
 using pool_test::in_child_killed_by_sigkill;
 using pool_test::TempPath;
 
 constexpr std::size_t kPoolSize = 64u << 20;
 
-class SoftStringHashMapTest : public ::testing::Test {
+template <class Map>
+class SoftStringMapTest : public ::testing::Test {
  protected:
-  // A small table, so that buckets hold several keys.
-  Map& create(std::size_t buckets = 64) {
+  // The hash map with a small table, so that buckets hold several keys.
+  Map& create(std::size_t buckets = 64) { return create_in(kPoolSize, buckets); }
+  Map& create_in(std::size_t pool_size, std::size_t buckets) {
     map_.reset();
     pool_.reset();
-    pool_ = std::make_unique<pm::Pool>(pm::Pool::create(path_.str(), kPoolSize, Map::name));
-    map_ = std::make_unique<Map>(create_new, *pool_, buckets);
+    pool_ = std::make_unique<pm::Pool>(pm::Pool::create(path_.str(), pool_size, Map::name));
+    if constexpr (std::is_constructible_v<Map, CreateTag, pm::Pool&, std::size_t>)
+      map_ = std::make_unique<Map>(create_new, *pool_, buckets);
+    else
+      map_ = std::make_unique<Map>(create_new, *pool_);
     return *map_;
   }
   // Closes the map and pool (cleanly) and opens them again: recovery runs.
@@ -57,13 +63,17 @@ class SoftStringHashMapTest : public ::testing::Test {
     return out;
   }
 
-  TempPath path_{"soft_string_hash_map.pool"};
+  TempPath path_{"soft_string_map.pool"};
   std::unique_ptr<pm::Pool> pool_;
   std::unique_ptr<Map> map_;
 };
 
-TEST_F(SoftStringHashMapTest, KeysAndValuesOfAnyBytesComeBackWhole) {
-  Map& m = create();
+using Maps = ::testing::Types<linkfree_soft::SoftStringHashMap, linkfree_soft::SoftStringSkipList>;
+TYPED_TEST_SUITE(SoftStringMapTest, Maps);
+
+TYPED_TEST(SoftStringMapTest, KeysAndValuesOfAnyBytesComeBackWhole) {
+  using Map = TypeParam;
+  Map& m = this->create();
   Model model;
   const std::vector<std::string> keys = {
       "",   std::string(1, '\0'), std::string(2, '\0'), "a",
@@ -76,7 +86,7 @@ TEST_F(SoftStringHashMapTest, KeysAndValuesOfAnyBytesComeBackWhole) {
     model[k] = v;
     ++i;
   }
-  EXPECT_EQ(contents(), model);
+  EXPECT_EQ(this->contents(), model);
   EXPECT_EQ(m.size(), keys.size());
   std::string out = "unchanged";
   EXPECT_FALSE(m.get("absent", out));
@@ -85,14 +95,15 @@ TEST_F(SoftStringHashMapTest, KeysAndValuesOfAnyBytesComeBackWhole) {
   EXPECT_EQ(out, model["abcdefgh"]);
   EXPECT_FALSE(m.insert("a", "other"));  // insert never replaces
   EXPECT_EQ(m.get("a"), model["a"]);
-  reopen();
-  EXPECT_EQ(contents(), model);
-  EXPECT_EQ(map_->size(), keys.size());
-  EXPECT_EQ(map_->recovery_stats().live_slots, keys.size());
+  this->reopen();
+  EXPECT_EQ(this->contents(), model);
+  EXPECT_EQ(this->map_->size(), keys.size());
+  EXPECT_EQ(this->map_->recovery_stats().live_slots, keys.size());
 }
 
-TEST_F(SoftStringHashMapTest, SizesOverTheLimitsAreRejectedAndChangeNothing) {
-  Map& m = create();
+TYPED_TEST(SoftStringMapTest, SizesOverTheLimitsAreRejectedAndChangeNothing) {
+  using Map = TypeParam;
+  Map& m = this->create();
   ASSERT_TRUE(m.put("k", "v"));
   const std::string long_key(Map::max_key_size + 1, 'k');
   const std::string long_value(Map::max_value_size + 1, 'v');
@@ -101,15 +112,16 @@ TEST_F(SoftStringHashMapTest, SizesOverTheLimitsAreRejectedAndChangeNothing) {
   EXPECT_THROW(m.get(long_key), Error);
   EXPECT_THROW(m.remove(long_key), Error);
   EXPECT_THROW(m.update("k", [&](auto) { return std::optional<std::string>(long_value); }), Error);
-  EXPECT_EQ(contents(), (Model{{"k", "v"}}));
+  EXPECT_EQ(this->contents(), (Model{{"k", "v"}}));
 }
 
-TEST_F(SoftStringHashMapTest, ARandomRunMatchesAModelAcrossReopens) {
-  create(16);
+TYPED_TEST(SoftStringMapTest, ARandomRunMatchesAModelAcrossReopens) {
+  using Map = TypeParam;
+  this->create(16);
   Model model;
   std::mt19937_64 rng(7);
   for (int round = 0; round < 4; ++round) {
-    Map& m = *map_;
+    Map& m = *this->map_;
     for (int i = 0; i < 3000; ++i) {
       const std::string k = "key" + std::to_string(rng() % 300);
       const std::string v(rng() % 3 == 0 ? rng() % 3000 : rng() % 40,
@@ -141,20 +153,21 @@ TEST_F(SoftStringHashMapTest, ARandomRunMatchesAModelAcrossReopens) {
         }
       }
     }
-    EXPECT_EQ(contents(), model);
+    EXPECT_EQ(this->contents(), model);
     EXPECT_EQ(m.size(), model.size());
-    reopen();
-    EXPECT_EQ(contents(), model) << "after reopen " << round;
+    this->reopen();
+    EXPECT_EQ(this->contents(), model) << "after reopen " << round;
     // At most one older version per key: the one its last replacement left live.
-    EXPECT_LE(map_->recovery_stats().duplicate_keys, model.size());
+    EXPECT_LE(this->map_->recovery_stats().duplicate_keys, model.size());
   }
   // update's fn may decline: nothing is written.
-  EXPECT_FALSE(map_->update("key1", [](auto) { return std::optional<std::string>(); }));
-  EXPECT_EQ(contents(), model);
+  EXPECT_FALSE(this->map_->update("key1", [](auto) { return std::optional<std::string>(); }));
+  EXPECT_EQ(this->contents(), model);
 }
 
-TEST_F(SoftStringHashMapTest, UpdateIsAnAtomicReadModifyWriteAcrossThreads) {
-  Map& m = create(4);
+TYPED_TEST(SoftStringMapTest, UpdateIsAnAtomicReadModifyWriteAcrossThreads) {
+  using Map = TypeParam;
+  Map& m = this->create(4);
   constexpr int kThreads = 4, kPerThread = 1500, kKeys = 5;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -170,18 +183,19 @@ TEST_F(SoftStringHashMapTest, UpdateIsAnAtomicReadModifyWriteAcrossThreads) {
   }
   for (std::thread& t : threads) t.join();
   long long total = 0;
-  for (const auto& [k, v] : contents()) total += std::stoll(v);
+  for (const auto& [k, v] : this->contents()) total += std::stoll(v);
   EXPECT_EQ(total, kThreads * kPerThread);  // no increment lost, none applied twice
-  reopen();
+  this->reopen();
   total = 0;
-  for (const auto& [k, v] : contents()) total += std::stoll(v);
+  for (const auto& [k, v] : this->contents()) total += std::stoll(v);
   EXPECT_EQ(total, kThreads * kPerThread);
 }
 
 // Writers put and remove a few keys with values that carry their own check (a length and a
 // repeated byte); readers must only ever see absent or a whole value.
-TEST_F(SoftStringHashMapTest, ReadersSeeWholeValuesWhileWritersPutAndRemove) {
-  Map& m = create(2);
+TYPED_TEST(SoftStringMapTest, ReadersSeeWholeValuesWhileWritersPutAndRemove) {
+  using Map = TypeParam;
+  Map& m = this->create(2);
   std::atomic<bool> stop{false};
   std::atomic<int> bad{0};
   const auto value_of = [](int n) {
@@ -215,36 +229,34 @@ TEST_F(SoftStringHashMapTest, ReadersSeeWholeValuesWhileWritersPutAndRemove) {
   stop = true;
   threads[2].join();
   EXPECT_EQ(bad.load(), 0);
-  const Model before = contents();
+  const Model before = this->contents();
   EXPECT_EQ(m.size(), before.size());
-  reopen();
-  EXPECT_EQ(contents(), before);
+  this->reopen();
+  EXPECT_EQ(this->contents(), before);
 }
 
-TEST_F(SoftStringHashMapTest, AProcessKilledBySigkillKeepsEveryCompletedOperation) {
-  create(32);
+TYPED_TEST(SoftStringMapTest, AProcessKilledBySigkillKeepsEveryCompletedOperation) {
+  using Map = TypeParam;
+  this->create(32);
   Model model;
   for (int i = 0; i < 400; ++i) model["key" + std::to_string(i)] = std::string(i % 200, 'x');
   for (int i = 0; i < 400; i += 3) model["key" + std::to_string(i)] = "replaced";
   for (int i = 0; i < 400; i += 7) model.erase("key" + std::to_string(i));
   in_child_killed_by_sigkill([&] {
-    Map& m = *map_;
+    Map& m = *this->map_;
     for (int i = 0; i < 400; ++i) m.put("key" + std::to_string(i), std::string(i % 200, 'x'));
     for (int i = 0; i < 400; i += 3) m.put("key" + std::to_string(i), "replaced");
     for (int i = 0; i < 400; i += 7) m.remove("key" + std::to_string(i));
   });
   // The parent's map is stale (the child wrote the pool): drop it without a clean close's help.
-  reopen();
-  EXPECT_EQ(contents(), model);
+  this->reopen();
+  EXPECT_EQ(this->contents(), model);
 }
 
-TEST_F(SoftStringHashMapTest, AFullPoolThrowsAndLosesNothing) {
+TYPED_TEST(SoftStringMapTest, AFullPoolThrowsAndLosesNothing) {
+  using Map = TypeParam;
   // A pool that cannot grow: 1 MiB chunks, a few of them.
-  map_.reset();
-  pool_.reset();
-  pool_ = std::make_unique<pm::Pool>(pm::Pool::create(path_.str(), 8u << 20, Map::name));
-  map_ = std::make_unique<Map>(create_new, *pool_, 64);
-  Map& m = *map_;
+  Map& m = this->create_in(8u << 20, 64);
   Model model;
   const std::string big(4000, 'b');
   int i = 0;
@@ -265,49 +277,142 @@ TEST_F(SoftStringHashMapTest, AFullPoolThrowsAndLosesNothing) {
   // A remove needs none.
   EXPECT_TRUE(m.remove("key1"));
   model.erase("key1");
-  EXPECT_EQ(contents(), model);
-  reopen();
-  EXPECT_EQ(contents(), model);
+  EXPECT_EQ(this->contents(), model);
+  this->reopen();
+  EXPECT_EQ(this->contents(), model);
 }
 
 // A replacement leaves the replaced version live in the pool until the key's next write (one
 // fence per put), so a close right after one leaves two live versions of the key. Recovery keeps
 // the higher and deletes the other durably: it must not come back once the key is removed.
-TEST_F(SoftStringHashMapTest, OfTwoLiveVersionsRecoveryKeepsTheHigherAndDeletesTheOther) {
-  Map& m = create();
+TYPED_TEST(SoftStringMapTest, OfTwoLiveVersionsRecoveryKeepsTheHigherAndDeletesTheOther) {
+  using Map = TypeParam;
+  Map& m = this->create();
   ASSERT_TRUE(m.put("key", "old"));
   ASSERT_FALSE(m.put("key", "new"));
   ASSERT_TRUE(m.put("other", "x"));
-  Map& r = reopen();  // a clean close deletes nothing: the same state as a crash
+  Map& r = this->reopen();  // a clean close deletes nothing: the same state as a crash
   EXPECT_EQ(r.recovery_stats().duplicate_keys, 1u);
-  EXPECT_EQ(contents(), (Model{{"key", "new"}, {"other", "x"}}));
+  EXPECT_EQ(this->contents(), (Model{{"key", "new"}, {"other", "x"}}));
   ASSERT_TRUE(r.remove("key"));
-  Map& again = reopen();
+  Map& again = this->reopen();
   EXPECT_EQ(again.recovery_stats().duplicate_keys, 0u);
-  EXPECT_EQ(contents(), (Model{{"other", "x"}}));  // the old version did not come back
+  EXPECT_EQ(this->contents(), (Model{{"other", "x"}}));  // the old version did not come back
 }
 
 // Replaced, replaced again, removed: each write deletes what the one before left live.
-TEST_F(SoftStringHashMapTest, ARemoveAfterReplacementsLeavesNoVersionBehind) {
-  Map& m = create();
+TYPED_TEST(SoftStringMapTest, ARemoveAfterReplacementsLeavesNoVersionBehind) {
+  using Map = TypeParam;
+  Map& m = this->create();
   for (int i = 0; i < 5; ++i) m.put("key", "v" + std::to_string(i));
   ASSERT_TRUE(m.remove("key"));
-  Map& r = reopen();
+  Map& r = this->reopen();
   EXPECT_EQ(r.recovery_stats().duplicate_keys, 0u);
   EXPECT_EQ(r.recovery_stats().live_slots, 0u);
-  EXPECT_EQ(contents(), Model{});
+  EXPECT_EQ(this->contents(), Model{});
 }
 
-TEST_F(SoftStringHashMapTest, AForeignOrDamagedRootIsRefused) {
-  create();
-  map_.reset();
-  pool_.reset();
-  auto pool = pm::Pool::open(path_.str(), Map::name);
-  pool.root(1).store(0);  // the bucket count
+TYPED_TEST(SoftStringMapTest, AForeignOrDamagedRootIsRefused) {
+  using Map = TypeParam;
+  this->create();
+  this->map_.reset();
+  this->pool_.reset();
+  auto pool = pm::Pool::open(this->path_.str(), Map::name);
+  if constexpr (std::is_same_v<Map, linkfree_soft::SoftStringHashMap>)
+    pool.root(1).store(0);  // the bucket count
+  else
+    pool.root(0).store(0);  // the tag
   EXPECT_THROW(Map(open_existing, pool), PoolError);
-  auto other = pm::Pool::create(path_.str() + "2", kPoolSize, Map::name);
+  auto other = pm::Pool::create(this->path_.str() + "2", kPoolSize, Map::name);
   EXPECT_THROW(Map(open_existing, other), PoolError);  // no map in it
-  ::unlink((path_.str() + "2").c_str());
+  ::unlink((this->path_.str() + "2").c_str());
+}
+
+// ---- The ordered map: byte order, scan and range --------------------------------------------
+
+class SoftStringSkipListOrderTest : public SoftStringMapTest<linkfree_soft::SoftStringSkipList> {
+ protected:
+  std::vector<std::string> scanned_keys(std::string_view from, std::size_t max_count) {
+    std::vector<std::string> out;
+    map_->scan(from, max_count, [&](std::string_view k, std::string_view) { out.emplace_back(k); });
+    return out;
+  }
+};
+
+// Keys that a slice of their first 8 bytes cannot tell apart (shared prefixes, zero bytes,
+// lengths around 8) and bytes over 0x7f, which byte order puts after ASCII: scan, range and
+// for_each return them in std::string's order (unsigned bytes), before and after a reopen.
+TEST_F(SoftStringSkipListOrderTest, KeysComeInByteOrder) {
+  auto& m = create();
+  Model model;
+  std::mt19937_64 rng(3);
+  const std::vector<std::string> prefixes = {"",        std::string(1, '\0'), "abcdefgh",
+                                             "abcdefg", "\xff\xfe",           "zz"};
+  for (int i = 0; i < 2000; ++i) {
+    std::string k = prefixes[rng() % prefixes.size()];
+    const std::size_t extra = rng() % 12;
+    for (std::size_t j = 0; j < extra; ++j) k.push_back(static_cast<char>(rng() % 4 * 0x55));
+    const std::string v = std::to_string(i);
+    if (rng() % 4 == 0) {
+      EXPECT_EQ(m.remove(k), model.erase(k) == 1);
+    } else {
+      m.put(k, v);
+      model[k] = v;
+    }
+  }
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : model) keys.push_back(k);
+  EXPECT_EQ(scanned_keys("", keys.size() + 1), keys);
+  Model ranged;
+  for (const auto& [k, v] : m.range()) EXPECT_TRUE(ranged.emplace(k, v).second) << k;
+  EXPECT_EQ(ranged, model);
+  reopen();
+  EXPECT_EQ(contents(), model);
+  EXPECT_EQ(scanned_keys("", keys.size() + 1), keys);
+  // From a key in the middle, absent or present, and a bounded range.
+  const std::string& mid = keys[keys.size() / 2];
+  EXPECT_EQ(scanned_keys(mid, 10), std::vector<std::string>(keys.begin() + keys.size() / 2,
+                                                            keys.begin() + keys.size() / 2 + 10));
+  const std::string after_mid = mid + std::string(1, '\0');  // absent: the next key follows
+  EXPECT_EQ(scanned_keys(after_mid, 1).front(), keys[keys.size() / 2 + 1]);
+  std::vector<std::string> bounded;
+  for (const auto& [k, v] : map_->range(keys[10], keys[20])) bounded.push_back(k);
+  EXPECT_EQ(bounded, std::vector<std::string>(keys.begin() + 10, keys.begin() + 20));
+}
+
+// A range read while writers replace and remove other keys: the keys present throughout come
+// once each and in order, each with a whole value.
+TEST_F(SoftStringSkipListOrderTest, ARangeWhileOthersWriteSeesTheStableKeysInOrder) {
+  auto& m = create();
+  for (int i = 0; i < 300; ++i) m.put("stable" + std::to_string(1000 + i), std::string(50, 's'));
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    std::mt19937_64 rng(5);
+    while (!stop.load()) {
+      const std::string k = "stable" + std::to_string(1000 + rng() % 300) + "x";
+      if (rng() % 2 == 0)
+        m.put(k, std::string(rng() % 200, 'w'));
+      else
+        m.remove(k);
+    }
+  });
+  for (int round = 0; round < 20; ++round) {
+    std::string last;
+    int stable = 0;
+    for (const auto& [k, v] : m.range()) {
+      EXPECT_LT(last, k);
+      last = k;
+      if (k.back() != 'x') {
+        ++stable;
+        EXPECT_EQ(v, std::string(50, 's'));
+      } else {
+        EXPECT_TRUE(v.empty() || v.find_first_not_of('w') == std::string::npos);
+      }
+    }
+    EXPECT_EQ(stable, 300);
+  }
+  stop = true;
+  writer.join();
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // labels: memory
-// SoftStringHashMap's recovery under the simulated Px86 backend: what the crash lab reaches only
-// rarely. A replacement leaves the replaced version live until the key's next write, so a crash
-// (or a close) after one leaves two live versions of the key; recovery keeps the higher and must
-// make the other's deletion durable before any operation, or a later remove of the key (by any
+// The SOFT string maps' recovery (detail/soft_string_versions.hpp, shared by SoftStringHashMap
+// and SoftStringSkipList, each tested) under the simulated Px86 backend: what the crash lab reaches
+// only rarely. A replacement leaves the replaced version live until the key's next write, so a
+// crash (or a close) after one leaves two live versions of the key; recovery keeps the higher and
+// must make the other's deletion durable before any operation, or a later remove of the key (by any
 // thread) followed by a crash brings the old value back. Here the key is removed by another
 // thread than recovery's (whose fence does not cover recovery's flushes), and the image of a
 // crash right after keeps only what is certainly durable.
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "pmds/linkfree_soft/soft_string_hash_map.hpp"
+#include "pmds/linkfree_soft/soft_string_skiplist.hpp"
 #include "pool/crash_image_util.hpp"
 #include "pool/pool_test_util.hpp"
 
@@ -21,21 +23,30 @@ namespace {
 
 namespace pm = pmds::pm;
 namespace sim = pmds::pm::sim;
-using Map = pmds::linkfree_soft::SoftStringHashMap;
-using PNode = pmds::linkfree_soft::detail::SoftStringPNode;
 
 static_assert(pm::backend == pm::Backend::simulated);
 
 constexpr std::size_t kPoolSize = pm::Pool::min_size() + (std::size_t{3} << 20);
 
+template <class Map>
 std::map<std::string, std::string> contents(Map& m) {
   std::map<std::string, std::string> out;
   m.for_each([&](std::string_view k, std::string_view v) { out.emplace(k, v); });
   return out;
 }
 
+// A map with a few buckets (the hash map) or none (the ordered one).
+template <class Map>
+Map make(pm::Pool& pool) {
+  if constexpr (std::is_constructible_v<Map, pmds::CreateTag, pm::Pool&, std::size_t>)
+    return Map(pmds::create_new, pool, 16);
+  else
+    return Map(pmds::create_new, pool);
+}
+
 // The map recovered from the image of a crash at `snap` that keeps only what is certainly
 // durable.
+template <class Map>
 std::map<std::string, std::string> contents_after_a_crash(const sim::Snapshot& snap, void* base,
                                                           const std::string& path) {
   pool_test::write_crash_image(snap, base, path, sim::ImageKind::minimum, 0);
@@ -44,11 +55,18 @@ std::map<std::string, std::string> contents_after_a_crash(const sim::Snapshot& s
   return contents(m);
 }
 
-TEST(SoftStringRecovery, AnOlderVersionDeletedAtRecoveryStaysDeletedAfterACrash) {
+template <class Map>
+class SoftStringRecovery : public ::testing::Test {};
+using Maps = ::testing::Types<pmds::linkfree_soft::SoftStringHashMap,
+                              pmds::linkfree_soft::SoftStringSkipList>;
+TYPED_TEST_SUITE(SoftStringRecovery, Maps);
+
+TYPED_TEST(SoftStringRecovery, AnOlderVersionDeletedAtRecoveryStaysDeletedAfterACrash) {
+  using Map = TypeParam;
   pool_test::TempPath path("soft_string_sim_rec");
   {
     auto pool = pm::Pool::create(path.str(), kPoolSize, Map::name);
-    Map m(pmds::create_new, pool, 16);
+    Map m = make<Map>(pool);
     ASSERT_TRUE(m.put("key", "old value"));
     ASSERT_FALSE(m.put("key", "new value"));
     ASSERT_TRUE(m.put("other", "stays"));
@@ -66,7 +84,7 @@ TEST(SoftStringRecovery, AnOlderVersionDeletedAtRecoveryStaysDeletedAfterACrash)
     std::thread([&] { EXPECT_TRUE(m.remove("key")); }).join();
     snap = sim::snapshot();
   }
-  EXPECT_EQ(contents_after_a_crash(*snap, base, path.str()),
+  EXPECT_EQ(contents_after_a_crash<Map>(*snap, base, path.str()),
             (std::map<std::string, std::string>{{"other", "stays"}}))
       << "the older version came back";
 }
@@ -74,14 +92,15 @@ TEST(SoftStringRecovery, AnOlderVersionDeletedAtRecoveryStaysDeletedAfterACrash)
 // A second replacement deletes, within its own fence, the version the first one left live
 // (v0 here); a remove then deletes the rest. The image of a crash right after the remove must
 // hold no live version of the key, v0 included (its slot is not reused here, so its bytes stay).
-TEST(SoftStringRecovery, AVersionTwoReplacementsBackStaysDeletedAfterARemove) {
+TYPED_TEST(SoftStringRecovery, AVersionTwoReplacementsBackStaysDeletedAfterARemove) {
+  using Map = TypeParam;
   pool_test::TempPath path("soft_string_sim_chain");
   std::optional<sim::Snapshot> snap;
   void* base = nullptr;
   {
     auto pool = pm::Pool::create(path.str(), kPoolSize, Map::name);
     base = pool.base();
-    Map m(pmds::create_new, pool, 16);
+    Map m = make<Map>(pool);
     ASSERT_TRUE(m.put("other", "stays"));
     ASSERT_TRUE(m.put("key", "v0"));
     ASSERT_FALSE(m.put("key", "v1"));
@@ -89,7 +108,7 @@ TEST(SoftStringRecovery, AVersionTwoReplacementsBackStaysDeletedAfterARemove) {
     ASSERT_TRUE(m.remove("key"));
     snap = sim::snapshot();
   }
-  EXPECT_EQ(contents_after_a_crash(*snap, base, path.str()),
+  EXPECT_EQ(contents_after_a_crash<Map>(*snap, base, path.str()),
             (std::map<std::string, std::string>{{"other", "stays"}}))
       << "an older version came back";
 }

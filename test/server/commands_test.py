@@ -42,10 +42,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_harness as h  # noqa: E402
 from server_harness import ErrorReply, RawConn  # noqa: E402
 
-ORDERED = {"skiplist-bytes/montage", "masstree-bytes/incll"}
+ORDERED = {"skiplist-bytes/soft", "skiplist-bytes/montage", "masstree-bytes/incll"}
 # The maps whose keys and values have a size limit (1 KiB keys, about 7 KiB values).
-SIZE_LIMITED = {"hash-bytes/montage", "skiplist-bytes/montage", "hash-bytes/soft"}
-DURABLE = {"hash-bytes/soft"}  # the rest are buffered
+SIZE_LIMITED = {"hash-bytes/montage", "skiplist-bytes/montage", "hash-bytes/soft",
+                "skiplist-bytes/soft"}
+DURABLE = {"hash-bytes/soft", "skiplist-bytes/soft"}  # the rest are buffered
 NOT_INTEGER = "ERR value is not an integer or out of range"
 OVERFLOW = "ERR increment or decrement would overflow"
 

@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_harness as h  # noqa: E402
 
 WRITERS = 4
-DURABLE = {"hash-bytes/soft"}  # durably linearizable: every acknowledged write survives a kill
+DURABLE = {"hash-bytes/soft", "skiplist-bytes/soft"}  # durably linearizable: every acknowledged write survives a kill
 KEYS_PER_WRITER = 4
 WAITAOF_EVERY = 50
 

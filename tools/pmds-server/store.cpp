@@ -73,15 +73,17 @@ constexpr std::string_view incll_loss =
 }  // namespace
 
 std::vector<std::string_view> servable_structures() {
-  return {pool_layout<SoftStringHashMap>, pool_layout<MontageByteStringHashMap>,
-          pool_layout<MontageByteStringSkipList>, pool_layout<InCLLStringMasstree>,
-          pool_layout<LoggingStringMasstree>};
+  return {pool_layout<SoftStringHashMap>,        pool_layout<SoftStringSkipList>,
+          pool_layout<MontageByteStringHashMap>, pool_layout<MontageByteStringSkipList>,
+          pool_layout<InCLLStringMasstree>,      pool_layout<LoggingStringMasstree>};
 }
 
 std::unique_ptr<Store> open_store(std::string_view structure, const std::string& path,
                                   std::uint64_t pool_size, std::uint64_t max_pool_size) {
   if (structure == pool_layout<SoftStringHashMap>)
     return open_as<SoftStringHashMap>(path, pool_size, max_pool_size, soft_loss);
+  if (structure == pool_layout<SoftStringSkipList>)
+    return open_as<SoftStringSkipList>(path, pool_size, max_pool_size, soft_loss);
   if (structure == pool_layout<MontageByteStringHashMap>)
     return open_as<MontageByteStringHashMap>(path, pool_size, max_pool_size, montage_loss);
   if (structure == pool_layout<MontageByteStringSkipList>)

@@ -75,6 +75,7 @@ void read_strings(pm::Pool& pool, Recovered& r) {
 // The byte-string maps by layout: read_strings<S> for each, or null.
 void (*string_reader(std::string_view layout))(pm::Pool&, Recovered&) {
   if (layout == pool_layout<SoftStringHashMap>) return read_strings<SoftStringHashMap>;
+  if (layout == pool_layout<SoftStringSkipList>) return read_strings<SoftStringSkipList>;
   if (layout == pool_layout<MontageByteStringHashMap>)
     return read_strings<MontageByteStringHashMap>;
   if (layout == pool_layout<MontageByteStringSkipList>)

@@ -30,6 +30,7 @@
 #include "pmds/linkfree_soft/soft_list.hpp"
 #include "pmds/linkfree_soft/soft_skiplist.hpp"
 #include "pmds/linkfree_soft/soft_string_hash_map.hpp"
+#include "pmds/linkfree_soft/soft_string_skiplist.hpp"
 #include "pmds/mirror/policy.hpp"
 #include "pmds/montage/hash_map.hpp"
 #include "pmds/montage/natarajan_mittal_bst.hpp"
