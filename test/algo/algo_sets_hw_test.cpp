@@ -1,0 +1,260 @@
+// labels: concurrent
+// The algo/ sets and maps (Harris-Michael list, Michael's hash table, the lock-free skip list,
+// the Natarajan-Mittal tree), each under every memory policy, through one body per test: sequential
+// and concurrent behaviour against a model, reserved keys; and, durable (Izraelevitz), recovery
+// in a new process after a dirty exit, a clean close and a kill mid-operation, with the allocator
+// accounting for every slot, the pool misused, and the planted recovery bug caught. What only one
+// structure has (the hash table's bucket counts and segments, a head's marked link) is tested
+// beside it.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "algo/algo_test_support.hpp"
+#include "pmds/algo/harris_michael_list.hpp"
+#include "pmds/algo/michael_hash.hpp"
+#include "pmds/algo/natarajan_mittal_bst.hpp"
+#include "pmds/algo/skip_list.hpp"
+
+namespace pmds::algo {
+namespace {
+
+using namespace testing;
+
+// ---- The subjects: what differs between the structures --------------------------------------
+
+// S<P>: the structure under policy P. shapes: constructor arguments tried by the per-policy
+// tests (the hash table's bucket counts, 1 and 7 for long chains). durable_own_keys: each
+// thread's keys in a durable stress run (a flush and fence per shared access, O(keys) accesses
+// per operation on a list). live(s, keys): the slots a recovered structure holds.
+// recovery_keys: each thread's keys in the recovery runs.
+struct ListSubject {
+  template <class P>
+  using S = HarrisMichaelList<P>;
+  static std::vector<std::size_t> shapes() { return {0}; }
+  static constexpr Key durable_own_keys = 24;
+  static constexpr Key recovery_keys = 40;
+  // The anchor and one node per key (completed removes unlinked theirs).
+  static std::size_t live(const S<izraelevitz>&, std::size_t keys) { return 1 + keys; }
+};
+
+struct HashSubject {
+  template <class P>
+  using S = MichaelHashTable<P>;
+  static std::vector<std::size_t> shapes() { return {1, 7, 1024}; }
+  static constexpr Key durable_own_keys = 64;
+  static constexpr Key recovery_keys = 200;
+  // The anchor, the directory, the segments and one node per key.
+  static std::size_t live(const S<izraelevitz>& h, std::size_t keys) {
+    using H = S<izraelevitz>;
+    return 2 + (h.bucket_count() + H::segment_buckets - 1) / H::segment_buckets + keys;
+  }
+};
+
+struct SkipListSubject {
+  template <class P>
+  using S = SkipList<P>;
+  static std::vector<std::size_t> shapes() { return {0}; }
+  static constexpr Key durable_own_keys = 64;
+  static constexpr Key recovery_keys = 200;
+  // The anchor, the head and one node per key (completed removes unlinked theirs everywhere).
+  static std::size_t live(const S<izraelevitz>&, std::size_t keys) { return 2 + keys; }
+};
+
+struct BstSubject {
+  template <class P>
+  using S = NatarajanMittalTree<P>;
+  static std::vector<std::size_t> shapes() { return {0}; }
+  static constexpr Key durable_own_keys = 48;
+  static constexpr Key recovery_keys = 200;
+  // The anchor, sentinels R and S and their three leaves, and per key one leaf and one internal
+  // node (completed removes took both out).
+  static std::size_t live(const S<izraelevitz>&, std::size_t keys) { return 6 + 2 * keys; }
+};
+
+// A structure under one policy: the per-policy tests' type parameter.
+template <class Subject, class Policy>
+struct Case {
+  using S = typename Subject::template S<Policy>;
+  using P = Policy;
+  using Of = Subject;
+};
+
+// Every subject under every policy of AllPolicies.
+template <class... L>
+struct Concat;
+template <class... A>
+struct Concat<::testing::Types<A...>> {
+  using type = ::testing::Types<A...>;
+};
+template <class... A, class... B, class... Rest>
+struct Concat<::testing::Types<A...>, ::testing::Types<B...>, Rest...> {
+  using type = typename Concat<::testing::Types<A..., B...>, Rest...>::type;
+};
+template <class Subject, class Policies>
+struct UnderEveryPolicy;
+template <class Subject, class... P>
+struct UnderEveryPolicy<Subject, ::testing::Types<P...>> {
+  using type = ::testing::Types<Case<Subject, P>...>;
+};
+template <class... Subjects>
+using Cases = typename Concat<typename UnderEveryPolicy<Subjects, AllPolicies>::type...>::type;
+
+// The structure of case C in shape `shape` (the hash table's bucket count; the others have one).
+template <class C>
+Instance<typename C::S> instance(std::size_t shape) {
+  if constexpr (std::is_same_v<typename C::Of, HashSubject>)
+    return Instance<typename C::S>(shape);
+  else
+    return Instance<typename C::S>();
+}
+
+// ---- Under every policy ------------------------------------------------------------------------
+
+template <class C>
+class AlgoSet : public ::testing::Test {};
+using AllCases = Cases<ListSubject, HashSubject, SkipListSubject, BstSubject>;
+TYPED_TEST_SUITE(AlgoSet, AllCases);
+
+TYPED_TEST(AlgoSet, Sequential) {
+  static_assert(Map<typename TypeParam::S>);
+  for (const std::size_t shape : TypeParam::Of::shapes()) {
+    auto s = instance<TypeParam>(shape);
+    set_sequential(*s);
+  }
+}
+
+TYPED_TEST(AlgoSet, ReservedKeysThrow) {
+  auto s = instance<TypeParam>(TypeParam::Of::shapes().back());
+  set_reserved_keys_throw(*s);
+}
+
+TYPED_TEST(AlgoSet, ConcurrentStress) {
+  for (const std::size_t shape : TypeParam::Of::shapes()) {
+    for (int threads : {2, 4}) {
+      auto s = instance<TypeParam>(shape);
+      SetStressConfig c;
+      c.threads = threads;
+      c.seed = shape + static_cast<std::uint64_t>(threads);
+      if (TypeParam::P::durable) {
+        c.ops_per_thread /= 10;
+        c.own_keys = TypeParam::Of::durable_own_keys;
+      }
+      set_stress(*s, c);
+    }
+  }
+}
+
+// ---- Durable (Izraelevitz): recovery ----------------------------------------------------------
+
+template <class Subject>
+class AlgoSetRecovery : public ::testing::Test {
+ protected:
+  using Durable = typename Subject::template S<izraelevitz>;
+  static std::unique_ptr<Durable> make(pm::Pool& pool) {
+    if constexpr (std::is_same_v<Subject, HashSubject>)
+      return std::make_unique<Durable>(create_new, pool, 5000);
+    else
+      return std::make_unique<Durable>(create_new, pool);
+  }
+  static std::size_t live(const Durable& s, std::size_t keys) { return Subject::live(s, keys); }
+};
+using Subjects = ::testing::Types<ListSubject, HashSubject, SkipListSubject, BstSubject>;
+TYPED_TEST_SUITE(AlgoSetRecovery, Subjects);
+
+TYPED_TEST(AlgoSetRecovery, NewProcessAfterDirtyExit) {
+  using D = typename TestFixture::Durable;
+  set_recovery_in_new_process<D>(TestFixture::make, TestFixture::live, false,
+                                 TypeParam::recovery_keys);
+}
+
+TYPED_TEST(AlgoSetRecovery, NewProcessAfterCleanClose) {
+  using D = typename TestFixture::Durable;
+  set_recovery_in_new_process<D>(TestFixture::make, TestFixture::live, true,
+                                 TypeParam::recovery_keys);
+}
+
+TYPED_TEST(AlgoSetRecovery, NewProcessAfterKillMidOperation) {
+  set_recovery_after_kill<typename TestFixture::Durable>(TestFixture::make,
+                                                         TypeParam::recovery_keys);
+}
+
+TYPED_TEST(AlgoSetRecovery, OccupiedOrEmptyPoolIsATypedError) {
+  pool_misuse_is_a_typed_error<typename TestFixture::Durable>();
+}
+
+// The planted recovery bug (d) is a real fixture: the recovered structure misses one key that
+// the correct recovery of the same pool finds.
+TYPED_TEST(AlgoSetRecovery, PlantedRecoveryBugDropsAKey) {
+  using D = typename TestFixture::Durable;
+  using Buggy = typename TypeParam::template S<IzraelevitzPolicy<PlantedBug::recovery_drops_node>>;
+  TempPath path("algo-planted");
+  {
+    auto pool = pm::Pool::create(path.str(), pool_size, Instance<D>::layout());
+    auto s = TestFixture::make(pool);
+    for (Key k = 1; k <= 10; ++k) s->insert(k, value_of(k));
+  }
+  auto pool = pm::Pool::open(path.str(), Instance<D>::layout());
+  Buggy buggy(open_existing, pool);
+  EXPECT_EQ(buggy.size(), 9u);
+}
+
+// ---- What one structure has --------------------------------------------------------------------
+
+TEST(HashTable, BadBucketCountIsAnError) {
+  EXPECT_THROW(MichaelHashTable<transient>(0), Error);
+}
+
+TEST(HashTable, ManySegments) {
+  // More buckets than one segment holds, so bucket indexing crosses segments.
+  Instance<MichaelHashTable<izraelevitz>> table(3 * MichaelHashTable<izraelevitz>::segment_buckets +
+                                                5);
+  set_sequential(*table);
+}
+
+// A head is never deleted, so a mark on its link is damage: recovery must report it. It once
+// accepted it, and every later search retried its unlinking CAS on the head forever (found by
+// the damaged-pool soak, PMDS_SOAK=1 RegistryDamagedPool). `word_of(anchor)` is the head link's
+// word.
+template <class D, class WordOf>
+void marked_head_link_is_pool_corrupt(WordOf word_of) {
+  TempPath path("algo-marked-head");
+  const std::string layout = Instance<D>::layout();
+  {
+    auto pool = pm::Pool::create(path.str(), pool_size, layout);
+    D s(create_new, pool);
+    for (Key k = 1; k <= 10; ++k) s.insert(k, value_of(k));
+  }
+  {
+    auto pool = pm::Pool::open(path.str(), layout);
+    auto* anchor = reinterpret_cast<std::uint64_t*>(pool.root(0).load());
+    ASSERT_EQ(anchor[0], D::kind);
+    std::uint64_t* word = word_of(anchor);
+    ASSERT_TRUE(pool.allocator().owns(reinterpret_cast<void*>(*word)));
+    *word |= mark_bit;
+  }
+  auto pool = pm::Pool::open(path.str(), layout);
+  EXPECT_THROW(D(open_existing, pool), PoolCorrupt);
+}
+
+TEST(ListRecovery, MarkedHeadLinkIsPoolCorrupt) {
+  // The anchor is {kind, head link}, 8-byte words under this policy.
+  marked_head_link_is_pool_corrupt<HarrisMichaelList<izraelevitz>>(
+      [](std::uint64_t* anchor) { return &anchor[1]; });
+}
+
+TEST(SkipListRecovery, MarkedHeadLinkIsPoolCorrupt) {
+  // The anchor is {kind, head}; the head node {key, value, height 20, owners, next(0), ...},
+  // 8-byte words under this policy.
+  marked_head_link_is_pool_corrupt<SkipList<izraelevitz>>([](std::uint64_t* anchor) {
+    auto* head = reinterpret_cast<std::uint64_t*>(anchor[1]);
+    EXPECT_EQ(head[2], 20u);
+    return &head[4];
+  });
+}
+
+}  // namespace
+}  // namespace pmds::algo
