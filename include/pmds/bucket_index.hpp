@@ -2,7 +2,7 @@
 //
 // One mapping for all of them, so that a durable hash table and its transient or Izraelevitz
 // twin differ only in technique: with different mappings a benchmark compares hash functions
-// (a direct-mapped table against one with collisions) instead. The mapping is seed 000's
+// (a direct-mapped table against one with collisions) instead. The mapping is Zuriel et al.'s
 // (§6, after ASCYLIB): the low bits of the key for a power-of-two table, the remainder
 // otherwise. Uniformly drawn keys spread evenly; adversarial key sets crowd buckets.
 #pragma once

@@ -1,5 +1,5 @@
 /// \file
-/// Persistent software combining (seed 004: Fatourou et al.) by its public names, with
+/// Persistent software combining (Fatourou et al.) by its public names, with
 /// open_or_create (pmds/open.hpp): detectable recoverability. Each operation may carry a Ticket
 /// {slot, seq}; after a crash, recover_pending(ticket) says whether it took effect and its
 /// response, and invoking it again with the same ticket completes it exactly once.
@@ -38,11 +38,11 @@ using PWFCombAtomicFloat =
     combining::CombiningAtomicFloat<combining::PWFComb,
                                     combining::Persistence::detectable>;  // register/pwfcomb
 
-/// Detectable; a FIFO queue of 8-byte values; PBComb (seed 004).
+/// Detectable; a FIFO queue of 8-byte values; PBComb (Fatourou et al.).
 using DetectableQueue = PBCombQueue;
-/// Detectable; a LIFO stack of 8-byte values; PBComb (seed 004).
+/// Detectable; a LIFO stack of 8-byte values; PBComb (Fatourou et al.).
 using DetectableStack = PBCombStack;
-/// Detectable; a min-priority queue of 8-byte keys; PBComb (seed 004).
+/// Detectable; a min-priority queue of 8-byte keys; PBComb (Fatourou et al.).
 using DetectablePriorityQueue = PBCombHeap;
 
 template <>

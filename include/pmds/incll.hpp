@@ -1,5 +1,5 @@
 /// \file
-/// InCLL's Masstree (seed 002: Cohen et al., ASPLOS 2019) by its public names, with
+/// InCLL's Masstree (Cohen et al., ASPLOS 2019) by its public names, with
 /// open_or_create (pmds/open.hpp): an ordered map with put, range and scan, checkpointed in
 /// epochs (64 ms by default); a crash loses the operations of the epoch it hit, sync() ends the
 /// epoch at once.
@@ -19,10 +19,9 @@ using LoggingMasstree = incll::LoggingMasstree<>;  // masstree/logging (external
 using InCLLStringMasstree = incll::InCLLStringMasstree<>;      // masstree-bytes/incll
 using LoggingStringMasstree = incll::LoggingStringMasstree<>;  // masstree-bytes/logging
 
-/// Buffered (durable after sync()); 8-byte keys and values, ordered, range and scan; InCLL
-/// (seed 002).
+/// Buffered (durable after sync()); 8-byte keys and values, ordered, range and scan; InCLL.
 using BufferedOrderedMap = InCLLMasstree;
-/// Buffered (durable after sync()); byte strings, ordered, range and scan; InCLL (seed 002).
+/// Buffered (durable after sync()); byte strings, ordered, range and scan; InCLL.
 using BufferedStringOrderedMap = InCLLStringMasstree;
 
 template <>

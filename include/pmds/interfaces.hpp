@@ -40,9 +40,9 @@ inline void check_key(Key k) {
 // checks it.
 enum class Criterion {
   none,        // transient: nothing survives
-  durable,     // durable linearizability (seeds 000, 001; Izraelevitz)
-  buffered,    // buffered durable linearizability, with sync() (seeds 002, 003)
-  detectable,  // detectable recoverability (seed 004)
+  durable,     // durable linearizability (Zuriel et al., Mirror; Izraelevitz)
+  buffered,    // buffered durable linearizability, with sync() (InCLL, nbMontage)
+  detectable,  // detectable recoverability (Fatourou et al.)
 };
 
 constexpr const char* to_string(Criterion c) {
@@ -63,10 +63,10 @@ constexpr const char* to_string(Criterion c) {
 // (s.epoch() is its current one; the crash lab checks the promise, crashlab/sim_lab.hpp):
 enum class EpochBound {
   none,
-  // nbMontage (seed 003, Theorem 2): a crash in epoch e keeps every operation that linearized
+  // nbMontage (Theorem 2): a crash in epoch e keeps every operation that linearized
   // in an epoch <= e-2.
   two_epochs,
-  // InCLL (seed 002 §3): a crash in epoch f (the failed epoch) brings back the state at the
+  // InCLL (§3): a crash in epoch f (the failed epoch) brings back the state at the
   // start of f: every operation of an earlier epoch is kept, none of f.
   failed_epoch,
 };
@@ -99,7 +99,7 @@ struct RecoveryStats {
   double seconds = 0;              // wall time of the whole recovery
 };
 
-// Epoch boundaries an epoch-checkpointed structure (seed 002's) passed, and objects it logged
+// Epoch boundaries an epoch-checkpointed structure (InCLL's) passed, and objects it logged
 // whole to its external log, since it was opened (the benchmark's logged nodes per epoch).
 struct CheckpointCounts {
   std::uint64_t epochs = 0;
@@ -115,7 +115,7 @@ struct CheckpointCounts {
   }
 };
 
-// A set with an 8-byte value per key. insert does not update an existing key (seed 000).
+// A set with an 8-byte value per key. insert does not update an existing key (Zuriel et al.).
 template <class S>
 concept Set = requires(S s, Key k, Value v) {
   { s.insert(k, v) } -> std::same_as<bool>;
@@ -133,7 +133,7 @@ concept UpdatableMap = Map<M> && requires(M m, Key k, Value v) {
   { m.put(k, v) } -> std::same_as<bool>;  // true when the key was absent
 };
 
-// A map whose keys and values are byte strings (seeds 002 and 003 store 32-byte keys and 1 KB
+// A map whose keys and values are byte strings (InCLL and nbMontage store 32-byte keys and 1 KB
 // values). Keys and values go in as std::string_view and are copied into the structure; get
 // returns an owned copy (a structure may also offer visit(key, f), which runs f on its stored
 // value without copying). Any byte string is a key, the empty one included, up to the
@@ -167,15 +167,15 @@ concept PriorityQueue = requires(H h, Key k) {
   { h.get_min() } -> std::same_as<std::optional<Key>>;
 };
 
-// Seed 004's AtomicFloat: a shared word updated by a read-modify-write the object applies.
+// Fatourou et al.'s AtomicFloat: a shared word updated by a read-modify-write the object applies.
 template <class R>
 concept Register = requires(R r, double x) {
   { r.read() } -> std::same_as<double>;
   { r.fetch_multiply(x) } -> std::same_as<double>;  // returns the value before
 };
 
-// Detectable recoverability (seed 004 §2). The paper assumes system support: every thread has a
-// persistent sequence number that it increments per operation and passes to it, and after a
+// Detectable recoverability (Fatourou et al. §2). The paper assumes system support: every thread
+// has a persistent sequence number that it increments per operation and passes to it, and after a
 // crash the system tells the thread's recovery that number again. In pmds a thread names an
 // operation by a Ticket: its slot (a small dense id, stable across the crash: the caller's, not
 // pmds::thread_id()) and its sequence number, which must go up by one per operation of that slot

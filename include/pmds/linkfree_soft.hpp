@@ -1,5 +1,5 @@
 /// \file
-/// The link-free and SOFT structures (seed 000: Zuriel et al., OOPSLA 2019) by their public
+/// The link-free and SOFT structures (Zuriel et al., OOPSLA 2019) by their public
 /// names, with open_or_create (pmds/open.hpp): durable linearizability with one psync per
 /// successful update; no links persisted (validity bits), recovery scans the durable areas.
 /// Include this alone for a program that uses only them (it compiles in about half the time of
@@ -31,13 +31,13 @@ using SoftSkipList = linkfree_soft::SoftSkipList<>;          // skiplist/soft
 using SoftStringHashMap = linkfree_soft::SoftStringHashMap;    // hash-bytes/soft
 using SoftStringSkipList = linkfree_soft::SoftStringSkipList;  // skiplist-bytes/soft
 
-/// Durable on return; 8-byte keys and values, hashed; link-free (seed 000 §3).
+/// Durable on return; 8-byte keys and values, hashed; link-free (Zuriel et al. §3).
 using DurableHashMap = LinkFreeHashSet;
-/// Durable on return; 8-byte keys and values, ordered, range and scan; SOFT (seed 000 §4).
+/// Durable on return; 8-byte keys and values, ordered, range and scan; SOFT (Zuriel et al. §4).
 using DurableOrderedMap = SoftSkipList;
-/// Durable on return; byte strings, hashed, update(); SOFT (seed 000 §4).
+/// Durable on return; byte strings, hashed, update(); SOFT (Zuriel et al. §4).
 using DurableStringHashMap = SoftStringHashMap;
-/// Durable on return; byte strings, ordered, range and scan, update(); SOFT (seed 000 §4).
+/// Durable on return; byte strings, ordered, range and scan, update(); SOFT (Zuriel et al. §4).
 using DurableStringOrderedMap = SoftStringSkipList;
 
 template <>

@@ -1,5 +1,5 @@
 /// \file
-/// Mirror (seed 001: Friedman et al., PLDI 2021) applied to the lock-free algorithms of algo/,
+/// Mirror (Friedman et al., PLDI 2021) applied to the lock-free algorithms of algo/,
 /// by their public names, with open_or_create (pmds/open.hpp): durable linearizability, each
 /// shared word a patomic pair (one replica in the pool, one in DRAM that reads go to); updates
 /// pay one write-back and fence, reads none.

@@ -1,5 +1,5 @@
 /// \file
-/// The nbMontage structures (seed 003: Cai et al., DISC 2021) by their public names, with
+/// The nbMontage structures (Cai et al., DISC 2021) by their public names, with
 /// open_or_create (pmds/open.hpp): buffered durable linearizability. No flush or fence on an
 /// operation's critical path; a crash loses at most the operations of the last two epochs (10 ms
 /// each by default), and sync() returns once everything before it is durable.
@@ -26,9 +26,9 @@ using MontageQueue = montage::Queue<>;                              // queue/mon
 using MontageByteStringHashMap = montage::ByteStringHashMap<>;    // hash-bytes/montage
 using MontageByteStringSkipList = montage::ByteStringSkipList<>;  // skiplist-bytes/montage
 
-/// Buffered (durable after sync()); 8-byte keys and values, hashed; nbMontage (seed 003).
+/// Buffered (durable after sync()); 8-byte keys and values, hashed; nbMontage.
 using BufferedHashMap = MontageHashMap;
-/// Buffered (durable after sync()); byte strings, hashed; nbMontage (seed 003).
+/// Buffered (durable after sync()); byte strings, hashed; nbMontage.
 using BufferedStringHashMap = MontageByteStringHashMap;
 
 template <>

@@ -22,9 +22,9 @@
 ///
 /// This header includes every family of structures, each of which has a header of its own that
 /// a program using only that family may include instead, to compile faster:
-/// pmds/linkfree_soft.hpp (link-free and SOFT, seed 000), pmds/mirror.hpp (seed 001),
-/// pmds/incll.hpp (InCLL Masstree, seed 002), pmds/montage.hpp (nbMontage, seed 003),
-/// pmds/combining.hpp (persistent combining, seed 004) and pmds/izraelevitz.hpp. Each names its
+/// pmds/linkfree_soft.hpp (link-free and SOFT, Zuriel et al.), pmds/mirror.hpp (Mirror),
+/// pmds/incll.hpp (InCLL's Masstree), pmds/montage.hpp (nbMontage), pmds/combining.hpp
+/// (persistent combining, Fatourou et al.) and pmds/izraelevitz.hpp. Each names its
 /// structures, their pool layouts and the contract names below that it provides, with
 /// open_or_create (pmds/open.hpp). Nothing of the benchmark registry, the harness or the crash
 /// lab is included (the registry is built on this header, registry.hpp).

@@ -36,14 +36,14 @@ using Registered = TypeList<
              "Harris-Michael list, FliT transform: loads persist only while a store is in flight">,
     Describe<"list/mirror", Kind::map,
              factories::Plain<algo::HarrisMichaelList<mirror::MirrorPolicy<>>>,
-             "Harris-Michael list, Mirror (seed 001): patomic words, reads from a DRAM replica">,
+             "Harris-Michael list, Mirror: patomic words, reads from a DRAM replica">,
     Describe<"list/mirror-pm", Kind::map,
              factories::Plain<algo::HarrisMichaelList<mirror::MirrorBothInPoolPolicy>>,
-             "Harris-Michael list, Mirror with both replicas on the pool's medium (seed 001 §6.3)">,
+             "Harris-Michael list, Mirror with both replicas on the pool's medium (§6.3)">,
     Describe<"list/linkfree", Kind::map, factories::Plain<linkfree_soft::LinkFreeList<>>,
-             "link-free durable list (seed 000 §3): no persisted links, validity bits">,
+             "link-free durable list (Zuriel et al. §3): no persisted links, validity bits">,
     Describe<"list/soft", Kind::map, factories::Plain<linkfree_soft::SoftList<>>,
-             "SOFT durable list (seed 000 §4): persistent nodes separate from volatile ones">,
+             "SOFT durable list (Zuriel et al. §4): persistent nodes separate from volatile ones">,
     Describe<"list/psync-bound", Kind::map,
              factories::PsyncBoundOf<factories::Plain<algo::HarrisMichaelList<algo::transient>>>,
              "reference, not durable: list/transient + one psync per successful update (the "
@@ -62,16 +62,16 @@ using Registered = TypeList<
              "Michael hash table, FliT transform: loads persist only while a store is in flight">,
     Describe<"hash/mirror", Kind::map,
              factories::Hash<algo::MichaelHashTable<mirror::MirrorPolicy<>>>,
-             "Michael hash table, Mirror (seed 001): patomic words, reads from a DRAM replica">,
+             "Michael hash table, Mirror: patomic words, reads from a DRAM replica">,
     Describe<"hash/mirror-pm", Kind::map,
              factories::Hash<algo::MichaelHashTable<mirror::MirrorBothInPoolPolicy>>,
-             "Michael hash table, Mirror with both replicas on the pool's medium (seed 001 §6.3)">,
+             "Michael hash table, Mirror with both replicas on the pool's medium (§6.3)">,
     Describe<"hash/linkfree", Kind::map, factories::Hash<linkfree_soft::LinkFreeHashSet>,
-             "link-free durable hash table (seed 000 §3), buckets in DRAM">,
+             "link-free durable hash table (Zuriel et al. §3), buckets in DRAM">,
     Describe<"hash/soft", Kind::map, factories::Hash<linkfree_soft::SoftHashSet<>>,
-             "SOFT durable hash table (seed 000 §4), buckets in DRAM">,
+             "SOFT durable hash table (Zuriel et al. §4), buckets in DRAM">,
     Describe<"hash/montage", Kind::map, factories::Montage<montage::HashMap<>>,
-             "Michael hash table on nbMontage (seed 003): DRAM index, epoch-tagged payloads in "
+             "Michael hash table on nbMontage: DRAM index, epoch-tagged payloads in "
              "the pool, buffered durable linearizability with sync">,
     Describe<"hash-bytes/transient", Kind::map,
              factories::FixedSizeStringsOf<factories::Hash<montage::TransientByteStringHashMap>>,
@@ -79,7 +79,7 @@ using Registered = TypeList<
              "plain CASes (--key-size and --value-size bytes, default 8)">,
     Describe<"hash-bytes/montage", Kind::map,
              factories::FixedSizeStringsOf<factories::Montage<montage::ByteStringHashMap<>>>,
-             "hash/montage over byte-string keys and values (seed 003 §5), each key and value "
+             "hash/montage over byte-string keys and values (nbMontage §5), each key and value "
              "written as --key-size and --value-size bytes (default 8)">,
     Describe<"hash-bytes/soft", Kind::map,
              factories::FixedSizeStringsOf<factories::Hash<linkfree_soft::SoftStringHashMap>>,
@@ -99,7 +99,7 @@ using Registered = TypeList<
              "Shalev-Shavit split-ordered (extensible) lock-free hash table in DRAM (the "
              "transient baseline of hash-so/montage)">,
     Describe<"hash-so/montage", Kind::map, factories::Montage<montage::SplitOrderedHashMap<>>,
-             "split-ordered hash table on nbMontage (seed 003): DRAM list and growing bucket "
+             "split-ordered hash table on nbMontage: DRAM list and growing bucket "
              "array, persistent payloads, buffered, sync">,
     // Skip lists
     Describe<"skiplist/transient", Kind::map, factories::Plain<algo::SkipList<algo::transient>>,
@@ -109,20 +109,21 @@ using Registered = TypeList<
     Describe<"skiplist/flit", Kind::map, factories::Plain<algo::SkipList<algo::flit>>,
              "lock-free skip list, FliT transform">,
     Describe<"skiplist/mirror", Kind::map, factories::Plain<algo::SkipList<mirror::MirrorPolicy<>>>,
-             "lock-free skip list, Mirror (seed 001)">,
+             "lock-free skip list, Mirror">,
     Describe<"skiplist/mirror-pm", Kind::map,
              factories::Plain<algo::SkipList<mirror::MirrorBothInPoolPolicy>>,
-             "lock-free skip list, Mirror with both replicas on the pool's medium (seed 001 §6.3)">,
+             "lock-free skip list, Mirror with both replicas on the pool's medium (§6.3)">,
     Describe<"skiplist/linkfree", Kind::map, factories::Plain<linkfree_soft::LinkFreeSkipList<>>,
-             "link-free durable skip list (seed 000 §3 by extension): towers rebuilt on recovery">,
+             "link-free durable skip list (Zuriel et al. §3 by extension): towers rebuilt on "
+             "recovery">,
     Describe<"skiplist/soft", Kind::map, factories::Plain<linkfree_soft::SoftSkipList<>>,
-             "SOFT durable skip list (seed 000 by extension): volatile towers, scan">,
+             "SOFT durable skip list (Zuriel et al. by extension): volatile towers, scan">,
     Describe<"skiplist/psync-bound", Kind::map,
              factories::PsyncBoundOf<factories::Plain<algo::SkipList<algo::transient>>>,
              "reference, not durable: skiplist/transient + one psync per successful update (the "
              "ceiling of any durable skip list here)">,
     Describe<"skiplist/montage", Kind::map, factories::Montage<montage::SkipList<>>,
-             "lock-free skip list on nbMontage (seed 003): DRAM index, persistent payloads, "
+             "lock-free skip list on nbMontage: DRAM index, persistent payloads, "
              "buffered, sync, scan">,
     Describe<"skiplist-bytes/transient", Kind::map,
              factories::FixedSizeStringsOf<factories::Plain<montage::TransientByteStringSkipList>>,
@@ -147,24 +148,23 @@ using Registered = TypeList<
              "Natarajan-Mittal BST, FliT transform">,
     Describe<"bst/mirror", Kind::map,
              factories::Plain<algo::NatarajanMittalTree<mirror::MirrorPolicy<>>>,
-             "Natarajan-Mittal BST, Mirror (seed 001)">,
-    Describe<
-        "bst/mirror-pm", Kind::map,
-        factories::Plain<algo::NatarajanMittalTree<mirror::MirrorBothInPoolPolicy>>,
-        "Natarajan-Mittal BST, Mirror with both replicas on the pool's medium (seed 001 §6.3)">,
+             "Natarajan-Mittal BST, Mirror">,
+    Describe<"bst/mirror-pm", Kind::map,
+             factories::Plain<algo::NatarajanMittalTree<mirror::MirrorBothInPoolPolicy>>,
+             "Natarajan-Mittal BST, Mirror with both replicas on the pool's medium (§6.3)">,
     Describe<"bst/montage", Kind::map, factories::Montage<montage::NatarajanMittalTree<>>,
-             "Natarajan-Mittal BST on nbMontage (seed 003): DRAM tree, persistent payloads, "
+             "Natarajan-Mittal BST on nbMontage: DRAM tree, persistent payloads, "
              "buffered, sync">,
-    // Masstree (seed 002's substrate; incll/masstree.hpp)
+    // Masstree (InCLL's substrate; incll/masstree.hpp)
     Describe<"masstree/transient", Kind::map, factories::Plain<incll::Masstree>,
              "Masstree in DRAM: a trie of B+trees over 8-byte key slices, optimistic readers, "
-             "put and scan (the transient baseline of seed 002's InCLL)">,
+             "put and scan (the transient baseline of InCLL)">,
     Describe<"masstree/incll", Kind::map, factories::Incll<incll::InCLLMasstree<>>,
-             "Masstree, seed 002's InCLL: epoch checkpoints; an insert or a remove logs the "
+             "Masstree, InCLL: epoch checkpoints; an insert or a remove logs the "
              "border's permutation in its own cache line (InCLL_p), an update the old value in "
              "its value's line; splits and interior nodes are logged whole to an external log">,
     Describe<"masstree/logging", Kind::map, factories::Incll<incll::LoggingMasstree<>>,
-             "Masstree, seed 002's LOGGING mode: epoch checkpoints, every node logged whole to an "
+             "Masstree, InCLL's LOGGING mode: epoch checkpoints, every node logged whole to an "
              "external undo log before its first write in an epoch">,
     Describe<"masstree-bytes/transient", Kind::map,
              factories::FixedSizeStringsOf<factories::Plain<incll::StringMasstree>, true>,
@@ -189,7 +189,7 @@ using Registered = TypeList<
              "Michael-Scott queue, FliT transform">,
     Describe<"queue/mirror", Kind::queue,
              factories::Plain<algo::MichaelScottQueue<mirror::MirrorPolicy<>>>,
-             "Michael-Scott queue, Mirror (seed 001)">,
+             "Michael-Scott queue, Mirror">,
     Describe<"stack/transient", Kind::stack, factories::Plain<algo::TreiberStack<algo::transient>>,
              "Treiber lock-free stack in DRAM (the transient baseline)">,
     Describe<"stack/izraelevitz", Kind::stack,
@@ -198,15 +198,14 @@ using Registered = TypeList<
     Describe<"stack/flit", Kind::stack, factories::Plain<algo::TreiberStack<algo::flit>>,
              "Treiber stack, FliT transform">,
     Describe<"stack/mirror", Kind::stack,
-             factories::Plain<algo::TreiberStack<mirror::MirrorPolicy<>>>,
-             "Treiber stack, Mirror (seed 001)">,
+             factories::Plain<algo::TreiberStack<mirror::MirrorPolicy<>>>, "Treiber stack, Mirror">,
     Describe<"heap/transient", Kind::priority_queue,
              factories::Heap<algo::LockedBinaryHeap<algo::transient>>,
-             "sequential binary min-heap behind one lock (seed 004's heap baseline)">,
+             "sequential binary min-heap behind one lock (Fatourou et al.'s heap baseline)">,
     // AtomicFloat: one shared word, fetch_multiply by a CAS loop (algo/atomic_float.hpp)
     Describe<"register/transient", Kind::register_object,
              factories::Plain<algo::AtomicFloat<algo::transient>>,
-             "AtomicFloat (seed 004) in DRAM: load + CAS loop (the transient baseline)">,
+             "AtomicFloat (Fatourou et al.) in DRAM: load + CAS loop (the transient baseline)">,
     Describe<"register/izraelevitz", Kind::register_object,
              factories::Plain<algo::AtomicFloat<algo::izraelevitz>>,
              "AtomicFloat, Izraelevitz transform: flush+fence after every load and CAS">,
@@ -215,14 +214,14 @@ using Registered = TypeList<
              "AtomicFloat, FliT transform: loads persist only while a CAS is in flight">,
     Describe<"register/mirror", Kind::register_object,
              factories::Plain<algo::AtomicFloat<mirror::MirrorPolicy<>>>,
-             "AtomicFloat, Mirror (seed 001): loads from DRAM, CAS persists first">,
-    // Persistent software combining (seed 004, combining/): PBcomb (blocking) and PWFcomb
+             "AtomicFloat, Mirror: loads from DRAM, CAS persists first">,
+    // Persistent software combining (Fatourou et al., combining/): PBcomb (blocking) and PWFcomb
     // (wait-free), each detectable, durable-only (no ReturnVal/Deactivate persisted, null
     // recovery) and volatile (Figure 8's twin, the ratio's denominator).
     Describe<"register/pbcomb", Kind::register_object,
              factories::Plain<combining::CombiningAtomicFloat<combining::PBComb,
                                                               combining::Persistence::detectable>>,
-             "AtomicFloat on PBcomb (seed 004): detectable recoverability">,
+             "AtomicFloat on PBcomb (Fatourou et al.): detectable recoverability">,
     Describe<"register/pbcomb-durable", Kind::register_object,
              factories::Plain<combining::CombiningAtomicFloat<combining::PBComb,
                                                               combining::Persistence::durable>>,
@@ -230,11 +229,12 @@ using Registered = TypeList<
     Describe<"register/pbcomb-transient", Kind::register_object,
              factories::Plain<
                  combining::CombiningAtomicFloat<combining::PBComb, combining::Persistence::none>>,
-             "AtomicFloat on volatile PBcomb (seed 004 Figure 8): the twin of register/pbcomb">,
+             "AtomicFloat on volatile PBcomb (Fatourou et al. Figure 8): the twin of "
+             "register/pbcomb">,
     Describe<"register/pwfcomb", Kind::register_object,
              factories::Plain<combining::CombiningAtomicFloat<combining::PWFComb,
                                                               combining::Persistence::detectable>>,
-             "AtomicFloat on PWFcomb (seed 004, wait-free): detectable recoverability">,
+             "AtomicFloat on PWFcomb (Fatourou et al., wait-free): detectable recoverability">,
     Describe<"register/pwfcomb-durable", Kind::register_object,
              factories::Plain<combining::CombiningAtomicFloat<combining::PWFComb,
                                                               combining::Persistence::durable>>,
@@ -246,7 +246,7 @@ using Registered = TypeList<
     Describe<"stack/pbcomb", Kind::stack,
              factories::Plain<
                  combining::CombiningStack<combining::PBComb, combining::Persistence::detectable>>,
-             "PBstack (seed 004): a linked stack on PBcomb with elimination and a recycling "
+             "PBstack (Fatourou et al.): a linked stack on PBcomb with elimination and a recycling "
              "stack, detectable recoverability">,
     Describe<"stack/pbcomb-durable", Kind::stack,
              factories::Plain<
@@ -260,7 +260,7 @@ using Registered = TypeList<
              factories::Plain<
                  combining::CombiningStack<combining::PBComb, combining::Persistence::detectable,
                                            combining::StackOptions{false, true}>>,
-             "PBstack without elimination (seed 004 Figure 7a's PBSTACK-NO-ELIM)">,
+             "PBstack without elimination (Fatourou et al. Figure 7a's PBSTACK-NO-ELIM)">,
     Describe<"stack/pbcomb-no-rec", Kind::stack,
              factories::Plain<
                  combining::CombiningStack<combining::PBComb, combining::Persistence::detectable,
@@ -270,8 +270,8 @@ using Registered = TypeList<
     Describe<"stack/pwfcomb", Kind::stack,
              factories::Plain<
                  combining::CombiningStack<combining::PWFComb, combining::Persistence::detectable>>,
-             "PWFstack (seed 004): a linked stack on wait-free PWFcomb with elimination, popped "
-             "nodes reclaimed by epochs, detectable recoverability">,
+             "PWFstack (Fatourou et al.): a linked stack on wait-free PWFcomb with elimination, "
+             "popped nodes reclaimed by epochs, detectable recoverability">,
     Describe<"stack/pwfcomb-durable", Kind::stack,
              factories::Plain<
                  combining::CombiningStack<combining::PWFComb, combining::Persistence::durable>>,
@@ -286,11 +286,11 @@ using Registered = TypeList<
                                            combining::StackOptions{false, true}>>,
              "PWFstack without elimination (Figure 7a's PWFSTACK-NO-ELIM)">,
     Describe<"queue/montage", Kind::queue, factories::Montage<montage::Queue<>>,
-             "Michael-Scott queue on nbMontage (seed 003): DRAM list, payloads with serial "
+             "Michael-Scott queue on nbMontage: DRAM list, payloads with serial "
              "numbers in the pool, buffered durable linearizability with sync">,
     Describe<"queue/pbcomb", Kind::queue,
              factories::Plain<combining::CombiningQueue<combining::Persistence::detectable>>,
-             "PBqueue (seed 004): two PBcomb instances (enqueuers, dequeuers), detectable">,
+             "PBqueue (Fatourou et al.): two PBcomb instances (enqueuers, dequeuers), detectable">,
     Describe<"queue/pbcomb-durable", Kind::queue,
              factories::Plain<combining::CombiningQueue<combining::Persistence::durable>>,
              "PBqueue, durable only: head, tail and nodes persisted, not the responses">,
@@ -300,7 +300,7 @@ using Registered = TypeList<
     Describe<
         "queue/pwfcomb", Kind::queue,
         factories::Plain<combining::WaitFreeCombiningQueue<combining::Persistence::detectable>>,
-        "PWFqueue (seed 004 App. B): two PWFcomb instances, a two-part list, detectable">,
+        "PWFqueue (Fatourou et al. App. B): two PWFcomb instances, a two-part list, detectable">,
     Describe<"queue/pwfcomb-durable", Kind::queue,
              factories::Plain<combining::WaitFreeCombiningQueue<combining::Persistence::durable>>,
              "PWFqueue, durable only: head, tail and nodes persisted, not the responses">,
@@ -310,7 +310,7 @@ using Registered = TypeList<
     Describe<"heap/pbcomb", Kind::priority_queue,
              factories::Bounded<
                  combining::CombiningHeap<combining::PBComb, combining::Persistence::detectable>>,
-             "PBheap (seed 004): a bounded binary min-heap on PBcomb, detectable">,
+             "PBheap (Fatourou et al.): a bounded binary min-heap on PBcomb, detectable">,
     Describe<"heap/pbcomb-durable", Kind::priority_queue,
              factories::Bounded<
                  combining::CombiningHeap<combining::PBComb, combining::Persistence::durable>>,
@@ -322,7 +322,7 @@ using Registered = TypeList<
     Describe<"heap/pwfcomb", Kind::priority_queue,
              factories::Bounded<
                  combining::CombiningHeap<combining::PWFComb, combining::Persistence::detectable>>,
-             "the same bounded heap on PWFcomb (wait-free; seed 004 §8), detectable">,
+             "the same bounded heap on PWFcomb (wait-free; Fatourou et al. §8), detectable">,
     Describe<"heap/pwfcomb-durable", Kind::priority_queue,
              factories::Bounded<
                  combining::CombiningHeap<combining::PWFComb, combining::Persistence::durable>>,

@@ -127,7 +127,7 @@ inline void add_options(CLI::App& app, Options& o) {
       ->transform(whole_number(8, any));
   app.add_flag("--lazy-recovery", o.lazy_recovery,
                "InCLL Masstrees: every recovery opens lazily, each border recovered\n"
-               "on its first access (seed 002 §4.3; default: eager)");
+               "on its first access (InCLL §4.3; default: eager)");
   app.add_option("--switch", o.switch_probability,
                  "simulated scheduler: chance to switch thread per access (0.01)")
       ->type_name("P")

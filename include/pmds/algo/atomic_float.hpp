@@ -1,4 +1,4 @@
-// pmds — AtomicFloat (seed 004's register object), written once over a memory policy
+// pmds — AtomicFloat (Fatourou et al.'s register object), written once over a memory policy
 // (algo/policy.hpp).
 //
 // One shared 8-byte word holds the bit pattern of a double. read() is one shared load;

@@ -1,6 +1,6 @@
 // pmds — the FliT transformation (Wei, Ben-David, Friedman, Blelloch, Petrank, "FliT: A Library
 // for Simple and Efficient Persistent Algorithms", PPoPP 2022; docs/BIBLIOGRAPHY.md) as a memory
-// policy: a second general transformation beside Izraelevitz's, so seed 001's Mirror can be
+// policy: a second general transformation beside Izraelevitz's, so Mirror can be
 // compared with both on the same algo/ code (registered as */flit).
 //
 // Izraelevitz persists after every shared load because the loaded value may not be durable yet.

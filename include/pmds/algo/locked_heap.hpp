@@ -1,12 +1,12 @@
-// pmds — a lock-protected sequential binary min-heap: the baseline for seed 004's heaps
+// pmds — a lock-protected sequential binary min-heap: the baseline for Fatourou et al.'s heaps
 // (PBheap and friends, in combining/), which compare a combining heap against one lock around
 // a sequential heap.
 //
 // A class template over the memory policy like every algo/ structure, so the registry names it
 // "heap/transient", but only for transient policies: the Izraelevitz transformation makes
 // lock-free structures durable, not lock-based ones (a crash in the middle of a sift leaves a
-// broken heap that no trace can repair), so the durable heaps are seed 004's, not this file's.
-// Keys may repeat; reserved keys are rejected like everywhere else.
+// broken heap that no trace can repair), so the durable heaps are Fatourou et al.'s, not this
+// file's. Keys may repeat; reserved keys are rejected like everywhere else.
 #pragma once
 
 #include <cstddef>

@@ -110,7 +110,7 @@ class MichaelHashTable : public AnchoredStructure<P> {
     typename P::template immutable<std::uintptr_t> directory;  // -> Link[segment count]
   };
 
-  // The same key-to-bucket mapping as the seed 000 hash sets (bucket_index.hpp), so that
+  // The same key-to-bucket mapping as the hash sets of Zuriel et al. (bucket_index.hpp), so that
   // hash/transient is a fair twin of hash/linkfree and hash/soft.
   std::size_t index_of(Key key) const { return index_(key); }
   Link& bucket(std::size_t i) const { return segments_[i / segment_buckets][i % segment_buckets]; }

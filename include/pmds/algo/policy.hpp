@@ -2,7 +2,7 @@
 //
 // Every lock-free algorithm in include/pmds/algo/ is written once, as a class template over a
 // memory policy P (docs/ARCHITECTURE.md §1: "the same lock-free algorithm is not copied per
-// technique where a policy can carry the difference" — Mirror's own claim, seed 001 §3.2:
+// technique where a policy can carry the difference" — Mirror's own claim, §3.2 of its paper:
 // replace std::atomic with patomic and the allocator). A policy supplies three things:
 //
 //   1. P::shared<T>   the type of every word other threads can read (a node's key, value and
@@ -20,7 +20,7 @@
 //      P::immutable<T>   a field written only while its node is private and never after (a
 //                     key, a value, a height, an anchor's kind): init(), load(), peek() only
 //                     (concept ImmutableWord). A policy may store it more cheaply: Mirror keeps
-//                     it without a sequence number (seed 001 §4.1.1), FliT without a flush
+//                     it without a sequence number (Mirror §4.1.1), FliT without a flush
 //                     counter; the transient and Izraelevitz policies make it a shared<T>.
 //      A durable policy may add a trailing pm::Site parameter, defaulted to the caller, to the
 //      accesses that persist (pm/site.hpp): the crash lab's mutants are then per algorithm line.
@@ -44,7 +44,7 @@
 //             persisted) only to finish what a crash interrupted where the algorithm needs it
 //             (the skip list unlinks nodes a crashed remover had marked).
 //
-// Why this shape fits Mirror (seed 001 §3–§4) without copying the algorithms:
+// Why this shape fits Mirror (§3–§4 of its paper) without copying the algorithms:
 //   - shared<T> = patomic<T>: value + sequence number, 16 bytes, updated by a double-word CAS
 //     on the persistent replica, flushed, fenced, then on the DRAM replica; load() reads the
 //     DRAM replica only (Fig. 4, 5). Nothing here assumes sizeof(shared<T>) == sizeof(T) or
@@ -72,13 +72,13 @@
 //   TransientPolicy<Words>   DRAM; Words = StdWords (std::atomic) or PmWords (pm::atomic under
 //                            the hardware backend, no flushes: shows pm::atomic costs nothing).
 //   IzraelevitzPolicy<Bug>   the general durable transformation of Izraelevitz et al. (DISC
-//                            2016; seed 001 §7, seed 003 §2): every shared word in the pool
+//                            2016; Mirror §7, nbMontage §2): every shared word in the pool
 //                            through pm::atomic, a flush + fence after every shared load, store
 //                            and CAS; nodes from the pool's ChunkAllocator; Criterion::durable.
 //                            Bug != PlantedBug::none plants one of the crash lab's fixtures.
 // Elsewhere: FlitPolicy (algo/flit_policy.hpp: Izraelevitz's memory, but a load persists only
 // while a flush counter says a store to its word is in flight); mirror::MirrorPolicy
-// (mirror/policy.hpp, seed 001): patomic words with a DRAM replica in the pool's volatile twin.
+// (mirror/policy.hpp): patomic words with a DRAM replica in the pool's volatile twin.
 #pragma once
 
 #include <atomic>

@@ -303,7 +303,7 @@ class SkipList : public AnchoredStructure<P> {
     // pass. And since they must, the next ones of `below` tall enough for this level are
     // where the walk will go: they are prefetched, so the walk of an upper level does not wait
     // for one miss per node (recovering 1M elements took 1.3 s with a hash set for the check
-    // and each level's walk a chain of misses; see results/README.md, seed 001).
+    // and each level's walk a chain of misses; see the Mirror section of results/README.md).
     struct Met {
       const Node* node;
       std::uint64_t height;

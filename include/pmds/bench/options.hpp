@@ -209,17 +209,17 @@ inline void add_bench_options(CLI::App& app, ParsedBench& out) {
   app.add_flag("--lazy-recovery", c.lazy_recovery,
                "InCLL Masstrees (masstree/*, masstree-bytes/*): the recovery\n"
                "measurement's open recovers each border on its first access\n"
-               "(seed 002 §4.3) instead of all of them before it returns")
+               "(InCLL §4.3) instead of all of them before it returns")
       ->group(more);
   app.add_option("--key-size", c.key_size,
                  "byte-string maps (the -bytes entries): bytes each key is written as\n"
-                 "(default: 8; seed 003 runs 32)")
+                 "(default: 8; nbMontage's paper runs 32)")
       ->type_name("BYTES")
       ->group(more)
       ->transform(whole_number(8, montage::ByteStringKeys::max_key_size));
   app.add_option("--value-size", c.value_size,
                  "byte-string maps (the -bytes entries): bytes each value is written as\n"
-                 "(default: 8; seed 003 runs 1024)")
+                 "(default: 8; nbMontage's paper runs 1024)")
       ->type_name("BYTES")
       ->group(more)
       ->transform(whole_number(8, montage::ByteStringKeys::max_value_size));

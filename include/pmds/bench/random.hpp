@@ -5,10 +5,10 @@
 //                sequence): one add and a few multiplies per number, no shared state;
 //   Zipfian      ranks in [0, n) with P(rank i) proportional to 1/(i+1)^theta, generated in O(1)
 //                per draw by Gray et al.'s method (SIGMOD 1994), which YCSB also uses; theta 0.99
-//                is the YCSB constant that seed 002 §6 uses;
+//                is the YCSB constant that InCLL §6 uses;
 //   Scrambler    a bijection of [0, n) (a Feistel network with cycle walking), so that the
 //                frequent zipfian ranks land on keys spread over the whole range instead of
-//                next to each other (seed 002 §6: "keys are scrambled by computing a hash");
+//                next to each other (InCLL §6: "keys are scrambled by computing a hash");
 //                being a permutation, it keeps every rank's frequency and never merges two ranks;
 //   KeyChooser   uniform or scrambled-zipfian keys in [1, key_range] (key 0 is reserved).
 #pragma once

@@ -65,7 +65,7 @@ struct Record {
   // repetitions (counting backend; 0 under hardware), and per operation (finish_counts()).
   pm::Counters counters;
   double flushes_per_op = 0, fences_per_op = 0, rmws_per_op = 0;
-  // Epoch-checkpointed structures (seed 002's): epoch boundaries and objects logged whole to the
+  // Epoch-checkpointed structures (InCLL's): epoch boundaries and objects logged whole to the
   // external log during warm-up and measurement, summed over repetitions, and their quotient.
   CheckpointCounts checkpoints;
   std::optional<double> logged_per_epoch;
@@ -159,9 +159,9 @@ inline std::optional<Ratio> ratio_between(const Record& r, const Record& referen
 
 // Sets every record's ratios to the records of its structure's transient twin and
 // "psync-bound" technique with the same workload and thread count, where those are among
-// `records`. The twin of technique "t" or "t-variant" is "t-transient" where one ran (seed 004's
-// combining objects with persistence compiled out: queue/pbcomb-transient for queue/pbcomb and
-// queue/pbcomb-durable), else the structure's "transient".
+// `records`. The twin of technique "t" or "t-variant" is "t-transient" where one ran
+// (Fatourou et al.'s combining objects with persistence compiled out: queue/pbcomb-transient for
+// queue/pbcomb and queue/pbcomb-durable), else the structure's "transient".
 inline void add_ratios(std::vector<Record>& records) {
   const auto family = [](const std::string& name) { return name.substr(0, name.find('/')); };
   const auto find = [&](const Record& r, const std::string& technique) -> const Record* {

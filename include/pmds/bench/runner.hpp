@@ -116,8 +116,8 @@ inline registry::CreateOptions create_options_of(const Config& cfg) {
   create.lazy_recovery = cfg.lazy_recovery;
   create.key_size = cfg.key_size;
   create.value_size = cfg.value_size;
-  // A bounded heap is as large as the key range: seed 004's Figure 7b runs a heap of 64 to 1024
-  // keys, half full.
+  // A bounded heap is as large as the key range: Fatourou et al.'s Figure 7b runs a heap of 64 to
+  // 1024 keys, half full.
   if (cfg.workload == Workload::heap) create.capacity = cfg.key_range;
   if (cfg.workload == Workload::ycsb_e) {
     // YCSB E inserts new keys above the range; count them into the structure's sizing.

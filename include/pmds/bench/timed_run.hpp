@@ -64,10 +64,10 @@ struct RepResult {
 
 namespace detail {
 
-// A local work loop of n dummy iterations (seed 004 §6). An iteration increments a volatile
+// A local work loop of n dummy iterations (Fatourou et al. §6). An iteration increments a volatile
 // counter (a load and a store, chained through store-to-load forwarding: about 5 cycles), as the
-// seed 004 artifact's benchmarks count theirs, so --local-work N is the work their -w N is and a
-// side-by-side run compares the operations, not the loops.
+// benchmarks of Fatourou et al.'s artifact count theirs, so --local-work N is the work their -w N
+// is and a side-by-side run compares the operations, not the loops.
 inline void local_work(std::uint64_t n) {
   volatile std::uint64_t counter = 0;
   for (std::uint64_t i = 0; i < n; ++i) counter = counter + 1;
@@ -236,7 +236,7 @@ struct HeapPairs {
   }
 };
 
-// AtomicFloat (seed 004 §6): fetch_multiply with factors 1.000001 and 0.999999 in turn, and
+// AtomicFloat (Fatourou et al. §6): fetch_multiply with factors 1.000001 and 0.999999 in turn, and
 // local work between operations. The value changes at every operation and never comes back to
 // an earlier one (their product is not 1 in floating point), yet stays near its start for any
 // run length. A value that cycled (factors 2 and 0.5) would repeat every second round, and

@@ -3,17 +3,17 @@
 //
 // Workloads (and the structure kinds they apply to):
 //   set          set/map mix over [1, key_range] prefilled to --prefill keys (default half):
-//                reads % contains/get, the rest split evenly between insert and remove (seed 000
-//                §6, seed 001 80/10/10, seed 003 2:1:1);                        sets, maps
+//                reads % contains/get, the rest split evenly between insert and remove
+//                (Zuriel et al. §6, Mirror 80/10/10, nbMontage 2:1:1);          sets, maps
 //   ycsb-a/b/c   50/50, 95/5, 100/0 read/update (update = put) over a map loaded with every
 //                key of the range (YCSB's load phase; --prefill overrides);    maps (a/b: put)
 //   ycsb-e       95% scans of 1..100 keys from a chosen start, 5% inserts of new keys
 //                (above the loaded range, as YCSB inserts new records);         maps with scan
 //   pairs        enqueue+dequeue (push+pop) pairs from empty, a random local work loop of
-//                0..local_work iterations between operations (seed 004 §6);  queues, stacks
+//                0..local_work iterations between operations (Fatourou et al. §6);  queues, stacks
 //   heap         a priority queue prefilled to half the key range, then equal numbers of
-//                inserts and delete-mins, local work between operations (seed 004 §6)
-//   atomicfloat  fetch_multiply on one shared register, local work between (seed 004 §6)
+//                inserts and delete-mins, local work between operations (Fatourou et al. §6)
+//   atomicfloat  fetch_multiply on one shared register, local work between (Fatourou et al. §6)
 //   db_bench's shapes (LevelDB/RocksDB db_bench, as pmemkv-bench ran them), timed like the rest:
 //   fillrandom   puts of uniform keys into a map that starts empty;          maps with put
 //   readrandom   gets of uniform keys in a map loaded with every key;        maps
@@ -24,7 +24,7 @@
 //   deleterandom removes of the loaded keys in a random order, each found until a thread's share
 //                of the range runs out (a range larger than the run's removes keeps every one
 //                a real removal);                                             maps
-// Keys follow --distribution: uniform, or zipfian (theta 0.99) with scrambled keys (seed 002).
+// Keys follow --distribution: uniform, or zipfian (theta 0.99) with scrambled keys (InCLL).
 #pragma once
 
 #include <array>
@@ -193,7 +193,7 @@ struct Config {
   unsigned first_rep = 0;
   std::uint64_t key_range = 1024;
   std::optional<std::uint64_t> prefill;  // unset: half the range (set, heap); all of it (YCSB)
-  std::optional<unsigned> reads_pct;     // set workload only; unset: 90 (seed 000 §6 default)
+  std::optional<unsigned> reads_pct;     // set workload only; unset: 90 (Zuriel et al. §6 default)
   Distribution distribution = Distribution::uniform;
   double zipf_theta = 0.99;
   std::uint64_t seed = 1;

@@ -1,6 +1,6 @@
-// pmds — seed 004's AtomicFloat on a combining protocol (§6, the synthetic benchmark): a shared
-// double that fetch_multiply(k) replaces by v·k, returning v. The state is the double's 8 bytes;
-// read() is a request too (served in a round like any other), so it needs no other
+// pmds — Fatourou et al.'s AtomicFloat on a combining protocol (§6, the synthetic benchmark): a
+// shared double that fetch_multiply(k) replaces by v·k, returning v. The state is the double's 8
+// bytes; read() is a request too (served in a round like any other), so it needs no other
 // synchronisation and is detectable like an update. Written once over the protocol (PBComb or
 // PWFComb) and the persistence:
 //

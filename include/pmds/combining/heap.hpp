@@ -1,7 +1,7 @@
-// pmds — seed 004's PBheap (§5): a bounded binary min-heap whose whole array is the combining
-// state, so a round copies it, applies its requests with a sequential sift, and persists the lines
-// that changed (the paper builds it on PBcomb and names a PWFcomb heap "a relatively easy task",
-// §8: it is the same code on the other protocol here, since the state is self-contained).
+// pmds — Fatourou et al.'s PBheap (§5): a bounded binary min-heap whose whole array is the
+// combining state, so a round copies it, applies its requests with a sequential sift, and persists
+// the lines that changed (the paper builds it on PBcomb and names a PWFcomb heap "a relatively easy
+// task", §8: it is the same code on the other protocol here, since the state is self-contained).
 //
 //   CombiningHeap<PBComb, Persistence::detectable>   heap/pbcomb (-durable, -transient)
 //   CombiningHeap<PWFComb, Persistence::detectable>  heap/pwfcomb (-durable, -transient)
@@ -64,7 +64,7 @@ namespace pmds::combining {
 ///   that holds another structure or another record layout PoolError (layout_mismatch); a damaged
 ///   anchor or record index, or a count of keys above the capacity, throws PoolCorrupt at open.
 ///
-/// Seed 004 §5 (PBheap; the PWFcomb heap that §8 suggests). Registered as "heap/pbcomb"
+/// Fatourou et al. §5 (PBheap; the PWFcomb heap that §8 suggests). Registered as "heap/pbcomb"
 /// (pmds::DetectablePriorityQueue) and "heap/pwfcomb".
 template <template <class, Persistence, PlantedBug> class Protocol, Persistence Mode,
           PlantedBug Bug = PlantedBug::none>

@@ -1,5 +1,5 @@
-// pmds — PBcomb, seed 004's blocking persistent software combining (Algorithms 1–2), written once
-// over the sequential object it serves and the persistence it gives.
+// pmds — PBcomb, Fatourou et al.'s blocking persistent software combining (Algorithms 1–2), written
+// once over the sequential object it serves and the persistence it gives.
 //
 // A thread announces its request in a volatile array (one cache line per slot) and tries to take
 // the odd/even lock. The holder, the combiner, copies the current state record, applies every

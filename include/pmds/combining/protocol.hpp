@@ -1,7 +1,7 @@
-// pmds — what seed 004's two combining protocols share: PBcomb (blocking, pbcomb.hpp) and PWFcomb
-// (wait-free, pwfcomb.hpp) serve the same sequential objects with the same persistence modes, the
-// same request announcements and the same state records; they differ in who applies the requests
-// and how the current record is switched (a lock and an index, or an SC on a pointer).
+// pmds — what Fatourou et al.'s two combining protocols share: PBcomb (blocking, pbcomb.hpp) and
+// PWFcomb (wait-free, pwfcomb.hpp) serve the same sequential objects with the same persistence
+// modes, the same request announcements and the same state records; they differ in who applies the
+// requests and how the current record is switched (a lock and an index, or an SC on a pointer).
 //
 // A state record is a run of 64-bit words, whole cache lines (principle 3: what is persisted
 // together lies together):

@@ -1,6 +1,6 @@
-// pmds — PWFcomb, seed 004's wait-free persistent software combining (Algorithms 3–4), written once
-// over the sequential object it serves and the persistence it gives (the modes of PBcomb,
-// combining/pbcomb.hpp).
+// pmds — PWFcomb, Fatourou et al.'s wait-free persistent software combining (Algorithms 3–4),
+// written once over the sequential object it serves and the persistence it gives (the modes of
+// PBcomb, combining/pbcomb.hpp).
 //
 // Every thread acts as a combiner: it announces its request, copies the record S names, applies
 // every active request it sees to its copy, writes the copy into one of its own two records,

@@ -1,5 +1,5 @@
-// pmds — seed 004's PBqueue (Appendix A, Algorithms 5–7): a linked queue with a dummy first node,
-// served by two PBcomb instances, one for enqueuers (state: the tail) and one for dequeuers
+// pmds — Fatourou et al.'s PBqueue (Appendix A, Algorithms 5–7): a linked queue with a dummy first
+// node, served by two PBcomb instances, one for enqueuers (state: the tail) and one for dequeuers
 // (state: the head), so enqueues run concurrently with dequeues.
 //
 // An enqueue combiner links new nodes after the tail and flushes every node it created or
@@ -56,7 +56,7 @@ namespace pmds::combining {
 ///   that holds another structure or another record layout PoolError (layout_mismatch); a damaged
 ///   anchor, record index or list of nodes throws PoolCorrupt at open.
 ///
-/// Seed 004 (PBqueue, Appendix A). Registered as "queue/pbcomb"; pmds::DetectableQueue.
+/// Fatourou et al. (PBqueue, Appendix A). Registered as "queue/pbcomb"; pmds::DetectableQueue.
 template <Persistence Mode, PlantedBug Bug = PlantedBug::none>
 class CombiningQueue : public CombiningStructure<Mode> {
   using Base = CombiningStructure<Mode>;

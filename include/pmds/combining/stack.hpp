@@ -1,6 +1,6 @@
-// pmds — seed 004's PBstack and PWFstack (§5): a linked stack whose state is its top pointer,
-// served by one PBcomb or PWFcomb instance, with the paper's elimination, written once over the
-// protocol:
+// pmds — Fatourou et al.'s PBstack and PWFstack (§5): a linked stack whose state is its top
+// pointer, served by one PBcomb or PWFcomb instance, with the paper's elimination, written once
+// over the protocol:
 //
 //   CombiningStack<PBComb, Persistence::detectable>   stack/pbcomb (-durable, -transient,
 //                                                      -no-elim, -no-rec)
@@ -95,8 +95,8 @@ struct StackOptions {
 ///   that holds another structure or another record layout PoolError (layout_mismatch); a damaged
 ///   anchor, record index or chain of nodes throws PoolCorrupt at open.
 ///
-/// Seed 004 §5 (PBstack, with elimination and recycling; PWFstack). Registered as "stack/pbcomb"
-/// (pmds::DetectableStack) and "stack/pwfcomb".
+/// Fatourou et al. §5 (PBstack, with elimination and recycling; PWFstack). Registered as
+/// "stack/pbcomb" (pmds::DetectableStack) and "stack/pwfcomb".
 template <template <class, Persistence, PlantedBug> class Protocol, Persistence Mode,
           StackOptions Options = StackOptions{}, PlantedBug Bug = PlantedBug::none>
 class CombiningStack : public CombiningStructure<Mode> {

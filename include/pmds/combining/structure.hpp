@@ -1,4 +1,4 @@
-// pmds — what every combining structure (seed 004) shares around its PBcomb instances: the
+// pmds — what every combining structure (Fatourou et al.) shares around its PBcomb instances: the
 // anchor that holds their persistent areas, node memory, and the recovery trace.
 //
 // The anchor is one slot: a header line {kind, slots, area count, parameter (the heap's capacity;

@@ -1,5 +1,6 @@
-// pmds — seed 004's PWFqueue (Appendix B, Algorithms 8–10): a linked queue with a dummy first
-// node, served by two PWFcomb instances, one for enqueuers and one for dequeuers, each wait-free.
+// pmds — Fatourou et al.'s PWFqueue (Appendix B, Algorithms 8–10): a linked queue with a dummy
+// first node, served by two PWFcomb instances, one for enqueuers and one for dequeuers, each
+// wait-free.
 //
 // Why not CombiningQueue<PWFComb> (queue.hpp): PBqueue's enqueue combiner links its nodes after
 // the tail in place, which only the lock holder may do. PWFcomb runs rounds of several threads at

@@ -9,7 +9,7 @@
 //   finish        finish_recovery (the lazy sweep of the byte-string Masstrees)
 //   pending       recover_pending for each thread's last ticket (detectable entries)
 //   reexecute     (when asked, "reexecute=1") each thread's last operation invoked again with
-//                 its ticket, as seed 004's recovery does: it must take effect exactly once
+//                 its ticket, as Fatourou et al.'s recovery does: it must take effect exactly once
 //   contents      reading the contents back (lazy InCLL recovery runs on first access)
 //   continuation  make_continuation's operations on the recovered structure, one at a time,
 //                 in turn on "threads" threads that each hold a pmds thread id of their own
@@ -448,8 +448,8 @@ inline std::string reports_text(const registry::Instance& inst,
     enter(RecoveryPhase::pending);
     const std::vector<TicketedOperation> tickets = parse_tickets(get("tickets"));
     report += reports_text(inst, tickets);
-    // Seed 004's recovery: each thread's last operation invoked again with its ticket. One that
-    // took effect returns its response and changes nothing; one that did not takes effect now.
+    // Fatourou et al.'s recovery: each thread's last operation invoked again with its ticket. One
+    // that took effect returns its response and changes nothing; one that did not takes effect now.
     if (get("reexecute") == "1") {
       enter(RecoveryPhase::reexecute);
       for (const TicketedOperation& t : tickets)

@@ -15,8 +15,8 @@
 // fence right before a linking CAS is not a bug on x86 — the locked CAS orders earlier flushes —
 // and is not planted.)
 //
-// Seed 000's sets with their planted bugs (linkfree_soft/: LinkFreeBug, SoftBug); their controls
-// are the registered list/linkfree and list/soft themselves:
+// Zuriel et al.'s sets with their planted bugs (linkfree_soft/: LinkFreeBug, SoftBug); their
+// controls are the registered list/linkfree and list/soft themselves:
 //   link-free  valid_before_link      a new node made valid before it is linked (§3.3)
 //              trim_without_flush     a marked node unlinked before its mark is flushed (§3.1)
 //              recover_deleted        recovery keeps valid but deleted nodes
@@ -28,15 +28,16 @@
 //                                     recovery show it (crashlab/verdict.hpp), and only because
 //                                     the allocator hands out recycled slots first.
 //
-// Mirror (seed 001) with each planted bug of mirror/patomic.hpp (MirrorBug), on the Harris-Michael
+// Mirror with each planted bug of mirror/patomic.hpp (MirrorBug), on the Harris-Michael
 // list; its control is the registered list/mirror:
 //   volatile_first        a CAS writes the volatile replica before the persistent one
 //   no_flush_after_cas    the persistent DWCAS is neither flushed nor fenced
 //   helper_skips_flush    a helper copies persistent -> volatile without flushing first
 //   recovery_skips_node   recovery leaves one node's volatile replica unbuilt
 //
-// PBcomb and PWFcomb (seed 004, combining/) with the planted bugs of combining::PlantedBug; their
-// controls are the registered register/pbcomb, register/pwfcomb, queue/pbcomb and queue/pwfcomb:
+// PBcomb and PWFcomb (Fatourou et al., combining/) with the planted bugs of combining::PlantedBug;
+// their controls are the registered register/pbcomb, register/pwfcomb, queue/pbcomb and
+// queue/pwfcomb:
 //   no_fence_before_switch     PBcomb: no pfence between the record's pwbs and the MIndex
 //                              switch (§3). Not planted in PWFcomb: its switch is a CAS, which
 //                              orders earlier flushes as a fence does on x86 (pwfcomb.hpp)
@@ -58,7 +59,7 @@
 //   reinvoked-ticket-applied-again  an operation invoked again with its ticket takes the next
 //                              one, so one that took effect is applied again
 //
-// nbMontage (seed 003, montage/) with each planted bug of montage::PlantedBug, on its hash table;
+// nbMontage (montage/) with each planted bug of montage::PlantedBug, on its hash table;
 // the control is the registered hash/montage:
 //   payload_tagged_after_lin_cas  payloads get their epoch tag only after the lin_cas succeeded
 //   descriptor_not_written_back   an epoch advance does not write back lagging descriptors
@@ -71,31 +72,31 @@
 //                                 criterion accepts it), not Theorem 2's e-2 (the epoch bound
 //                                 does not)
 //
-// InCLL (seed 002, incll/) with each planted bug of incll::PlantedBug, on masstree/logging or
+// InCLL (incll/) with each planted bug of incll::PlantedBug, on masstree/logging or
 // masstree/incll (the controls):
 //   log_entry_not_fenced       an external log entry is flushed but not fenced before the node
-//                              it saves is written (seed 002 §3: log, sfence, then write)
+//                              it saves is written (InCLL §3: log, sfence, then write)
 //   boundary_flush_skips_node  each epoch boundary leaves one modified node unflushed
 //   creation_epoch_not_ended   the first operations run in the epoch of the tree's creation,
 //                              so they change the nodes made at creation unlogged (found by
 //                              the runs on a structure as created: sim_lab.hpp)
 //   node_epoch_before_permutation_log  (masstree/incll) InCLL_p's epoch is stored before the
-//                              permutation it logs (seed 002 §4.1.2's persistence ordering)
+//                              permutation it logs (InCLL §4.1.2's persistence ordering)
 //   value_tag_before_saved_value  (masstree/incll) a value InCLL's epoch and index are stored
 //                              before the value it saves (the same ordering, §4.1.3)
 //   lazy_recovery_skips_node   (masstree/incll) lazy recovery marks the first border it should
 //                              roll back as recovered without putting its permutation back
-//                              (seed 002 §4.3, Listing 4)
+//                              (InCLL §4.3, Listing 4)
 //   bytes_freed_in_their_epoch (masstree-bytes/incll) a freed byte string's block goes on its
 //                              free list in the epoch that freed it, so it can be reused and
 //                              overwritten while a crash would still roll the tree back to
-//                              naming it (seed 002 §5)
+//                              naming it (InCLL §5)
 //   sweep_skips_lower_layers   (masstree-bytes/incll, lazy open) the sweep that finds the free
 //                              blocks visits the top layer's borders only, so it gives back
 //                              blocks that only lower layers name, and they are overwritten
 //   recovery_drops_last_epoch  (masstree/incll) recovery finds the epoch before the failed
 //                              one failed too and rolls back what it changed in the nodes'
-//                              InCLLs: the operations completed in it are lost (seed 002 §3
+//                              InCLLs: the operations completed in it are lost (InCLL §3
 //                              promises the state at the start of the failed epoch; the epoch
 //                              bound checks it, crashlab/verdict.hpp)
 //

@@ -301,7 +301,7 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
            {"close", o.workload.lazy_recovery ? "0" : "1"},
            {"tickets", e.criterion == Criterion::detectable ? last_tickets(records) : ""}};
     // Half the rounds of a detectable entry invoke each thread's last operation again with its
-    // ticket (seed 004's recovery; crashlab/child.hpp).
+    // ticket (Fatourou et al.'s recovery; crashlab/child.hpp).
     if (e.criterion == Criterion::detectable && rng() % 2 == 0) a["reexecute"] = "1";
     if (recovery_seconds > 0 && rng() % 100 < o.killed_recovery_percent) {
       // A recovery killed at a random moment: its open, the lazy sweep, recover_pending or

@@ -445,7 +445,7 @@ class WorkloadProcess {
     // Creation is not under test: it ends as a clean close would, with everything durable. Most
     // runs then close the pool and work on it opened again, so the open (its mark of an open
     // pool, the structure's recovery after a clean shutdown) is under test too; one run in four
-    // works on the structure as created, so crashes land in its first moments too (seed 002's
+    // works on the structure as created, so crashes land in its first moments too (InCLL's
     // trees once changed the nodes made at creation unlogged in the epoch they were made in).
     const bool as_created = mix_seed(wseed_, 0xc4ea7ed) % 4 == 0;
     auto inst = [&] {
@@ -702,8 +702,8 @@ class WorkloadProcess {
     if (!o_.mutants.empty()) a["mutant"] = pm::sim::Mutant::text_of(o_.mutants);
     if (e_.criterion == Criterion::detectable) a["tickets"] = last_tickets(records);
     std::mt19937_64 dice(mix_seed(mix_seed(wseed_, point.event), point.image + 1000));
-    // Half the recoveries of a detectable entry invoke each thread's last operation again with
-    // its ticket (seed 004's recovery); the other half check recover_pending's answers alone.
+    // Half the recoveries of a detectable entry invoke each thread's last operation again with its
+    // ticket (Fatourou et al.'s recovery); the other half check recover_pending's answers alone.
     if (e_.criterion == Criterion::detectable && dice() % 2 == 0) a["reexecute"] = "1";
     // Arms a crash of the recovery with arguments `args`, its image to `out`.
     const auto crash_at = [&](Args args, std::optional<RecoveryCrash> crash,

@@ -257,8 +257,8 @@ inline Judgement judge(const Judge& j, HistoryText h, const Recovered& rec, cons
   }
   h.recovered = &rec.items;
   if (h.criterion.value_or(j.entry.criterion) == Criterion::detectable) {
-    // Seed 004's recovery invoked each thread's last operation again with its ticket: each must
-    // have taken effect exactly once, with the response the re-invocation returned, which is
+    // Fatourou et al.'s recovery invoked each thread's last operation again with its ticket: each
+    // must have taken effect exactly once, with the response the re-invocation returned, which is
     // the one recover_pending reported for an operation it said took effect.
     h.reports = rec.reexecuted.empty() ? &rec.reports : &rec.reexecuted;
     detail::expect_same_responses(h.records, rec.reports, rec.reexecuted,

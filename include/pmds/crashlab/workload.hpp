@@ -33,7 +33,7 @@ struct WorkloadOptions {
   // (registry::CreateOptions::key_size, value_size; registry/fixed_size_strings.hpp).
   std::size_t key_size = 8, value_size = 8;
   // The InCLL Masstrees: every recovery opens lazily, each border recovered on its first access
-  // (registry::CreateOptions::lazy_recovery; seed 002 §4.3). Not the workload, but how every
+  // (registry::CreateOptions::lazy_recovery; InCLL §4.3). Not the workload, but how every
   // process of the run opens the pool.
   bool lazy_recovery = false;
 };
@@ -203,7 +203,7 @@ inline Workload make_workload(const registry::Entry& e, const WorkloadOptions& o
 
 // The operations the simulated lab runs, in one thread, on a structure it has just recovered,
 // before it closes the pool cleanly and opens it again: a recovered structure must work on
-// (seed 000 §5: nodes reuse the slots recovery freed). Mostly insertions of new keys or items,
+// (Zuriel et al. §5: nodes reuse the slots recovery freed). Mostly insertions of new keys or items,
 // enough of them to take every slot the workload used, so they reach the recycled slots the
 // allocator hands out first — among them the slots the crash left half-written; every fourth
 // operation removes an element again.

@@ -1,4 +1,4 @@
-// pmds::incll::Checkpoints — seed 002's fine-grained checkpointing (§3, §4) with its external
+// pmds::incll::Checkpoints — InCLL's fine-grained checkpointing (§3, §4) with its external
 // log (§4.2): the durable memory mode of Masstree (incll/masstree.hpp, incll/durable_masstree.hpp).
 //
 // Epochs. Execution is cut into epochs (64 ms by default, Options::epoch_length). The current
@@ -7,13 +7,13 @@
 // operation runs inside one epoch (below). Everything completed before the last completed
 // boundary survives: sync() forces one (buffered durable linearizability, docs/ARCHITECTURE.md §4).
 //
-// The boundary (try_advance). Seed 002 flushes the whole cache with wbinvd at the start of an
+// The boundary (try_advance). InCLL flushes the whole cache with wbinvd at the start of an
 // epoch; user space has no wbinvd, so each thread records every object it wrote in the epoch
 // (the objects it logged and the nodes it allocated) and the boundary flushes exactly those
 // (counted in stats().flushed_objects). In order: raise the operation barrier and wait until no
 // write operation is in flight; flush the recorded objects; fence; store and persist epoch e+1;
 // lower the barrier. A write operation (begin_write) waits while the barrier is up, so none
-// spans a boundary — seed 002 leaves this to Masstree's epoch machinery; here it is explicit.
+// spans a boundary — InCLL leaves this to Masstree's epoch machinery; here it is explicit.
 // Read operations take no part: they write nothing.
 //
 // The external log (§4.2). Before an object that existed at the start of the epoch is first
@@ -40,7 +40,7 @@
 // at open (recover_border with flush; then the record is emptied). Nothing is consumed before
 // the record and the new epoch are durable, so a crash during recovery recovers again.
 //
-// Byte strings (seed 002 §5). The byte-string tree's keys and values are pool blocks, each with
+// Byte strings (InCLL §5). The byte-string tree's keys and values are pool blocks, each with
 // a 16-byte EpochLink before its bytes (incll/epoch_link.hpp, §5.1). A block the tree frees goes
 // on its thread's free list of that block size in an epoch after the one that freed it, and
 // make_bytes takes blocks from there first: the lists are objects the epochs checkpoint, written
@@ -116,11 +116,11 @@ enum class PlantedBug {
 };
 
 struct Options {
-  // Seed 002 §4: 64 ms, Masstree's reclamation epoch.
+  // InCLL §4: 64 ms, Masstree's reclamation epoch.
   std::chrono::microseconds epoch_length{64'000};
   // false: no thread of its own; the caller runs background_step() (the crash lab does).
   bool background_thread = true;
-  // Seed 002 §4.3: at open, undo the external log and check the interior nodes, and recover
+  // InCLL §4.3: at open, undo the external log and check the interior nodes, and recover
   // each border on its first access (true: a 10M-entry tree opens in about a tenth of the
   // time); or check every node at open, then recover them all (false, the default). Lazy
   // recovery checks a border only when it first reaches it, after recovery has written to the
@@ -168,7 +168,7 @@ struct Segment {
   char* entry(std::size_t i) { return reinterpret_cast<char*>(this) + line + i * entry_bytes; }
 };
 
-// Seed 002 §5: each thread's free lists of byte-string blocks, one per block size
+// InCLL §5: each thread's free lists of byte-string blocks, one per block size
 // (pm::ChunkAllocator::block_size: 64 to 512 bytes by lines, then four sizes per doubling up to
 // 8 KiB). A block starts with its EpochLink; the Bytes follow.
 inline constexpr std::size_t block_classes = 24;
@@ -194,7 +194,7 @@ struct alignas(64) RootBox {
   pm::atomic<std::uint64_t> root;
 };
 
-// The failed epochs whose marks borders may still carry (seed 002 §3: "we also keep track of
+// The failed epochs whose marks borders may still carry (InCLL §3: "we also keep track of
 // failed epochs"): lazy recovery undoes a border's InCLLs when their epoch is one of them, so
 // an epoch stays here until every node is known to be free of it (the eager recovery, which
 // clears the record when it is full).
@@ -359,7 +359,7 @@ class Checkpoints {
 
   // Byte strings (the byte-string tree's keys and values): a pool block each, its EpochLink
   // then the Bytes (pm::ChunkAllocator::block_size of both: at most 8 KiB), taken from the
-  // thread's free list of that size (seed 002 §5), else from the allocator; written and recorded
+  // thread's free list of that size (InCLL §5), else from the allocator; written and recorded
   // for the boundary flush like a new node — new in this epoch, nothing to log. Called inside a
   // write operation, before it changes anything (PoolFull then changes nothing).
   static constexpr std::size_t max_bytes_block = 8192;
@@ -584,7 +584,7 @@ class Checkpoints {
     return applied_;
   }
 
-  // ---- lazy recovery (seed 002 §4.3) ----------------------------------------------------------
+  // ---- lazy recovery (InCLL §4.3) -------------------------------------------------------------
   //
   // A border is recovered on its first access in an execution (its node_epoch names an epoch
   // before this execution's first): under one of a transient array of recovery locks (its own
@@ -592,7 +592,7 @@ class Checkpoints {
   // node_epoch names a failed epoch, each value from its line's InCLL when that names one, its
   // lock and dirty bits are cleared, and node_epoch is set to the execution's first epoch with
   // InCLL_p holding the permutation now — true, since nothing changed the border in this
-  // execution before (seed 002 Listing 4 sets nodeEpoch alone: a permutationInCLL left from an
+  // execution before (InCLL Listing 4 sets nodeEpoch alone: a permutationInCLL left from an
   // old epoch would then be taken for this one's). Nothing is flushed: a failed epoch stays in
   // the record, so a crash before these stores persist recovers the border again, and each line
   // persists its stores in order. The border is checked as the eager walk checks it (PoolCorrupt
@@ -623,7 +623,7 @@ class Checkpoints {
   }
 
   // Recovery, before anything is written: every thread's free lists of blocks as they read after
-  // the crash (seed 002 §5), checked — each block a slot of its list's size, reached once (so a
+  // the crash (InCLL §5), checked — each block a slot of its list's size, reached once (so a
   // block the tree also names, or a cycle, is PoolCorrupt) — and their slots set in `reached`,
   // the lists' own included. Returns how many of each.
   struct ListedBlocks {
@@ -767,7 +767,7 @@ class Checkpoints {
     checkpoint_detail::BlockLists* lists = nullptr;  // its free lists (byte strings only)
   };
 
-  // ---- the block free lists (seed 002 §5) -------------------------------------------------
+  // ---- the block free lists (InCLL §5) ----------------------------------------------------
 
   static masstree_detail::Bytes* bytes_in(void* block) {
     return reinterpret_cast<masstree_detail::Bytes*>(static_cast<char*>(block) +
@@ -928,7 +928,7 @@ class Checkpoints {
     if constexpr (Bug == PlantedBug::log_entry_not_fenced)
       pm::flush_range(entry, checkpoint_detail::line + bytes);
     else
-      pm::persist(entry, checkpoint_detail::line + bytes);  // seed 002 §3: log, sfence, write
+      pm::persist(entry, checkpoint_detail::line + bytes);  // InCLL §3: log, sfence, write
     t.logged_count.store(t.logged_count.load(std::memory_order_relaxed) + 1,
                          std::memory_order_relaxed);
   }
@@ -1066,7 +1066,7 @@ class Checkpoints {
     std::sort(applied_.begin(), applied_.end());
     if (std::adjacent_find(applied_.begin(), applied_.end()) != applied_.end())
       pool_.allocator().corrupt("two log entries of one epoch name one object");
-    // Seed 002 §4.2: the entries are applied in parallel, each thread copying its share back
+    // InCLL §4.2: the entries are applied in parallel, each thread copying its share back
     // and fencing its own flushes. Not under the simulator, whose crash lab schedules every
     // thread that touches a pool, nor for a short log.
     const auto apply = [](std::span<const char* const> share) {
@@ -1129,7 +1129,7 @@ class Checkpoints {
   PeriodicThread background_;
 };
 
-// The InCLL mode (seed 002 §4.1): Checkpoints, except that a border logs its own changes in its
+// The InCLL mode (§4.1): Checkpoints, except that a border logs its own changes in its
 // cache lines where it can (the InCLLs of incll/masstree.hpp's Border and ValueLine) instead of
 // in the external log: an insert or a remove its permutation (InCLL_p), an update the value it
 // replaces (the InCLL of that value's line). Splits, layer creation and interior nodes use the
@@ -1139,7 +1139,7 @@ class InCLLCheckpoints : public Checkpoints<Bug> {
  public:
   using Checkpoints<Bug>::Checkpoints;
 
-  // Seed 002 Listing 3's InCLL() before an insert or a remove. A remove clears
+  // InCLL Listing 3's InCLL() before an insert or a remove. A remove clears
   // insertions_allowed: an insert could then reuse the removed entry's slot, whose key and value
   // the permutation alone cannot bring back, so the next insert in this epoch logs the border
   // whole (§4.1.1) — once: then it counts as logged.

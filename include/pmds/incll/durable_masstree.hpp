@@ -1,4 +1,4 @@
-// pmds::incll::DurableMasstree — seed 002's durable Masstree, buffered durable linearizability,
+// pmds::incll::DurableMasstree — InCLL's durable Masstree, buffered durable linearizability,
 // with sync(). Two modes over the same tree (incll/masstree.hpp, unchanged) and the same epochs
 // (incll/checkpoints.hpp: the boundary flush, the external log, recovery of the failed epoch):
 //   InCLLMasstree    `masstree/incll`: inserts and removes log a border's permutation in its own
@@ -12,7 +12,7 @@
 // suffix, are byte strings in pool blocks (Checkpoints::make_bytes), made in the operation's
 // epoch and flushed at its boundary; a value word or a suffix pointer is logged as the 8-byte
 // value word is (an update's old value pointer in its line's InCLL); a block the tree frees goes
-// on a free list the epochs checkpoint (seed 002 §5, incll/checkpoints.hpp) in an epoch after
+// on a free list the epochs checkpoint (InCLL §5, incll/checkpoints.hpp) in an epoch after
 // the one that freed it.
 //
 // Pool layout: pm::StructureRoot with tag "MTINCLL_" or "MTLOGGIN" ("MTBYINCL", "MTBYLOGG" for
@@ -20,7 +20,7 @@
 // thread's log); border nodes (512 bytes), interior nodes (320 bytes), log segments (256 KiB)
 // and byte-string blocks from the allocator.
 //
-// Recovery (seed 002 §4.3). At open: the failed epoch's log entries are copied back
+// Recovery (InCLL §4.3). At open: the failed epoch's log entries are copied back
 // (Checkpoints); one walk of the interior nodes checks each (a damaged pool ends in PoolCorrupt,
 // never in a wild read or an endless walk), clears the lock and dirty bits a crash left, and
 // rebuilds the parent links an interior split of the failed epoch moved (derived state, not
@@ -142,7 +142,7 @@ using TreeOf = std::conditional_t<ByteStrings, StringMasstreeMap<MemoryOf<M, Bug
 ///   first border is recovered; with Options::lazy_recovery a damaged border is reported by the
 ///   operation that first reaches it.
 ///
-/// Seed 002 (InCLL over Masstree, §4; the external log, §4.2). Registered as "masstree/incll"
+/// InCLL over Masstree (§4; the external log, §4.2). Registered as "masstree/incll"
 /// (pmds::BufferedOrderedMap), "masstree-bytes/incll" (pmds::BufferedStringOrderedMap) and, in
 /// the logging mode, "masstree/logging" and "masstree-bytes/logging".
 template <Mode M, PlantedBug Bug = PlantedBug::none, bool ByteStrings = false>
@@ -267,7 +267,7 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
   // The failed epochs the pool's record holds (lazy recovery adds one per crash; an eager
   // recovery, or a lazy one that finds the record full, empties it).
   std::size_t failed_epochs_recorded() const { return this->memory_.failed_epochs_recorded(); }
-  // The blocks recovery found on the free lists (seed 002 §5; the byte-string form).
+  // The blocks recovery found on the free lists (InCLL §5; the byte-string form).
   std::size_t blocks_on_free_lists() const { return blocks_on_free_lists_; }
   // The parent links recovery found wrong and set (the lazy open of byte strings: so far).
   std::size_t parent_links_mended() const { return parent_links_mended_.load(); }
@@ -484,7 +484,7 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
   static const Bytes* check_bytes(const pm::ChunkAllocator& a,
                                   pm::ChunkAllocator::SlotBits& reached, Walk& walk,
                                   std::uint64_t word, const char* what) {
-    // A block is its free-list link (seed 002 §5), then the Bytes.
+    // A block is its free-list link (InCLL §5), then the Bytes.
     const auto* block = reinterpret_cast<const void*>(word - checkpoint_detail::block_header);
     a.checked_slot(block, checkpoint_detail::block_header + sizeof(Bytes), what);
     const auto* p = reinterpret_cast<const Bytes*>(word);

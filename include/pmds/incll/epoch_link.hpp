@@ -1,4 +1,4 @@
-// pmds::incll::EpochLink — seed 002 §5.1's compact InCLL of one link: a pointer that the epochs
+// pmds::incll::EpochLink — InCLL §5.1's compact InCLL of one link: a pointer that the epochs
 // checkpoint, with its log and its epoch in 16 bytes; and EpochFreeList, §5's free list built on
 // it, whose links roll back to the start of a failed epoch (the byte-string Masstree's blocks:
 // incll/checkpoints.hpp).
@@ -98,7 +98,7 @@ struct alignas(16) EpochLink {
   }
 };
 
-// A free list of blocks (seed 002 §5): a stack whose head and whose blocks' links are
+// A free list of blocks (InCLL §5): a stack whose head and whose blocks' links are
 // EpochLinks, so after a crash in epoch f it reads as it was at the start of f — every push and
 // pop of f undone, a block popped and pushed again in f included (its link changed while it was
 // on f's starting list: the case InCLL_n is for). Each block starts with its EpochLink (16 bytes,

@@ -1,8 +1,8 @@
-// pmds — Masstree (Mao, Kohler, Morris, EuroSys 2012), the ordered byte-string index that seed
-// 002 (InCLL) makes durable. This file is the tree itself, written once over a memory mode: in
+// pmds — Masstree (Mao, Kohler, Morris, EuroSys 2012), the ordered byte-string index that InCLL
+// makes durable. This file is the tree itself, written once over a memory mode: in
 // DRAM (TransientMemory below: `masstree/transient`, the twin every InCLL figure compares
 // against) or in a pool with epoch checkpoints (incll/checkpoints.hpp). docs/ARCHITECTURE.md §1
-// (incll/) says what is built of seed 002 so far.
+// (incll/) says what is built of InCLL so far.
 //
 // The shape. A trie of B+trees ("layers") over 8-byte key slices: layer 0 orders keys by their
 // first 8 bytes; keys that share those 8 bytes and go on live in a layer below, keyed by their
@@ -33,7 +33,7 @@
 //   returns when the tree is destroyed); values and suffixes are freed through an epoch domain;
 // - a layer's root pointer (in the entry above it) is not updated when the layer's root splits:
 //   readers climb from the old root by parent links (the top layer's root is updated);
-// - width 14 (the original uses 15), and a border of 512 bytes: seed 002's InCLL keeps logs in
+// - width 14 (the original uses 15), and a border of 512 bytes: InCLL keeps logs in
 //   the border's first line and in each line of values (Border, ValueLine); all modes share
 //   this layout.
 //
@@ -208,7 +208,7 @@ struct Permutation {
 };
 static_assert(4 + 4 * width <= 64, "the permutation must fit one word");
 
-// One cache line of a border's values with seed 002's value InCLL (§4.1.3) for them: the epoch
+// One cache line of a border's values with the paper's value InCLL (§4.1.3) for them: the epoch
 // and index of the one value of this line logged in that epoch (log_tag: epoch << 3 | index; 0
 // none), and its value at the epoch's start (log_value). The paper packs the InCLL in one word
 // beside 7 value *pointers* (a 44-bit pointer, a 4-bit index, 16 epoch bits); the 8-byte form
@@ -223,7 +223,7 @@ struct alignas(64) ValueLine {
   pm::atomic<std::uint64_t> log_value;
 };
 
-// The first line holds the node header, the permutation and seed 002's InCLL_p (§4.1.1), which
+// The first line holds the node header, the permutation and the paper's InCLL_p (§4.1.1), which
 // must share the permutation's line: stores to one line persist in order, so the log needs no
 // fence; each value line has its own InCLL (ValueLine). The transient and logging modes leave
 // the InCLL words as make() set them.
@@ -662,7 +662,7 @@ class BasicMasstree {
   void will_write(Node* n) { memory_.before_write(n->logged, n, masstree_detail::node_bytes(n)); }
 
   // A node's stable version; a border is first shown to the memory mode, which may have to
-  // recover it (seed 002 §4.3's lazy recovery: the durable modes; before the version is read,
+  // recover it (InCLL §4.3's lazy recovery: the durable modes; before the version is read,
   // since a crash may have left it locked or dirty).
   std::uint64_t stable_version(Node* n) const {
     if constexpr (Memory::recovers_borders)  // (the transient tree reads no version twice)
@@ -792,7 +792,7 @@ class BasicMasstree {
     return layer;
   }
 
-  // Into a free slot, then the permutation: the only live word that changes (seed 002 §4.1.1).
+  // Into a free slot, then the permutation: the only live word that changes (InCLL §4.1.1).
   void insert_entry(Border* b, Permutation perm, int position, const Entry& e) {
     memory_.before_permutation_write(*b, /*inserting=*/true);
     masstree_detail::mark(b, masstree_detail::inserting_bit);

@@ -1,9 +1,9 @@
-// pmds::linkfree_soft::HashSet<L> — seed 000's durable hash set: "a table of buckets, where each
-// bucket uses the [durable] list to hold its items" (§3). One template for both techniques:
+// pmds::linkfree_soft::HashSet<L> — Zuriel et al.'s durable hash set: "a table of buckets, where
+// each bucket uses the [durable] list to hold its items" (§3). One template for both techniques:
 //   HashSet<LinkFreeBucketList>  = "hash/linkfree"   (linkfree_soft/linkfree_list.hpp)
 //   HashSet<SoftBucketList>      = "hash/soft"       (linkfree_soft/soft_list.hpp)
 // The bucket array is fixed at creation (2^20 in the benchmarks) and lives in DRAM: buckets are
-// links, and seed 000 persists no link. The bucket count is kept in the pool's root table so
+// links, and Zuriel et al. persist no link. The bucket count is kept in the pool's root table so
 // that recovery can rebuild the same table from the durable areas.
 //
 // ---- The bucket-list interface (kept small on purpose; both list headers implement it) -------
@@ -29,7 +29,7 @@
 //       Open: quiescent, single-threaded, on a freshly constructed Shared and empty buckets.
 //       Scans every durable area of the pool once (pm::ChunkAllocator::recover), links every
 //       valid, undeleted node into buckets[index_of(key)] in key order, returns every other
-//       slot to the free lists, and issues no flush (seed 000 §2.1).
+//       slot to the free lists, and issues no flush (Zuriel et al. §2.1).
 //
 //   template <class F>
 //   static void L::for_each(Shared&, const Bucket&, F&& f);
@@ -37,8 +37,8 @@
 //
 //   static void L::drain(Shared&);  quiescent: run every pending reclamation now.
 //
-// The same bucket list alone in a pool is seed 000's list: ListSet<L> (linkfree_soft/list_set.hpp),
-// which also needs L::list_tag and L::list_name.
+// The same bucket list alone in a pool is Zuriel et al.'s list: ListSet<L>
+// (linkfree_soft/list_set.hpp), which also needs L::list_tag and L::list_name.
 //
 // A set owns its pool (root(0), root(1), its nodes' size class): see
 // linkfree_soft/detail/set_root.hpp.
@@ -83,15 +83,15 @@ namespace pmds::linkfree_soft {
 ///   (layout_mismatch), a bucket count outside [1, 2^40] in its root PoolError (corrupted);
 ///   creating one in a pool that holds a structure throws PoolError (bad_argument).
 ///
-/// Seed 000 §3 (a table of durable lists; the link-free list §3, SOFT §4). Registered as
+/// Zuriel et al. §3 (a table of durable lists; the link-free list §3, SOFT §4). Registered as
 /// "hash/linkfree" (`LinkFreeHashSet`: pmds::DurableHashMap) and "hash/soft" (pmds::SoftHashSet).
 template <class L>
 class HashSet {
  public:
-  // Durable linearizability (seed 000 §1); the registry reads it (registry::criterion_of).
+  // Durable linearizability (Zuriel et al. §1); the registry reads it (registry::criterion_of).
   static constexpr Criterion criterion = Criterion::durable;
   using BucketList = L;
-  static constexpr std::size_t default_bucket_count = std::size_t{1} << 20;  // seed 000 §6
+  static constexpr std::size_t default_bucket_count = std::size_t{1} << 20;  // Zuriel et al. §6
 
   // Creates an empty set with `bucket_count` buckets in `pool`, which must hold no structure.
   // The pool must outlive the set.
@@ -105,7 +105,7 @@ class HashSet {
     detail::write_set_root(pool, L::hash_tag, bucket_count, L::hash_name);
   }
 
-  // Opens the set a pool holds and recovers it (seed 000 §3.5, §4.6): after a crash or a clean
+  // Opens the set a pool holds and recovers it (Zuriel et al. §3.5, §4.6): after a crash or a clean
   // close alike, the buckets are rebuilt from the durable areas.
   HashSet(OpenTag, pm::Pool& pool) : pool_(pool), shared_(pool) {
     const std::uint64_t n = detail::read_set_root(pool, L::hash_tag, L::hash_name);

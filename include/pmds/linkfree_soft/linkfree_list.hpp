@@ -1,5 +1,5 @@
-// pmds::linkfree_soft — the link-free durable list and its hash-bucket form (seed 000 §3, Listings
-// 1-5).
+// pmds::linkfree_soft — the link-free durable list and its hash-bucket form (Zuriel et al. §3,
+// Listings 1-5).
 //
 //   LinkFreeBucketList<Bug>  the list algorithm as a bucket list (hash_set.hpp's interface):
 //                            Harris's lock-free list with the link-free persistence rules.
@@ -280,11 +280,11 @@ struct LinkFreeBucketList {
   }
 };
 
-// "list/linkfree": one link-free list in a pool (seed 000 §3), linkfree_soft/list_set.hpp.
+// "list/linkfree": one link-free list in a pool (Zuriel et al. §3), linkfree_soft/list_set.hpp.
 template <LinkFreeBug Bug = LinkFreeBug::none>
 using LinkFreeList = ListSet<LinkFreeBucketList<Bug>>;
 
-// "hash/linkfree": seed 000's link-free hash table, a fixed array of link-free buckets.
+// "hash/linkfree": Zuriel et al.'s link-free hash table, a fixed array of link-free buckets.
 template <LinkFreeBug Bug = LinkFreeBug::none>
 using LinkFreeHashSetT = HashSet<LinkFreeBucketList<Bug>>;
 using LinkFreeHashSet = LinkFreeHashSetT<>;

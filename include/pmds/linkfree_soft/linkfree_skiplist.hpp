@@ -1,4 +1,4 @@
-// pmds::linkfree_soft::LinkFreeSkipList — "skiplist/linkfree": seed 000's link-free technique
+// pmds::linkfree_soft::LinkFreeSkipList — "skiplist/linkfree": Zuriel et al.'s link-free technique
 // applied to a lock-free skip list ("extending this algorithm to a skip list is straightforward",
 // §3).
 //
@@ -56,7 +56,7 @@ class LinkFreeSkipList {
   using Word = pm::atomic<std::uint64_t>;
 
  public:
-  // Durable linearizability (seed 000 §1); the registry reads it (registry::criterion_of).
+  // Durable linearizability (Zuriel et al. §1); the registry reads it (registry::criterion_of).
   static constexpr Criterion criterion = Criterion::durable;
   static constexpr int max_levels = 32;
   // LF1 pools kept towers in DRAM and one slot size; their nodes would recover, but a pool of

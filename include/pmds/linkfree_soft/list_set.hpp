@@ -1,13 +1,13 @@
-// pmds::linkfree_soft::ListSet<L> — seed 000's durable sorted list: one bucket list (the interface
-// of linkfree_soft/hash_set.hpp) on its own in a pool. One template for both techniques:
+// pmds::linkfree_soft::ListSet<L> — Zuriel et al.'s durable sorted list: one bucket list (the
+// interface of linkfree_soft/hash_set.hpp) on its own in a pool. One template for both techniques:
 //   ListSet<LinkFreeBucketList<>>  = LinkFreeList<> = "list/linkfree"
 //   (linkfree_soft/linkfree_list.hpp) ListSet<SoftBucketList<>>      = SoftList<>     = "list/soft"
 //   (linkfree_soft/soft_list.hpp)
 // Besides the bucket-list interface, L names the list's root tag and registry name:
 //   static constexpr std::uint64_t L::list_tag;   static constexpr const char* L::list_name;
-// The pool's root table holds the tag and the parameter 1 (one bucket), as every seed 000 set
-// does (linkfree_soft/detail/set_root.hpp); the list itself is rebuilt from the durable areas at
-// open.
+// The pool's root table holds the tag and the parameter 1 (one bucket), as every link-free and
+// SOFT set does (linkfree_soft/detail/set_root.hpp); the list itself is rebuilt from the durable
+// areas at open.
 #pragma once
 
 #include <cstddef>
@@ -24,7 +24,7 @@ namespace pmds::linkfree_soft {
 template <class L>
 class ListSet {
  public:
-  // Durable linearizability (seed 000 §1); the registry reads it (registry::criterion_of).
+  // Durable linearizability (Zuriel et al. §1); the registry reads it (registry::criterion_of).
   static constexpr Criterion criterion = Criterion::durable;
   using BucketList = L;
   static constexpr std::uint64_t tag = L::list_tag;
@@ -35,7 +35,7 @@ class ListSet {
     detail::write_set_root(pool, tag, 1, name);
   }
 
-  // Opens the list a pool holds and recovers it from the durable areas (seed 000 §3.5, §4.6),
+  // Opens the list a pool holds and recovers it from the durable areas (Zuriel et al. §3.5, §4.6),
   // after a crash or a clean close alike.
   ListSet(OpenTag, pm::Pool& pool) : pool_(pool), shared_(pool) {
     detail::read_set_root(pool, tag, name);

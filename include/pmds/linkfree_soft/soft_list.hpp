@@ -1,4 +1,4 @@
-// pmds::linkfree_soft — SOFT, "Sets with an Optimal Flushing Technique" (seed 000 §2.3, §4): a
+// pmds::linkfree_soft — SOFT, "Sets with an Optimal Flushing Technique" (Zuriel et al. §2.3, §4): a
 // durable lock-free sorted list, and the bucket list of the SOFT hash set.
 //
 //   SoftList<Bug>        "list/soft": ListSet<SoftBucketList<Bug>>, one list in a pool
@@ -355,7 +355,7 @@ class SoftBucketList {
 template <SoftBug Bug = SoftBug::none>
 using SoftList = ListSet<SoftBucketList<Bug>>;
 
-// "hash/soft": seed 000 §3's table of buckets with a SOFT list per bucket
+// "hash/soft": Zuriel et al. §3's table of buckets with a SOFT list per bucket
 // (linkfree_soft/hash_set.hpp).
 template <SoftBug Bug = SoftBug::none>
 using SoftHashSet = HashSet<SoftBucketList<Bug>>;

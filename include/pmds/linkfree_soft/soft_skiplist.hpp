@@ -1,5 +1,5 @@
-// pmds::linkfree_soft — "skiplist/soft": a SOFT durable lock-free skip list (seed 000 §2.3, §4; §3
-// says the extension to skip lists is straightforward: this is how it is done here).
+// pmds::linkfree_soft — "skiplist/soft": a SOFT durable lock-free skip list (Zuriel et al. §2.3,
+// §4; §3 says the extension to skip lists is straightforward: this is how it is done here).
 //
 // What is persistent is exactly what the SOFT list persists: one PNode per key (validStart,
 // validEnd, deleted, key, value) in a 32-byte slot of the pool allocator, created and destroyed
@@ -40,7 +40,7 @@ namespace pmds::linkfree_soft {
 
 namespace detail {
 
-// Towers of height h >= 1 with P(h) = 2^-h, at most 24 levels (2^24 = 16M keys, 4x seed 000's
+// Towers of height h >= 1 with P(h) = 2^-h, at most 24 levels (2^24 = 16M keys, 4x Zuriel et al.'s
 // largest hash range).
 inline constexpr unsigned soft_skip_max_height = 24;
 
@@ -108,7 +108,7 @@ struct SoftSkipOrder {
 ///   (layout_mismatch); creating one in a pool that holds a structure throws PoolError
 ///   (bad_argument).
 ///
-/// Seed 000 §4 (SOFT), extended to a skip list (this header says how). Registered as
+/// Zuriel et al. §4 (SOFT), extended to a skip list (this header says how). Registered as
 /// "skiplist/soft"; pmds::DurableOrderedMap.
 template <SoftBug Bug = SoftBug::none>
 class SoftSkipList {
@@ -118,7 +118,7 @@ class SoftSkipList {
   using Search = typename Index::Search;
 
  public:
-  // Durable linearizability (seed 000 §1); the registry reads it (registry::criterion_of).
+  // Durable linearizability (Zuriel et al. §1); the registry reads it (registry::criterion_of).
   static constexpr Criterion criterion = Criterion::durable;
   static constexpr std::uint64_t tag = detail::make_tag("SKIPSOF2");
   static constexpr const char* name = "skiplist/soft";

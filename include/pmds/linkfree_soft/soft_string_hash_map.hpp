@@ -1,5 +1,5 @@
 // pmds::linkfree_soft::SoftStringHashMap — "hash-bytes/soft": a durable-linearizable hash map
-// from byte strings to byte strings, on SOFT's technique (seed 000 §4: persistent nodes apart
+// from byte strings to byte strings, on SOFT's technique (Zuriel et al. §4: persistent nodes apart
 // from the volatile ones, no link persisted, one psync per insert and per remove).
 //
 // What SOFT gives an 8-byte set (soft_list.hpp) carries over, with the three additions a string
@@ -51,7 +51,7 @@ namespace pmds::linkfree_soft {
 /// - **A bad pool:** opening a pool that holds another structure, or a damaged root, throws
 ///   PoolError.
 ///
-/// Seed 000 §4 (SOFT), extended to multi-line nodes, replacement and read-modify-write:
+/// Zuriel et al. §4 (SOFT), extended to multi-line nodes, replacement and read-modify-write:
 /// docs/ARCHITECTURE.md §9. Registered as "hash-bytes/soft"; pmds::DurableStringHashMap.
 class SoftStringHashMap {
  public:
@@ -74,7 +74,7 @@ class SoftStringHashMap {
   }
 
   /// Opens the map a pool holds and recovers it: after a crash or a clean close alike, the
-  /// buckets are rebuilt from the live persistent nodes (seed 000 §4.6).
+  /// buckets are rebuilt from the live persistent nodes (Zuriel et al. §4.6).
   SoftStringHashMap(OpenTag, pm::Pool& pool) : pool_(pool), allocator_(pool.allocator()) {
     const std::uint64_t n = detail::read_set_root(pool, tag, name);
     check_bucket_count(n, PoolErrc::corrupted);

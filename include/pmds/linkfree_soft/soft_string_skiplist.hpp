@@ -1,6 +1,6 @@
 // pmds::linkfree_soft::SoftStringSkipList — "skiplist-bytes/soft": a durable-linearizable ordered
-// map from byte strings to byte strings, on SOFT's technique (seed 000 §4: persistent nodes apart
-// from the volatile ones, no link persisted, one psync per insert, replacement and remove).
+// map from byte strings to byte strings, on SOFT's technique (Zuriel et al. §4: persistent nodes
+// apart from the volatile ones, no link persisted, one psync per insert, replacement and remove).
 //
 // It is the two SOFT string and skip-list pieces put together, each written once:
 //   - a key's versions (detail/soft_string_versions.hpp, shared with hash-bytes/soft): the
@@ -131,7 +131,7 @@ struct SoftStringSkipOrder {
 /// - **A bad pool:** opening a pool that holds another structure, or a damaged root, throws
 ///   PoolError.
 ///
-/// Seed 000 §4 (SOFT) with the string map's additions (docs/ARCHITECTURE.md §9) and the skip
+/// Zuriel et al. §4 (SOFT) with the string map's additions (docs/ARCHITECTURE.md §9) and the skip
 /// list's index. Registered as "skiplist-bytes/soft"; pmds::DurableStringOrderedMap.
 class SoftStringSkipList {
   using Node = detail::SoftStringSkipNode;

@@ -1,4 +1,4 @@
-// pmds — Mirror's persistent atomic word, patomic<T> (seed 001 §4.1, Figures 2, 4 and 5).
+// pmds — Mirror's persistent atomic word, patomic<T> (§4.1 of its paper, Figures 2, 4 and 5).
 //
 // Every shared word of a Mirror structure exists twice: the persistent replica in the pool and
 // the volatile replica in DRAM, each a value with a sequence number, changed together by a
@@ -114,7 +114,7 @@ requires(std::is_trivially_copyable_v<T> && sizeof(T) <= 8) class patomic {
       }
       pm::flush(&persistent);
       // Mutant survives: on x86 the volatile DWCAS that follows is a locked instruction and
-      // orders the flush by itself (seed 001 §6.1 says as much); dropping the flushes this fence
+      // orders the flush by itself (Mirror §6.1 says as much); dropping the flushes this fence
       // completes is caught. Kept as Figure 4 has it: on a weaker model (ARM: DC CVAP then DSB)
       // nothing else orders the write-back before the value becomes visible.
       pm::fence();

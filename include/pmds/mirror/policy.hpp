@@ -1,4 +1,4 @@
-// pmds — Mirror (Friedman, Petrank, Ramalhete, PLDI 2021; seed 001) as a memory policy: every
+// pmds — Mirror (Friedman, Petrank, Ramalhete, PLDI 2021) as a memory policy: every
 // lock-free algorithm in algo/ made durably linearizable with no change to its code (§3.2:
 // "replace std::atomic with patomic and the allocator").
 //
@@ -59,7 +59,7 @@ inline void* pool_of(const void* twin_address) noexcept {
   return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(twin_address) - pm::twin_offset);
 }
 
-// Where the volatile replica lives (seed 001 §3.1, §6.3).
+// Where the volatile replica lives (Mirror §3.1, §6.3).
 enum class ReplicaPlacement : std::uint8_t {
   dram,         // anonymous memory: DRAM, the paper's main configuration (§6.2)
   pool_medium,  // a scratch file beside the pool, so on the pool's medium (§6.3: both replicas
@@ -157,8 +157,8 @@ struct MirrorPolicy {
 
     // Recovery copies every live slot into the twin: its pages are made present first, one
     // madvise per used chunk (1 MiB by default) rather than one page fault per 4 KiB
-    // (recovering a 1M-element skip list: 430 -> 375 ms, results/README.md, seed 001). A kernel
-    // older than 5.14 refuses the advice; the copy then faults the pages in.
+    // (recovering a 1M-element skip list: 430 -> 375 ms, results/README.md's Mirror section). A
+    // kernel older than 5.14 refuses the advice; the copy then faults the pages in.
     Recovery begin_recovery(const char* structure = "structure") {
       const std::size_t chunk = this->allocator().chunk_size();
       this->allocator().for_each_used_chunk(

@@ -1,7 +1,7 @@
-// pmds::montage — nbMontage (seed 003, Cai et al., DISC 2021): buffered durable linearizability
+// pmds::montage — nbMontage (Cai et al., DISC 2021): buffered durable linearizability
 // for nonblocking structures. This header is the library every montage/ structure uses.
 //
-// The idea (seed 003 §1, §3): a structure keeps its index in DRAM and persists only *payloads*,
+// The idea (nbMontage §1, §3): a structure keeps its index in DRAM and persists only *payloads*,
 // immutable blocks in the pool that together determine its abstract state (a map's key-value
 // pairs). A global epoch clock ticks slowly (10 ms by default). Every payload created by an
 // operation, and every anti-node that cancels a payload it removes, is tagged with the epoch in
@@ -12,7 +12,7 @@
 // No flush or fence is on the critical path of an operation; the write-backs are done once per
 // block, by the block's thread or by whoever advances the epoch.
 //
-// Surface (the API of seed 003 Figure 1, for structures written in montage/):
+// Surface (the API of nbMontage Figure 1, for structures written in montage/):
 //   Block                 the 48-byte header of every persistent block (payload or anti-node);
 //                         blocks are whole cache lines, so a header never straddles two
 //   P* pnew<P>()          a payload block from the pool, header set; the caller fills its fields
@@ -44,7 +44,7 @@
 // the system (the to-be-persisted and to-be-freed buffers, the descriptors' old and new values,
 // the per-thread epochs) is in DRAM.
 //
-// Decisions where seed 003 leaves room or its Figure 2 is terse, each argued where it is made:
+// Decisions where nbMontage leaves room or its Figure 2 is terse, each argued where it is made:
 //   - begin_op fences after writing back its previous epoch's blocks and before it bumps its
 //     descriptor's serial number: a block of a failed attempt is reset (epoch 0) before the
 //     next attempt, and its reset must be durable before a larger serial number is, or rule 2
@@ -113,7 +113,7 @@ enum class PlantedBug : std::uint8_t {
                                  // epoch short of Theorem 2's bound
 };
 
-// The header of every persistent block (seed 003 Figure 2, PBlk). Written through pm::atomic.
+// The header of every persistent block (nbMontage Figure 2, PBlk). Written through pm::atomic.
 struct Block {
   pm::atomic<std::uint64_t> epoch;      // the epoch its operation linearized in; 0: none
   pm::atomic<std::uint64_t> kind_size;  // kind | slot bytes << 8
@@ -127,7 +127,7 @@ static_assert(sizeof(Block) == 48);
 inline constexpr std::uint64_t payload_kind = 1;
 inline constexpr std::uint64_t anti_kind = 2;
 
-// Descriptor status (seed 003 Figure 2, the two low bits of r_c_s).
+// Descriptor status (nbMontage Figure 2, the two low bits of r_c_s).
 inline constexpr std::uint64_t in_progress = 0;
 inline constexpr std::uint64_t committed = 1;
 inline constexpr std::uint64_t failed = 2;  // the epoch moved before the decision
@@ -166,11 +166,11 @@ struct alignas(64) SystemArea {
 };
 
 struct Options {
-  // How often the background thread advances the epoch (seed 003 §5.1: 10 ms).
+  // How often the background thread advances the epoch (nbMontage §5.1: 10 ms).
   std::chrono::microseconds epoch_length{10'000};
   // false: no thread of its own; the caller runs background_step() (the crash lab does).
   bool background_thread = true;
-  // Threads that rebuild a structure's index when it is opened (seed 003 §3.4), the calling
+  // Threads that rebuild a structure's index when it is opened (nbMontage §3.4), the calling
   // thread included: 1 to max_recovery_threads.
   std::size_t recovery_threads = 1;
   static constexpr std::size_t max_recovery_threads = 64;
@@ -184,7 +184,7 @@ template <PlantedBug Bug = PlantedBug::none>
 class EpochSystem {
  public:
   static constexpr PlantedBug planted_bug = Bug;
-  static constexpr std::size_t tbp_capacity = 64;  // seed 003 §5.1
+  static constexpr std::size_t tbp_capacity = 64;  // nbMontage §5.1
 
   // A new system in `pool`; returns its area's address for the structure's root.
   EpochSystem(CreateTag, pm::Pool& pool, const Options& options)
@@ -221,7 +221,7 @@ class EpochSystem {
   pm::ChunkAllocator& allocator() { return allocator_; }
   std::uint64_t epoch() const { return area_->epoch.load(); }
 
-  // ---- payloads (seed 003 §3.2, §3.3) --------------------------------------------------------
+  // ---- payloads (nbMontage §3.2, §3.3) -------------------------------------------------------
 
   // A payload block of `bytes` bytes (P derives from Block; a P with bytes after its fields asks
   // for more than sizeof(P)), header set, not yet tagged: the caller writes its fields, then the
@@ -272,7 +272,7 @@ class EpochSystem {
     if (anti != nullptr) ts.to_free.push_back({e + 1, anti});
   }
 
-  // ---- words (seed 003 §3.4; the DCSS of Harris et al. with per-thread descriptors) -----------
+  // ---- words (nbMontage §3.4; the DCSS of Harris et al. with per-thread descriptors) ----------
 
   // The value of a word, completing an installed descriptor first.
   std::uint64_t load(std::atomic<std::uint64_t>& word) {
@@ -294,7 +294,7 @@ class EpochSystem {
     }
   }
 
-  // The linearizing CAS of an update operation (seed 003 Figure 1). Tags the thread's pnew-ed
+  // The linearizing CAS of an update operation (nbMontage Figure 1). Tags the thread's pnew-ed
   // payloads and the anti-nodes of its pdetach-ed ones with the epoch, then installs its
   // descriptor in `word` if it holds `expected`, decides (committed iff the epoch is still the
   // tag's), and uninstalls. Committed: true, the blocks belong to the structure. Conflict:
@@ -337,7 +337,7 @@ class EpochSystem {
     }
   }
 
-  // ---- epochs (seed 003 §3.6) -----------------------------------------------------------------
+  // ---- epochs (nbMontage §3.6) ----------------------------------------------------------------
 
   // One epoch advance from the current e to e+1: every thread that may still have blocks of e-1
   // to write back (announced epoch < e) gets them written back with its descriptor; one fence;
@@ -366,7 +366,7 @@ class EpochSystem {
     return true;
   }
 
-  // Everything that completed before the call is durable when it returns (seed 003 §3.1: two
+  // Everything that completed before the call is durable when it returns (nbMontage §3.1: two
   // advances). Wait-free: at most two advances; none when nothing committed recently.
   void sync() {
     const std::uint64_t start = area_->epoch.load();
@@ -380,7 +380,7 @@ class EpochSystem {
   // One round of the background advancer.
   void background_step() { advance(); }
 
-  // ---- recovery (seed 003 §3.4) --------------------------------------------------------------
+  // ---- recovery (nbMontage §3.4) -------------------------------------------------------------
 
   struct Recovered {
     std::vector<Block*> payloads;  // the surviving payloads, in address order
@@ -497,7 +497,7 @@ class EpochSystem {
  private:
   static constexpr std::uint64_t first_epoch = 3;  // so that e-2 is a valid epoch from the start
 
-  // The to-be-persisted buffer (seed 003 §3.5, Figure 2 CircBuffer): one producer (its thread),
+  // The to-be-persisted buffer (nbMontage §3.5, Figure 2 CircBuffer): one producer (its thread),
   // any number of consumers (advancers); a block written back twice is harmless.
   class Tbp {
    public:

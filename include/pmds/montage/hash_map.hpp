@@ -1,7 +1,7 @@
-// pmds::montage::HashMap — Michael's lock-free hash table on nbMontage (seed 003 Appendix A,
+// pmds::montage::HashMap — Michael's lock-free hash table on nbMontage (its paper's Appendix A,
 // Figure 7): "hash/montage", buffered durable linearizability, with sync(); and
 // ByteStringHashMap, "hash-bytes/montage", the same table over byte-string keys and values
-// (pmds::ByteStringMap: seed 003 §5's 32-byte keys and 1 KB values). One code over the Keys
+// (pmds::ByteStringMap: nbMontage §5's 32-byte keys and 1 KB values). One code over the Keys
 // parameter (key_value_payload.hpp says what differs: the payload, and what a node keeps).
 //
 // The index — a fixed array of buckets in DRAM, each a Michael (Harris-Michael) sorted list of
@@ -12,8 +12,8 @@
 // insert's link of its node, and a remove's mark of the node's next word, after pdetach of its
 // payload. The unlinking of a marked node is a plain cas: it changes no payload. Reads never flush
 // or fence. With 8-byte keys a node keeps a copy of its key and value (immutable, like the payload:
-// seed 003 §3.2), so reads touch DRAM only, as SOFT's volatile nodes do (seed 000 §4), and the
-// payload is read only by recovery; byte-string reads compare and copy from the payload.
+// nbMontage §3.2), so reads touch DRAM only, as SOFT's volatile nodes do (Zuriel et al. §4), and
+// the payload is read only by recovery; byte-string reads compare and copy from the payload.
 //
 // Why not algo/michael_hash.hpp over a memory policy: the policy seam (algo/policy.hpp) has no
 // notion of an operation's payloads — which node fields are the abstract state, which CAS is an
@@ -22,7 +22,7 @@
 // the seam for that (an operation context, payload creation, a tagged linearizing CAS on the
 // remove's mark) is issue 14's next stage; this file is the reference it will be checked against.
 //
-// put (insert or update) does not follow seed 003 Figure 7's update, which replaces the node
+// put (insert or update) does not follow nbMontage Figure 7's update, which replaces the node
 // with a lin_cas on its predecessor while a concurrent remove can still mark the old node with
 // its own lin_cas, so that both would linearize and the remove would report a key that stays
 // present. Here an update is one lin_cas on the OLD node's next word, from its successor s to
@@ -31,7 +31,7 @@
 // (a remove's mark, an insert after it, another put) CASes that same word and fails. Traversals
 // pass a marked node to its successor, so a reader that meets the marked old node goes on to the
 // new one, which has the same key; the old node is unlinked as any marked node is. The new
-// payload and the old payload's anti-node are tagged by that one lin_cas (seed 003 §3.2).
+// payload and the old payload's anti-node are tagged by that one lin_cas (nbMontage §3.2).
 //
 // The byte-string table's transient twin, "hash-bytes/transient", is this file with Durable
 // false: montage/transient_system.hpp in place of the epoch system (payloads on the heap, plain
@@ -99,7 +99,7 @@ namespace pmds::montage {
 ///   or a payload recovery would keep that is damaged (too small, a reserved key, sizes that do
 ///   not fit its block) throws PoolCorrupt, the payloads checked before recovery writes anything.
 ///
-/// Seed 003 (nbMontage; Appendix A's hash table, its update done as this header says).
+/// nbMontage (Appendix A's hash table, its update done as this header says).
 /// Registered as "hash/montage" (`HashMap`: pmds::BufferedHashMap) and "hash-bytes/montage"
 /// (`ByteStringHashMap`: pmds::BufferedStringHashMap); `TransientByteStringHashMap`
 /// ("hash-bytes/transient") is the same table in DRAM, persisting nothing.

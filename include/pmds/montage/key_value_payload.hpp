@@ -1,7 +1,7 @@
-// The persistent part of one key of an nbMontage map (seed 003 Figure 7's Payload), in the two
+// The persistent part of one key of an nbMontage map (Payload, Figure 7 of its paper), in the two
 // forms a montage/ map is written over (its Keys parameter):
 //   WordKeys        8-byte keys and values (pmds::Map): a 64-byte KeyValuePayload;
-//   ByteStringKeys  byte-string keys and values (pmds::ByteStringMap, seed 003 §5's 32-byte keys
+//   ByteStringKeys  byte-string keys and values (pmds::ByteStringMap, nbMontage §5's 32-byte keys
 //                   and 1 KB values): a ByteStringPayload of the size its bytes need.
 // Every montage/ map stores its keys in these, and reads them back the same way when it rebuilds
 // its index at recovery (sorted_entries). An algorithm is written once over Keys: a DRAM node
@@ -9,7 +9,7 @@
 // Keys::tie (compare() below). For words the order is the key and Cached its value, so reads
 // touch DRAM only; for byte strings the order is the key's first 8 bytes (big-endian,
 // zero-padded, so word order agrees with byte order) and the value stays in the payload (a 1 KB
-// value is not copied to DRAM; reads go to the pool, as seed 003's maps do).
+// value is not copied to DRAM; reads go to the pool, as nbMontage's maps do).
 #pragma once
 
 #include <algorithm>
@@ -31,7 +31,7 @@ namespace pmds::montage {
 
 // ---- 8-byte keys and values -------------------------------------------------------------------
 
-// Never changes once its operation's lin_cas linked it (seed 003 §3.2).
+// Never changes once its operation's lin_cas linked it (nbMontage §3.2).
 struct KeyValuePayload : Block {
   pm::atomic<Key> key;
   pm::atomic<Value> value;
@@ -109,7 +109,7 @@ struct WordKeys {
 
 // ---- byte-string keys and values --------------------------------------------------------------
 
-// Never changes once linked (seed 003 §3.2). The key's bytes, then the value's, follow the
+// Never changes once linked (nbMontage §3.2). The key's bytes, then the value's, follow the
 // header to the end of the block.
 struct ByteStringPayload : Block {
   pm::atomic<std::uint64_t> sizes;  // key bytes | value bytes << 32

@@ -1,4 +1,4 @@
-// pmds::montage::Mindicator — the epoch mindicator of nbMontage's advance (seed 003 §3.6, after
+// pmds::montage::Mindicator — the epoch mindicator of nbMontage's advance (§3.6 of its paper, after
 // Liu, Luchangco and Spear's mindicators; docs/ARCHITECTURE.md §1, montage/).
 //
 // A fixed-size balanced binary tree with one leaf per thread id (pmds::max_threads). A leaf holds

@@ -1,5 +1,5 @@
 // pmds::montage::NatarajanMittalTree — the Natarajan–Mittal lock-free external BST on nbMontage
-// (seed 003 §5: its binary search tree): "bst/montage", an ordered map, buffered durable
+// (the binary search tree of its paper's §5): "bst/montage", an ordered map, buffered durable
 // linearizability, with sync().
 //
 // The index is the tree of algo/natarajan_mittal_bst.hpp (Natarajan & Mittal, PPoPP 2014; its

@@ -1,4 +1,4 @@
-// pmds::montage — the parallel steps of recovery (seed 003 §3.4: recovery "can be parallelized";
+// pmds::montage — the parallel steps of recovery (nbMontage §3.4: recovery "can be parallelized";
 // Options::recovery_threads, `pmds bench --recovery-threads`): a loop split into ranges over N
 // threads, and a sort built on it. A structure's rebuild uses them (reading its payloads'
 // keys and values, sorting them, making and linking its DRAM nodes); EpochSystem::recover()'s

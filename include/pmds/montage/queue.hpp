@@ -1,8 +1,8 @@
-// pmds::montage::Queue — the Michael–Scott queue on nbMontage (seed 003 §5): "queue/montage",
+// pmds::montage::Queue — the Michael–Scott queue on nbMontage (§5 of its paper): "queue/montage",
 // buffered durable linearizability, with sync().
 //
 // The list of nodes, head and tail are DRAM; each enqueued value has a payload (montage::Block
-// header + value + serial number) in the pool. Seed 003 §5: "the queue uses payloads to hold
+// header + value + serial number) in the pool. nbMontage §5: "the queue uses payloads to hold
 // values and their order. Specifically, between its two loads of the queue tail pointer, the
 // enqueue operation calls fetch_add on a global counter to obtain a serial number for the
 // to-be-inserted value." Here the serial is taken once the enqueuer has seen the tail with a

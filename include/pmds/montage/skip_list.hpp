@@ -1,4 +1,4 @@
-// pmds::montage::SkipList — a lock-free skip list on nbMontage (seed 003 §5: its skip list):
+// pmds::montage::SkipList — a lock-free skip list on nbMontage (the skip list of its paper's §5):
 // "skiplist/montage", an ordered map with scan, buffered durable linearizability, with sync();
 // and ByteStringSkipList, "skiplist-bytes/montage", the same list over byte-string keys and
 // values in byte order (pmds::ByteStringMap), and its transient twin

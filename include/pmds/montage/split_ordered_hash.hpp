@@ -1,12 +1,12 @@
 // pmds::montage::SplitOrderedHash — Shalev & Shavit's split-ordered lists (JACM 2006), the
-// extensible lock-free hash table seed 003 §5 puts on nbMontage, in two forms over one code:
+// extensible lock-free hash table that nbMontage §5 makes persistent, in two forms over one code:
 //   "hash-so/montage"    SplitOrderedHashMap<>: the index in DRAM, each key's KeyValuePayload in
 //                        the pool (buffered durable linearizability, with sync());
 //   "hash-so/transient"  TransientSplitOrderedHashMap: the same index, nothing persisted — the
-//                        twin seed 003 Figure 4 compares it with (DRAM (T)-SS).
+//                        twin nbMontage Figure 4 compares it with (DRAM (T)-SS).
 // The two differ only where `durable` says so (payloads, lin_cas instead of a CAS, recovery),
 // so a ratio between them measures nbMontage alone. The twin keeps key and value in its nodes
-// and has no payloads, as seed 003's DRAM (T)-SS and hash/transient (the twin of hash/montage)
+// and has no payloads, as nbMontage's DRAM (T)-SS and hash/transient (the twin of hash/montage)
 // have none: making and freeing a payload per update is part of nbMontage's cost. (The
 // byte-string twins use montage/transient_system.hpp instead, because their strings live in
 // the payloads.)

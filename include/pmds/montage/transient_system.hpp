@@ -3,7 +3,7 @@
 // blocks of the same layout, so the structure reads them the same way; the linearizing CAS is a
 // plain CAS and loads are plain loads. Freed blocks are kept per thread for reuse, as the
 // pool's allocator keeps them (FreeBlocks below says why). A structure written over its system then
-// has a twin whose ratio to it is nbMontage's cost alone (seed 003 §5 compares each structure with
+// has a twin whose ratio to it is nbMontage's cost alone (nbMontage §5 compares each structure with
 // its transient version): hash_map.hpp's "hash-bytes/transient".
 #pragma once
 

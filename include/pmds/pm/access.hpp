@@ -3,7 +3,7 @@
 // Every word that lives in persistent memory is read and written through this header:
 //   pm::atomic<T>          the std::atomic surface, T of 1, 2, 4, 8 or 16 bytes;
 //   pm::atomic_pair        two 8-byte words read one at a time, changed together by a
-//                          double-word CAS (a value and its sequence number: Mirror, seed 001);
+//                          double-word CAS (a value and its sequence number: Mirror);
 //   pm::write(dst, src, n) a bulk copy of plain stores;
 //   pm::read(dst, src, n)  a bulk copy of loads;
 //   pm::write_nontemporal  a bulk copy of non-temporal stores (durable at the next fence);
@@ -412,7 +412,7 @@ class alignas(sizeof(T)) atomic {
 // ---------------------------------------------------------------------------------------------
 // pm::atomic_pair: two adjacent 8-byte words, 16-byte aligned. Each is read on its own with an
 // ordinary atomic load, and both change together through a double-word CAS (cmpxchg16b) — the
-// shape of Mirror's value + sequence number (seed 001 §4.1, Fig. 4 reads sequence, value,
+// shape of Mirror's value + sequence number (§4.1 of its paper, Fig. 4 reads sequence, value,
 // sequence). A 16-byte atomic load exists only as a CAS, which writes the line; reading the
 // halves keeps a load a load.
 

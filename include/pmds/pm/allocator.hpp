@@ -1,5 +1,5 @@
-// pmds — the persistent chunk allocator of a pool (seed 000 §5 durable areas, seed 003's heap
-// scan, seed 004's per-thread chunks).
+// pmds — the persistent chunk allocator of a pool (Zuriel et al. §5 durable areas, nbMontage's heap
+// scan, Fatourou et al.'s per-thread chunks).
 //
 // The pool after its header is carved into chunks (1 MiB by default; 1, 2 or 4 MiB). A persistent
 // chunk directory holds one 8-byte word per chunk: free, or used with a slot size and the id of
@@ -8,14 +8,14 @@
 // chunk that may hold a durable slot: recovery can enumerate every slot that was ever allocated.
 //
 // What is persistent: only the directory. Slot liveness is NOT persisted by the allocator (that
-// would cost a fence per allocation, and seeds 000/003 define liveness by the structure's own
-// validity bits / epochs): after a crash, recover(is_live) scans every slot of every used chunk,
-// asks the structure, and puts every non-live slot in the free lists.
+// would cost a fence per allocation, and Zuriel et al. and nbMontage define liveness by the
+// structure's own validity bits / epochs): after a crash, recover(is_live) scans every slot of
+// every used chunk, asks the structure, and puts every non-live slot in the free lists.
 //
 // What is volatile: the free lists. Each thread (pmds::thread_id()) has, per slot size, a list of
 // free runs (consecutive slots) and the rest of the chunk it claimed last; free() pushes to the
 // calling thread's list. allocate() takes from that list, else from the rest of its chunk
-// (consecutive addresses, seed 004's principle 3), else a batch from a per-slot-size shared
+// (consecutive addresses, Fatourou et al.'s principle 3), else a batch from a per-slot-size shared
 // list, else it claims a new chunk. A thread whose list grows past two batches (a batch: 64
 // slots or 64 KiB) keeps one batch and hands the rest to the shared list (under a mutex: the
 // slow path). So slots freed by
@@ -24,8 +24,8 @@
 // every free slot on the shared lists, the recycled ones (a non-zero byte in their first line:
 // once allocated) where they are taken first, the never-used ones after: a restarted structure
 // stays compact, and the slots a crash left half-written are reused first, where a structure's
-// rule for reusing them (seed 000 §5's validity bits) is exercised — the crash lab's check after
-// recovery relies on this order to reach them.
+// rule for reusing them (Zuriel et al. §5's validity bits) is exercised — the crash lab's check
+// after recovery relies on this order to reach them.
 // The free lists hold pointers in DRAM; the allocator never writes a slot's bytes, so a freed
 // slot keeps whatever validity bits the structure left in it.
 //
@@ -53,8 +53,8 @@
 // chunk that a crash leaves free. Simulated backend only.
 //
 // allocate() returns a slot's bytes as they are: zero for a never-used slot, or whatever the
-// structure left in it when it was freed (seed 000 §5: the structure, not the allocator, puts a
-// fresh node in its "invalid" state before initialising it).
+// structure left in it when it was freed (Zuriel et al. §5: the structure, not the allocator, puts
+// a fresh node in its "invalid" state before initialising it).
 #pragma once
 
 #include <algorithm>
@@ -124,7 +124,7 @@ class ChunkAllocator {
     if (c.free.empty()) {
       if (c.bump.remaining == 0 && !take_shared(c, cls, size))
         c.bump = Run{claim_chunk(cls, size), slots_per_chunk(size)};
-      if (c.free.empty()) {  // consecutive slots of this thread's chunk (seed 004's principle 3)
+      if (c.free.empty()) {  // consecutive slots of its chunk (Fatourou et al.'s principle 3)
         void* p = c.bump.next;
         c.bump.next += size;
         --c.bump.remaining;
@@ -190,7 +190,7 @@ class ChunkAllocator {
   }
 
   // recover() in two steps, for a structure that learns which slots are live only while it
-  // already runs (seed 002 §4.3's lazy recovery of byte strings): after Pool::open it does not
+  // already runs (InCLL §4.3's lazy recovery of byte strings): after Pool::open it does not
   // call recover(), so allocate() hands out only slots of chunks claimed since and slots freed
   // since (the slots of the chunks used before are withheld, neither live nor free); once it
   // knows, it calls recover_chunks() with the chunks used at open (used_chunk_indices() then),
@@ -241,7 +241,7 @@ class ChunkAllocator {
   }
 
   // f(void* slot, std::size_t slot_size) for every slot of every used chunk, in address order
-  // (seed 000 §5: recovery iterates over the durable areas). Reads only the directory.
+  // (Zuriel et al. §5: recovery iterates over the durable areas). Reads only the directory.
   template <class F>
   void for_each_slot(F&& f) const {
     for (std::size_t i = 0, count = chunk_count(); i < count; ++i) {
@@ -309,7 +309,7 @@ class ChunkAllocator {
 
   // One bit per slot of the chunks used when it is made (quiescent: recovery), for a recovery
   // trace's set of reached slots. A hash set of addresses made recovery of 1M nodes 2-3x slower
-  // (hash/izraelevitz 458 ms, now 154; hash/mirror 653, now 307: seed 001 asks <= 0.5 s), and a
+  // (hash/izraelevitz 458 ms, now 154; hash/mirror 653, now 307: Mirror asks <= 0.5 s), and a
   // bit per slot of the whole pool would cost DRAM in proportion to the file, not to what it
   // holds. set(p) and test(p) take a slot of a used chunk (is_slot).
   class SlotBits {

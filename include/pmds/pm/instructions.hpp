@@ -74,7 +74,7 @@ inline FlushInstruction detect_flush_instruction() {
 
 inline FlushInstruction flush_instruction = detect_flush_instruction();
 
-// Emulated extra latency after each fence (seed 002 §6 adds 100–1000 ns), hardware backend.
+// Emulated extra latency after each fence (InCLL §6 adds 100–1000 ns), hardware backend.
 inline std::atomic<std::uint32_t> fence_latency_ns{0};
 
 inline void spin_for_ns(std::uint32_t ns) {

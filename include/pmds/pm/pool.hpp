@@ -21,7 +21,7 @@
 // EPYC, 2 shared cores, 3 runs): 1.16-1.21x when the list is cache resident and walked in order
 // (a dependent L1 load chain: the indexed address adds about a cycle per hop), 1.07x for 1 Ki
 // shuffled nodes, and 0.98-1.04x once every hop misses to L3 or DRAM. So a small but real cost
-// on the hot searches of small structures (the 256- and 1024-key lists of seed 000), paid on
+// on the hot searches of small structures (the 256- and 1024-key lists of Zuriel et al.), paid on
 // every pointer of every structure, and offsets would also make 16-byte pointer+counter words
 // and every algorithm's code differ from the transient twin that benchmarks compare against
 // (docs/ARCHITECTURE.md §6).
@@ -299,7 +299,7 @@ inline constexpr std::uintptr_t base_alignment = std::uintptr_t{1} << 30;
 }  // namespace detail
 
 // Where a pool's volatile twin goes (PoolOptions::twin): base + twin_offset, a constant so that a
-// word of the twin finds its pool word by one subtraction (seed 001 §4.3.1's address
+// word of the twin finds its pool word by one subtraction (Mirror §4.3.1's address
 // translation, without a handle to the pool). The twins of pools in [17, 64) TiB fall in
 // [37, 84) TiB, below the PIE binaries and their heap (~85 TiB); under ThreadSanitizer, whose
 // application range ends at 512 GiB, twins need a base below 288 GiB.

@@ -1,4 +1,4 @@
-// pmds — a minimal epoch-based reclamation domain (Fraser's EBR, the ssmem variant seed 000 §5
+// pmds — a minimal epoch-based reclamation domain (Fraser's EBR, the ssmem variant Zuriel et al. §5
 // uses), one per structure instance.
 //
 // Why hand-written when xenium is installed: the project rule is to use xenium unless it is

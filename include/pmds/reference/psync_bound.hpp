@@ -5,7 +5,7 @@
 //
 // Why it exists: a durably linearizable set must make each successful update durable before it
 // returns, so it issues at least one psync per successful update (Cohen et al., "Inherent cost of
-// remembering consistently", SPAA 2018; seed 000 §1 and §2.3: SOFT meets it). The
+// remembering consistently", SPAA 2018; Zuriel et al. §1 and §2.3: SOFT meets it). The
 // transient twin plus that one psync is therefore the fastest any durable set built on the same
 // algorithm can be on the machine at hand. Registered as "list/psync-bound", "hash/psync-bound"
 // and "skiplist/psync-bound", it runs in the same `pmds bench` invocation as the durable sets, so
@@ -13,7 +13,7 @@
 // the machine's flush latency and the part that is the technique's own cost.
 //
 // PsyncBound<T, 2>, registered as "list/psync2-bound" and "hash/psync2-bound", issues two psyncs
-// one after the other, on two lines: the fewest a set transformed by Mirror (seed 001) can pay,
+// one after the other, on two lines: the fewest a set transformed by Mirror can pay,
 // whose design serializes two write-backs per successful update — an insert's new node is
 // durable before the CAS that links it, and that CAS is flushed and fenced before the volatile
 // replica takes it (Figure 4, §4.3.2); a remove marks, then unlinks, each CAS flushed and fenced.

@@ -90,19 +90,19 @@ struct CreateOptions {
   // key and each value is written as. Other entries ignore them.
   std::size_t key_size = 8, value_size = 8;
   // The InCLL Masstrees (masstree/incll, masstree/logging): at open, recover each border on its
-  // first access (seed 002 §4.3's lazy recovery) rather than every border before open returns.
+  // first access (InCLL §4.3's lazy recovery) rather than every border before open returns.
   // The byte-string form recovers eagerly only and refuses it; other entries ignore it.
   bool lazy_recovery = false;
 };
 
-// Seed 000 §6 runs 1M keys over 2^20 buckets: one bucket per key of the range, a power of two.
+// Zuriel et al. §6 runs 1M keys over 2^20 buckets: one bucket per key of the range, a power of two.
 inline std::uint64_t bucket_count_for(const CreateOptions& o) {
   if (o.buckets != 0) return o.buckets;
   return std::bit_ceil(std::max<std::uint64_t>(o.key_range, 16));
 }
 
-// A bounded structure's capacity: the key range (a heap of R keys, seed 004's Figure 7b), but at
-// least 256, room for every element the crash lab's workloads can hold at once.
+// A bounded structure's capacity: the key range (a heap of R keys, Fatourou et al.'s Figure 7b),
+// but at least 256, room for every element the crash lab's workloads can hold at once.
 inline std::uint64_t capacity_for(const CreateOptions& o) {
   if (o.capacity != 0) return o.capacity;
   return std::max<std::uint64_t>(o.key_range, 256);
@@ -312,7 +312,7 @@ struct Entry {
   // epoch (s.epoch(); null when it has none).
   EpochBound epoch_bound = EpochBound::none;
   std::uint64_t (*epoch)(const void* object) = nullptr;
-  // Epoch-checkpointed structures (seed 002's, s.checkpoint_stats(); null otherwise): epoch
+  // Epoch-checkpointed structures (InCLL's, s.checkpoint_stats(); null otherwise): epoch
   // boundaries passed and objects logged whole to the external log since it was opened.
   CheckpointCounts (*checkpoint_counts)(const void* object) = nullptr;
   // Detectable entries (criterion detectable; null otherwise), interfaces.hpp's Ticket: the
@@ -396,9 +396,9 @@ OpResult apply_to(T& s, const Operation& op, std::string_view name) {
                              to_string(op.code));
 }
 
-// Detectable structures (seed 004): the ticketed forms of their operations. A queue keeps one
-// sequence per operation kind (its enqueuers and dequeuers are separate combining instances), so
-// its tickets are asked for per kind.
+// Detectable structures (Fatourou et al.): the ticketed forms of their operations. A queue keeps
+// one sequence per operation kind (its enqueuers and dequeuers are separate combining instances),
+// so its tickets are asked for per kind.
 template <class T>
 constexpr bool is_detectable = criterion_of<T>() == Criterion::detectable;
 

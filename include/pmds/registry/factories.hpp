@@ -66,7 +66,7 @@ struct Plain {
 };
 
 // A hash table, built with its bucket count (bucket_count_for: one per key of the range, a power
-// of two — seed 000 §6 runs 1M keys over 2^20 buckets); open reads it from the pool.
+// of two — Zuriel et al. §6 runs 1M keys over 2^20 buckets); open reads it from the pool.
 template <class T>
 struct Hash {
   using type = T;
@@ -90,8 +90,8 @@ struct Heap {
   }
 };
 
-// A bounded structure (seed 004's combining heaps), built with capacity_for(o); open reads the
-// capacity from the pool.
+// A bounded structure (Fatourou et al.'s combining heaps), built with capacity_for(o); open reads
+// the capacity from the pool.
 template <class T>
 struct Bounded {
   using type = T;
@@ -142,7 +142,7 @@ struct FixedSizeStringsOf {
   }
 };
 
-// A durable Masstree of seed 002 (incll/): whether its epoch advancer runs in a thread of its own
+// A durable Masstree of InCLL (incll/): whether its epoch advancer runs in a thread of its own
 // (off in the crash lab, whose scheduler runs it).
 template <class T>
 struct Incll {

@@ -1,6 +1,6 @@
 // pmds::registry::FixedSizeStrings<M> — a byte-string map M (pmds::ByteStringMap) seen as an
 // 8-byte map (pmds::Map), so that the registry's tools run it: `pmds bench --key-size K
-// --value-size V` (seed 003 §5's 32-byte keys and 1 KB values), the crash lab and the default
+// --value-size V` (nbMontage §5's 32-byte keys and 1 KB values), the crash lab and the default
 // suite. Each key is written as key_size bytes, each value as value_size bytes:
 //   key:   its 8 bytes big-endian (so byte order is integer order, and a scan means the same),
 //          then filler bytes computed from the key;
@@ -11,7 +11,7 @@
 //          8 bytes big-endian last (byte order is still integer order).
 // The filler is made and checked eight bytes at a time (chunk j >= 1 holds w ^ j * a constant)
 // with fixed-size copies: byte by byte, or with a library call per chunk, it took a tenth to a
-// fifth of a 1 KB-value run, work the artifact this is compared with (seed 003's, copying one
+// fifth of a 1 KB-value run, work the artifact this is compared with (nbMontage's, copying one
 // prepared value) does not do.
 #pragma once
 

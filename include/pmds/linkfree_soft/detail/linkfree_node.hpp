@@ -1,5 +1,5 @@
-// pmds::linkfree_soft — the link-free node of seed 000 §3 (Listing 1) and the rules every link-free
-// structure (list, hash buckets, skip list) applies to it.
+// pmds::linkfree_soft — the link-free node of Zuriel et al. §3 (Listing 1) and the rules every
+// link-free structure (list, hash buckets, skip list) applies to it.
 //
 // One node per key, within one cache line (32 bytes for the list and the hash table, a whole
 // line for the skip list), allocated from the pool's per-thread chunks (the durable areas of §5).
@@ -85,7 +85,7 @@ inline constexpr std::uint8_t tower_removed = 2;
 inline constexpr int inline_upper_levels = 4;  // levels 1..4 live in the node's own line
 
 // The node of the list and the hash table: 32 bytes, aligned to 32 so that it never straddles
-// two lines (the one-line argument above holds), two to a line. The artifact of seed 000 uses
+// two lines (the one-line argument above holds), two to a line. The artifact of Zuriel et al. uses
 // the same size; a whole line per node doubled the pool's bytes per key, and a 1024-key list of
 // lines (64 KiB) likely spilled out of a core's L1 (not measured apart).
 struct alignas(32) ListNode {
@@ -163,7 +163,7 @@ inline constexpr bool validity_is_valid(std::uint8_t v) {
 // valid, so an invalid slot stays invalid rather than flipping back to valid. Called before the
 // node is published, and before the initialising stores (init_node), which are release stores
 // so that neither the compiler nor the CPU moves one of them above it: all are in this line, so
-// the NVRAM sees them in this order too (seed 000 §3.3 "the subsequent memory fence").
+// the NVRAM sees them in this order too (Zuriel et al. §3.3 "the subsequent memory fence").
 template <class N>
 void make_invalid(N* n) {
   std::uint8_t v = n->validity.load(std::memory_order_relaxed);

@@ -1,6 +1,6 @@
-// pmds::linkfree_soft — what every durable set of seed 000 (link-free, SOFT) shares about its pool:
-// the two root-table words a set owns. (The create/open tags and RecoveryStats are every durable
-// structure's: interfaces.hpp.)
+// pmds::linkfree_soft — what every durable set of Zuriel et al. (link-free, SOFT) shares about its
+// pool: the two root-table words a set owns. (The create/open tags and RecoveryStats are every
+// durable structure's: interfaces.hpp.)
 //
 // A pool holds one set. The set owns:
 //   root(0)  a tag naming the structure and technique ("which set is this pool"), written last
@@ -8,7 +8,7 @@
 //   root(1)  a parameter recovery needs (the bucket count of a hash set, 1 for a list);
 //   the pool allocator's size classes of its nodes (32 bytes for the link-free list and hash
 //   table and for every SOFT PNode; 64, 128 and 320 for the link-free skip list, a node's line
-//   and the rest of its tower; its slots are the durable areas, seed 000 §5).
+//   and the rest of its tower; its slots are the durable areas, Zuriel et al. §5).
 // Nothing else about a set is persistent: links, towers and buckets are rebuilt by recovery.
 #pragma once
 

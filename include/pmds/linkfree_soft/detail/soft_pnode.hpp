@@ -1,4 +1,5 @@
-// pmds::linkfree_soft — what the SOFT list, hash set and skip list share (seed 000 §2.3, §4, §5):
+// pmds::linkfree_soft — what the SOFT list, hash set and skip list share (Zuriel et al.
+// §2.3, §4, §5):
 //   SoftPNode       the persistent node in a durable area (a 64-byte slot of the pool allocator);
 //   SoftState       the four states of a volatile node, kept in the low bits of its next word;
 //   SoftBug         the crash lab's planted bugs (compile-time, default none, compiled away);
@@ -18,7 +19,7 @@
 // start from is validEnd == !deleted (a live-looking slot: only a recovery that freed a
 // duplicate key leaves one, see recover_soft_pnodes); prepare() first flips validEnd back to
 // deleted there. All these stores are to the one cache line of the slot, so they reach the
-// NVRAM in program order (seed 000 §1, the same-line argument; docs/ARCHITECTURE.md §3) and
+// NVRAM in program order (Zuriel et al. §1, the same-line argument; docs/ARCHITECTURE.md §3) and
 // need no fence between them; prepare() runs before the node is published, so no other thread
 // writes it yet.
 #pragma once
@@ -63,10 +64,10 @@ constexpr const char* to_string(SoftBug b) {
 
 namespace detail {
 
-// ---- The persistent node (seed 000 Listing 6) ------------------------------------------------
+// ---- The persistent node (Zuriel et al. Listing 6) -------------------------------------------
 // Within one cache line: the three flags, key and value must share a line for create()'s and
 // destroy()'s store order to be the order in which they can reach the NVRAM. 32 bytes aligned
-// to 32 (never straddling two lines), two to a line, as in seed 000's artifact: half the pool
+// to 32 (never straddling two lines), two to a line, as in Zuriel et al.'s artifact: half the pool
 // bytes of a line per key (hash/soft at 1M keys: 80 bytes per key, pool and DRAM, against 112).
 struct alignas(32) SoftPNode {
   pm::atomic<std::uint8_t> valid_start;
@@ -154,8 +155,8 @@ std::uintptr_t make_word(Node* n, SoftState s) {
 }
 
 // A volatile node's pointer to its PNode with pValidity in bit 0 (PNodes are 32-aligned):
-// keeps a list node at 32 bytes, malloc's 48-byte block (seed 000 §6 notes SOFT's larger volatile
-// nodes cost it cache misses).
+// keeps a list node at 32 bytes, malloc's 48-byte block (Zuriel et al. §6 notes SOFT's larger
+// volatile nodes cost it cache misses).
 inline std::uintptr_t pack_pnode(SoftPNode* p, bool validity) {
   return reinterpret_cast<std::uintptr_t>(p) | static_cast<std::uintptr_t>(validity);
 }

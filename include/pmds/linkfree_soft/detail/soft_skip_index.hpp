@@ -1,5 +1,5 @@
 // pmds::linkfree_soft::detail::SoftSkipIndex — the volatile skip-list index over a SOFT list
-// (seed 000 §4; §3 says the extension to skip lists is straightforward, this is how it is done
+// (Zuriel et al. §4; §3 says the extension to skip lists is straightforward, this is how it is done
 // here), written once for every SOFT skip list: the 8-byte one (soft_skiplist.hpp) and the
 // byte-string one (soft_string_skiplist.hpp). What a key is, what a node holds beside its links
 // and what a persistent node is are the structure's; the index only orders and links nodes.

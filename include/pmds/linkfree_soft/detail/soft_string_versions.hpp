@@ -1,15 +1,15 @@
-// pmds::linkfree_soft::detail — a key's versions in SOFT's byte-string maps (seed 000 §4 extended
-// to multi-line nodes and replacement; docs/ARCHITECTURE.md §9): the persistent node of one
-// version, the volatile node's `current` word that names it, and the replace, remove and
+// pmds::linkfree_soft::detail — a key's versions in SOFT's byte-string maps (Zuriel et al. §4
+// extended to multi-line nodes and replacement; docs/ARCHITECTURE.md §9): the persistent node of
+// one version, the volatile node's `current` word that names it, and the replace, remove and
 // recovery rules over them. Written once for the hash map (soft_string_hash_map.hpp) and the
 // ordered map (soft_string_skiplist.hpp), which differ only in how they find a key's node.
 //
 // The three additions SOFT needs for a string map, each argued where it is made:
 //   1. A persistent node spans several cache lines (key and value bytes), so the same-line order
-//      argument of seed 000 §4.1 no longer covers it. Its header line holds the validity flags,
-//      the sizes, a version and a checksum (XXH3) of the bytes; recovery keeps a node only when
-//      the flags say live AND the checksum matches, so a crash that wrote the header back but not
-//      every line of the bytes leaves the node not live. That keeps create at one fence: the
+//      argument of Zuriel et al. §4.1 no longer covers it. Its header line holds the validity
+//      flags, the sizes, a version and a checksum (XXH3) of the bytes; recovery keeps a node only
+//      when the flags say live AND the checksum matches, so a crash that wrote the header back but
+//      not every line of the bytes leaves the node not live. That keeps create at one fence: the
 //      bytes and the header are written back together before it.
 //   2. put replaces a present key's value, atomically across a crash, in one fence. The new
 //      persistent node (version v+1) is made durable while the replaced one (v) stays live:
