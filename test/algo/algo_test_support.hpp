@@ -9,9 +9,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -34,7 +31,8 @@
 #include "pmds/interfaces.hpp"
 #include "pmds/mirror/policy.hpp"
 #include "pmds/pm/pool.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/child_process.hpp"
+#include "support/temp_path.hpp"
 
 namespace pmds::algo::testing {
 
@@ -55,7 +53,7 @@ inline Value value_of(Key k) {
 }
 
 // A pool file path removed on destruction (the pool tests' own).
-using pool_test::TempPath;
+using pmds::test::TempPath;
 
 inline constexpr std::size_t pool_size = 96u << 20;
 
@@ -103,32 +101,17 @@ class Instance {
 // owner; the caller opens the pool and recovers. `make(pool)` constructs the structure.
 template <class S, class Make, class Fill>
 void fill_in_child(const std::string& path, Make&& make, Fill&& fill, bool clean_close) {
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    int code = 0;
-    try {
-      auto pool =
-          pm::Pool::create(path, pool_size, Instance<S>::layout(), Instance<S>::pool_options());
-      auto s = make(pool);
-      fill(*s);
-      if (clean_close) {
-        s.reset();
-        pool.close();
-      } else {
-        ::_exit(0);  // dirty: the pool's clean flag stays unset; nothing is unmapped
-      }
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child: %s\n", e.what());
-      code = 2;
-    }
-    ::_exit(code);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status)) << "child died";
-  ASSERT_EQ(WEXITSTATUS(status), 0) << "child failed";
+  const int code = pmds::test::run_in_child([&] {
+    auto pool =
+        pm::Pool::create(path, pool_size, Instance<S>::layout(), Instance<S>::pool_options());
+    auto s = make(pool);
+    fill(*s);
+    if (!clean_close) ::_exit(0);  // dirty: the pool's clean flag stays unset; nothing unmapped
+    s.reset();
+    pool.close();
+    return 0;
+  });
+  ASSERT_EQ(code, 0) << "the child failed (100: an exception, 200: it died)";
 }
 
 // After recovery: every slot of every used chunk is either live (reached by the trace) or on
@@ -395,44 +378,17 @@ void set_recovery_after_kill(Make make, Key own_keys, std::uint64_t min_ops = 30
   c.threads = 2;
   c.own_keys = own_keys;
   c.ops_per_thread = 1 << 30;  // until killed
-  void* shared = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(shared, MAP_FAILED);
-  auto* progress = new (shared) std::atomic<std::uint64_t>[2] {};
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    try {
-      auto pool = pm::Pool::create(path.str(), pool_size, Instance<S>::layout(),
-                                   Instance<S>::pool_options());
-      auto s = make(pool);
-      std::vector<std::thread> workers;
-      for (int t = 0; t < c.threads; ++t)
-        workers.emplace_back([&, t] { run_partition(*s, c, t, false, nullptr, &progress[t]); });
-      for (auto& w : workers) w.join();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child: %s\n", e.what());
-    }
-    ::_exit(2);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  bool child_exited = false;
-  while (progress[0].load() < min_ops || progress[1].load() < min_ops) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) {
-      child_exited = true;
-      break;
-    }
-    if (std::chrono::steady_clock::now() > deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ::kill(pid, SIGKILL);
-  if (!child_exited) ::waitpid(pid, nullptr, 0);
-  ASSERT_FALSE(child_exited) << "the child stopped by itself";
-  const std::uint64_t done[2] = {progress[0].load(), progress[1].load()};
-  ::munmap(shared, 4096);
-  ASSERT_GE(done[0], min_ops) << "timed out";
-  ASSERT_GE(done[1], min_ops) << "timed out";
+  const std::vector<std::uint64_t> done =
+      pmds::test::killed_mid_run(c.threads, min_ops, [&](std::atomic<std::uint64_t>* progress) {
+        auto pool = pm::Pool::create(path.str(), pool_size, Instance<S>::layout(),
+                                     Instance<S>::pool_options());
+        auto s = make(pool);
+        std::vector<std::thread> workers;
+        for (int t = 0; t < c.threads; ++t)
+          workers.emplace_back([&, t] { run_partition(*s, c, t, false, nullptr, &progress[t]); });
+        for (auto& w : workers) w.join();
+      });
+  if (::testing::Test::HasFailure()) return;
 
   auto pool = pm::Pool::open(path.str(), Instance<S>::layout());
   EXPECT_FALSE(pool.was_clean_shutdown());

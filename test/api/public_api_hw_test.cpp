@@ -12,7 +12,8 @@
 #include <thread>
 
 #include "pmds/pmds.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/child_process.hpp"
+#include "support/temp_path.hpp"
 
 namespace {
 
@@ -101,7 +102,7 @@ TYPED_TEST_SUITE(PublicApi, Aliases);
 
 TYPED_TEST(PublicApi, CreatesClosesSurvivesSigkillAndRecovers) {
   using S = TypeParam;
-  pool_test::TempPath path("public-api");
+  pmds::test::TempPath path("public-api");
   {
     auto s = open_or_create<S>(path.str(), kPoolSize);
     EXPECT_FALSE(s.recovered());
@@ -109,7 +110,7 @@ TYPED_TEST(PublicApi, CreatesClosesSurvivesSigkillAndRecovers) {
   }  // a clean close
 
   // A child reopens it, writes more and dies of SIGKILL with the pool open.
-  pool_test::in_child_killed_by_sigkill([&] {
+  pmds::test::in_child_killed_by_sigkill([&] {
     auto s = open_or_create<S>(path.str(), kPoolSize);
     ASSERT_TRUE(s.recovered());
     write(*s, kPerPhase + 1, 2 * kPerPhase);
@@ -123,7 +124,7 @@ TYPED_TEST(PublicApi, CreatesClosesSurvivesSigkillAndRecovers) {
 // A file made for one structure is refused by another before anything is read, and left as it
 // was.
 TEST(PublicApiErrors, APoolOfAnotherStructureIsRefusedAndKept) {
-  pool_test::TempPath path("public-api");
+  pmds::test::TempPath path("public-api");
   {
     auto map = open_or_create<InCLLStringMasstree>(path.str(), kPoolSize);
     ASSERT_TRUE(map->put("k", "v"));
@@ -143,7 +144,7 @@ TEST(PublicApiErrors, APoolOfAnotherStructureIsRefusedAndKept) {
 // pool), and nbMontage's options at create and at open (here: no background thread, so the epoch
 // stands still unless sync() advances it).
 TEST(PublicApiArguments, CreateArgumentsReachTheStructure) {
-  pool_test::TempPath path("public-api");
+  pmds::test::TempPath path("public-api");
   montage::Options options;
   options.background_thread = false;
   options.epoch_length = std::chrono::microseconds(1000);
@@ -164,7 +165,7 @@ TEST(PublicApiArguments, CreateArgumentsReachTheStructure) {
   EXPECT_TRUE(epoch_stands_still(*map));
   EXPECT_EQ(map->get(5), Value{50});
 
-  pool_test::TempPath set_path("public-api");
+  pmds::test::TempPath set_path("public-api");
   EXPECT_EQ(open_or_create<LinkFreeHashSet>(set_path.str(), kPoolSize)->bucket_count(),
             LinkFreeHashSet::default_bucket_count);
 }
@@ -191,7 +192,7 @@ TEST(PublicApiContracts, EachNameKeepsItsPromise) {
   static_assert(DetectablePriorityQueue::criterion == Criterion::detectable &&
                 PriorityQueue<DetectablePriorityQueue>);
   // A durable string map through the entry point: update() reads and writes one key atomically.
-  pool_test::TempPath path("public-api");
+  pmds::test::TempPath path("public-api");
   {
     auto m = open_or_create<DurableStringHashMap>(path.str(), kPoolSize);
     EXPECT_TRUE(m->put("visits", "1"));
@@ -224,9 +225,9 @@ namespace {
 // A recovery that throws leaves the pool as unclean as it found it: the next open recovers
 // again (InCLL, for one, keeps its failed epoch's undo only after an unclean shutdown).
 TEST(PublicApiErrors, AFailedRecoveryLeavesThePoolUnclean) {
-  pool_test::TempPath path("public-api");
+  pmds::test::TempPath path("public-api");
   open_or_create<FailingRecovery>(path.str(), kPoolSize).close();
-  pool_test::in_child_killed_by_sigkill([&] {
+  pmds::test::in_child_killed_by_sigkill([&] {
     auto s = open_or_create<FailingRecovery>(path.str(), kPoolSize);  // killed open: unclean
   });
 

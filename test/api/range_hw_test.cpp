@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "pmds/pmds.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/temp_path.hpp"
 
 namespace {
 
@@ -56,7 +56,7 @@ class RangeTest : public ::testing::Test {
   using V = typename Spell<S>::V;
   using Pairs = std::vector<std::pair<K, V>>;
 
-  pool_test::TempPath path_{"range"};
+  pmds::test::TempPath path_{"range"};
   Durable<S> map_ = open_or_create<S>(path_.str(), kPoolSize);
 
   template <class R>

@@ -24,6 +24,7 @@
 #include "pmds/combining/queue.hpp"
 #include "pmds/combining/stack.hpp"
 #include "pmds/combining/wait_free_queue.hpp"
+#include "support/child_process.hpp"
 
 namespace pmds::combining {
 namespace {
@@ -360,17 +361,12 @@ TEST(Tickets, ReinvokedAfterReopenAppliesNothing) {
 }
 TEST(Tickets, ReinvokedAfterADirtyExitAppliesNothing) {
   TempPath path("combining-dirty");
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
+  pmds::test::in_killed_child([&] {
     auto pool = pm::Pool::create(path.str(), pool_bytes, "combining");
     CombiningStack<PBComb, Persistence::detectable> s(create_new, pool);
     for (std::uint64_t seq = 1; seq <= 5; ++seq) s.push(seq, Ticket{0, seq});
     ::_exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  });
   auto pool = pm::Pool::open(path.str(), "combining");
   CombiningStack<PBComb, Persistence::detectable> s(open_existing, pool);
   EXPECT_TRUE(s.recover_pending(Ticket{0, 5}).took_effect);

@@ -27,7 +27,7 @@
 #include "pmds/crashlab/entries.hpp"
 #include "pmds/crashlab/mutation.hpp"
 #include "pmds/crashlab/sim_lab.hpp"
-#include "registry_test_names.hpp"
+#include "support/registry_entries.hpp"
 
 namespace {
 

@@ -18,7 +18,7 @@
 
 #include "pmds/crashlab/entries.hpp"
 #include "pmds/crashlab/process_lab.hpp"
-#include "registry_test_names.hpp"
+#include "support/registry_entries.hpp"
 
 namespace {
 

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "pmds/registry/entries.hpp"
-#include "registry_test_names.hpp"
+#include "support/registry_entries.hpp"
 
 namespace {
 

@@ -19,7 +19,8 @@
 
 #include "pmds/bench/runner.hpp"
 #include "pmds/registry.hpp"
-#include "registry_test_names.hpp"
+#include "support/child_process.hpp"
+#include "support/registry_entries.hpp"
 
 namespace {
 
@@ -115,20 +116,14 @@ TEST(Registry, LazyRecoveryReachesTheInCLLMasstrees) {
        {"masstree/incll", "masstree/logging", "masstree-bytes/incll", "masstree-bytes/logging"}) {
     const Entry& e = *registry::find(name);
     TempPool pool(name);
-    std::fflush(nullptr);
-    const pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
+    pmds::test::in_killed_child([&] {
       auto inst = registry::Instance::create(e, o, pool.path());
       bench::target_of(e).prefill(inst.object(), 2000, 2000, 7, 1);  // keys 1..2000
       inst.apply({OpCode::sync, 0, 0, 1});
       for (Key k = 1; k <= 2000; k += 2) inst.apply({OpCode::remove, k, 0, 1});
       for (Key k = 2001; k <= 3000; ++k) inst.apply({OpCode::insert, k, k, 1});
       ::_exit(0);  // the pool is never closed: a crash in the epoch after the sync
-    }
-    int status = 0;
-    ASSERT_EQ(::waitpid(child, &status, 0), child);
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << name;
+    });
     auto inst = registry::Instance::open(e, pool.path(), o);
     EXPECT_TRUE(inst.apply({OpCode::contains, 1, 0, 1}).ok) << name;
     EXPECT_FALSE(inst.apply({OpCode::contains, 2001, 0, 1}).ok) << name;

@@ -17,7 +17,8 @@
 
 #include "incll/durable_tree_fixture.hpp"
 #include "pmds/incll/durable_masstree.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/child_process.hpp"
+#include "support/temp_path.hpp"
 
 namespace {
 
@@ -165,7 +166,7 @@ TYPED_TEST(DurableMasstree, ReservedKeysAndForeignPoolsAreRefused) {
   EXPECT_THROW(t.put(max_reserved_key, 1), ReservedKey);
   this->tree_.reset();
   this->pool_.reset();
-  pool_test::TempPath other("masstree-logging-other");
+  pmds::test::TempPath other("masstree-logging-other");
   pm::Pool::create(other.str(), kPoolSize, "something-else");
   pm::Pool pool = pm::Pool::open(other.str(), "something-else");
   try {
@@ -208,7 +209,7 @@ TYPED_TEST(DurableMasstree, APoolOfAnEarlierFormatIsRefused) {
 // be logged before that epoch changes them (a root split clears the first root's root bit), so
 // the tree comes back empty.
 TYPED_TEST(DurableMasstree, ACrashInTheEpochOfCreationComesBackEmpty) {
-  pool_test::in_killed_child([&] {
+  pmds::test::in_killed_child([&] {
     pm::Pool pool = pm::Pool::create(this->path_.str(), kPoolSize, TypeParam::name);
     auto owned = std::make_unique<TypeParam>(create_new, pool, manual_clock());
     for (Key k = 1; k <= 1'000; ++k) owned->insert(k, k);  // splits the first root

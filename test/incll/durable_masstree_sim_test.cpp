@@ -17,8 +17,8 @@
 
 #include "pmds/incll/durable_masstree.hpp"
 #include "pmds/pm/simulator.hpp"
-#include "pool/crash_image_util.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/crash_image.hpp"
+#include "support/temp_path.hpp"
 
 namespace {
 
@@ -68,7 +68,7 @@ class ParentLinks : public ::testing::Test {
     const void* base = pool_->base();
     tree_.reset();
     pool_.reset();
-    ASSERT_NO_FATAL_FAILURE(pool_test::write_crash_image(snap, base, path_.str(), kind));
+    ASSERT_NO_FATAL_FAILURE(pmds::test::write_crash_image(snap, base, path_.str(), kind));
   }
   Tree& open(bool lazy) {
     pool_.emplace(pm::Pool::open(path_.str(), Tree::name));
@@ -83,7 +83,7 @@ class ParentLinks : public ::testing::Test {
     return tree_->parent_links_mended();
   }
 
-  pool_test::TempPath path_{"masstree-parent-links"};
+  pmds::test::TempPath path_{"masstree-parent-links"};
   std::optional<pm::Pool> pool_;
   std::optional<Tree> tree_;
   std::mt19937_64 rng_{7};

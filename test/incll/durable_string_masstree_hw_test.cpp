@@ -19,7 +19,9 @@
 
 #include "incll/durable_tree_fixture.hpp"
 #include "pmds/incll/durable_masstree.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/child_process.hpp"
+#include "support/file_state.hpp"
+#include "support/temp_path.hpp"
 
 namespace {
 
@@ -63,8 +65,8 @@ class DurableStringMasstree : public incll_test::DurableTreeTest<T> {
   // The slots an eager recovery frees, of a copy of the pool file (left as it was for a lazy
   // open); its contents must be `expected` if given.
   std::size_t freed_by_eager_recovery_of_a_copy(const Model* expected) {
-    pool_test::TempPath copy("masstree-bytes-eager-copy");
-    pool_test::write_file(copy.str(), pool_test::read_file(this->path_.str()));
+    pmds::test::TempPath copy("masstree-bytes-eager-copy");
+    pmds::test::write_file(copy.str(), pmds::test::read_file(this->path_.str()));
     pm::Pool pool = pm::Pool::open(copy.str(), T::name);
     T eager(open_existing, pool, manual_clock());
     if (expected != nullptr) {
@@ -176,7 +178,7 @@ Model replace_in_one_epoch_and_die(const std::string& path) {
     t.insert("kept", value_of(1, 100));
     t.insert("replaced", value_of(2, 100));
   }
-  pool_test::in_killed_child([&] {
+  pmds::test::in_killed_child([&] {
     pm::Pool pool = pm::Pool::open(path, Tree::name);
     auto t = std::make_unique<Tree>(open_existing, pool, manual_clock());  // never closed
     for (std::uint64_t i = 0; i < 2'000; ++i) t->put("replaced", value_of(i + 3, 100));
@@ -198,7 +200,7 @@ TYPED_TEST(DurableStringMasstree, AValueReplacedInTheFailedEpochComesBackWhole) 
 TEST(DurableStringMasstreePlantedBug, BlocksReusedInTheirEpochLoseTheReplacedValue) {
   using Buggy = incll::DurableMasstree<incll::Mode::incll,
                                        incll::PlantedBug::bytes_freed_in_their_epoch, true>;
-  pool_test::TempPath path{"masstree-bytes-planted"};
+  pmds::test::TempPath path{"masstree-bytes-planted"};
   const Model expected{{"kept", value_of(1, 100)}, {"replaced", value_of(2, 100)}};
   try {
     EXPECT_NE(replace_in_one_epoch_and_die<Buggy>(path.str()), expected);

@@ -13,7 +13,8 @@
 #include <random>
 
 #include "pmds/incll/durable_masstree.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/child_process.hpp"
+#include "support/temp_path.hpp"
 
 namespace pmds::incll_test {
 
@@ -57,7 +58,7 @@ class DurableTreeTest : public ::testing::Test {
   void in_dying_child(F&& body) {
     tree_.reset();
     pool_.reset();
-    pool_test::in_killed_child([&] {
+    pmds::test::in_killed_child([&] {
       pm::Pool pool = pm::Pool::open(path_.str(), Tree::name);
       auto owned = std::make_unique<Tree>(open_existing, pool, options_);  // never closed
       body(*owned);
@@ -70,7 +71,7 @@ class DurableTreeTest : public ::testing::Test {
   }
 
   incll::Options options_;
-  pool_test::TempPath path_;
+  pmds::test::TempPath path_;
   std::optional<pm::Pool> pool_;
   std::unique_ptr<Tree> tree_;
 };

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "linkfree_soft/linkfree_test_util.hpp"
+#include "support/child_process.hpp"
 
 namespace pmds::test {
 namespace {
@@ -302,32 +303,23 @@ TYPED_TEST(LinkFreeSetTest, ChildInsertsAndExitsParentRecoversExactly) {
     return m;
   };
   for (int phase = 0; phase < 3; ++phase) {
-    const pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      // The child: do this phase's operations, then exit without destructors (no close, no
-      // clean-shutdown flag): what the parent sees is what the child's stores left.
+    // The child: do this phase's operations, then exit without destructors (no close, no
+    // clean-shutdown flag): what the parent sees is what the child's stores left.
+    const int code = pmds::test::run_in_child([&] {
+      auto pool = phase == 0 ? pm::Pool::create(path.str(), kPoolSize, "test")
+                             : pm::Pool::open(path.str(), "test");
+      auto set = phase == 0 ? TypeParam::create(pool) : TypeParam::open(pool);
       int rc = 0;
-      try {
-        auto pool = phase == 0 ? pm::Pool::create(path.str(), kPoolSize, "test")
-                               : pm::Pool::open(path.str(), "test");
-        auto set = phase == 0 ? TypeParam::create(pool) : TypeParam::open(pool);
-        if (phase == 0)
-          for (Key k = 1; k <= 2000; ++k) rc |= !set->insert(k * 13, k);
-        if (phase == 1)
-          for (Key k = 1; k <= 2000; k += 2) rc |= !set->remove(k * 13);
-        if (phase == 2)
-          for (Key k = 1; k <= 2000; k += 4) rc |= !set->insert(k * 13, k + 5);
-        ::_exit(rc);  // here: neither the set nor the pool is destroyed or closed
-      } catch (...) {
-        rc = 2;
-      }
-      ::_exit(rc);
-    }
-    int status = 0;
-    ASSERT_EQ(::waitpid(child, &status, 0), child);
-    ASSERT_TRUE(WIFEXITED(status));
-    ASSERT_EQ(WEXITSTATUS(status), 0) << "phase " << phase;
+      if (phase == 0)
+        for (Key k = 1; k <= 2000; ++k) rc |= !set->insert(k * 13, k);
+      if (phase == 1)
+        for (Key k = 1; k <= 2000; k += 2) rc |= !set->remove(k * 13);
+      if (phase == 2)
+        for (Key k = 1; k <= 2000; k += 4) rc |= !set->insert(k * 13, k + 5);
+      ::_exit(rc);  // here: neither the set nor the pool is destroyed or closed
+      return rc;
+    });
+    ASSERT_EQ(code, 0) << "phase " << phase;
     auto pool = pm::Pool::open(path.str(), "test");
     EXPECT_FALSE(pool.was_clean_shutdown());
     auto set = TypeParam::open(pool);

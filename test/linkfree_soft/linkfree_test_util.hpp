@@ -1,5 +1,5 @@
 // Test helpers for the link-free sets (test/linkfree_soft/linkfree_*_test.cpp): a pool file that
-// removes itself (pool/pool_test_util.hpp), and one "kind" per structure so every test runs over
+// removes itself (support/temp_path.hpp), and one "kind" per structure so every test runs over
 // list, hash and skip list alike.
 #pragma once
 
@@ -11,12 +11,12 @@
 #include "pmds/linkfree_soft/linkfree_list.hpp"
 #include "pmds/linkfree_soft/linkfree_skiplist.hpp"
 #include "pmds/pm/pool.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/temp_path.hpp"
 
 namespace pmds::test {
 
 // A unique pool path (in /dev/shm when it exists) removed at destruction.
-using TempPoolPath = ::pool_test::TempPath;
+using TempPoolPath = ::pmds::test::TempPath;
 
 // One structure under test: how to create it in a pool and open it from one.
 template <class S, std::size_t Buckets = 0>

@@ -15,7 +15,7 @@
 
 #include "linkfree_soft/linkfree_test_util.hpp"
 #include "linkfree_soft/soft_test_support.hpp"
-#include "pool/crash_image_util.hpp"
+#include "support/crash_image.hpp"
 
 namespace {
 
@@ -63,7 +63,7 @@ TYPED_TEST(LinkFreeRecovery, IsRestartableAndIssuesNoFlushOrFence) {
     snap = sim::snapshot();
   }
   for (std::uint64_t seed = 0; seed < 6; ++seed) {
-    ASSERT_NO_FATAL_FAILURE(pool_test::write_crash_image(
+    ASSERT_NO_FATAL_FAILURE(pmds::test::write_crash_image(
         *snap, base, path.str(), seed == 0 ? sim::ImageKind::minimum : sim::ImageKind::random,
         seed));
     auto pool = pm::Pool::open(path.str(), "test");
@@ -94,7 +94,7 @@ class ClwbFlushes {
 
 TYPED_TEST(SoftRecovery, WritesNothingPersistent) {
   ClwbFlushes clwb;
-  pool_test::TempPath path("soft_sim_rec");
+  pmds::test::TempPath path("soft_sim_rec");
   std::map<Key, Value> model;
   {
     auto pool = pm::Pool::create(path, kPoolSize, TypeParam::layout);

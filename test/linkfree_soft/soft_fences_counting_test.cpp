@@ -97,7 +97,7 @@ class KindNames {
 TYPED_TEST_SUITE(SoftFenceTest, Kinds, KindNames);
 
 TYPED_TEST(SoftFenceTest, SingleThreadAtMostOneFencePerUpdateNonePerRead) {
-  pool_test::TempPath path("soft_fences");
+  pmds::test::TempPath path("soft_fences");
   auto pool = pm::Pool::create(path, 64u << 20, TypeParam::layout);
   auto s = TypeParam::create(pool);
   OpCost cost;
@@ -139,7 +139,7 @@ TYPED_TEST(SoftFenceTest, ContendedThreadsAtMostOneFencePerUpdateNonePerRead) {
     if (round >= 2 && total_helped > 0) break;
     const unsigned threads = rounds[round];
     SCOPED_TRACE(threads);
-    pool_test::TempPath path("soft_fences_mt");
+    pmds::test::TempPath path("soft_fences_mt");
     auto pool = pm::Pool::create(path, 64u << 20, TypeParam::layout);
     auto s = TypeParam::create(pool);
     // A slow fence (emulated NVRAM latency) widens the window between linking a node and

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "linkfree_soft/soft_test_support.hpp"
+#include "support/child_process.hpp"
 
 namespace {
 
@@ -51,7 +52,7 @@ class SoftSetTest : public ::testing::Test {
     return *set_;
   }
 
-  pool_test::TempPath path_{"soft_set"};
+  pmds::test::TempPath path_{"soft_set"};
   std::optional<pm::Pool> pool_;
   std::unique_ptr<Set> set_;
 };
@@ -365,7 +366,7 @@ TYPED_TEST(SoftSetTest, ProcessExitWithoutCloseKeepsExactlyItsContents) {
   this->pool_.reset();
   ::unlink(this->path_.str().c_str());
   const std::string path = this->path_;
-  const int code = pool_test::run_in_child([&] {
+  const int code = pmds::test::run_in_child([&] {
     auto pool = pm::Pool::create(path, kPoolSize, TypeParam::layout);
     auto s = TypeParam::create(pool);
     for (Key k = 1; k <= 3000; ++k)
@@ -392,11 +393,6 @@ TYPED_TEST(SoftSetTest, KilledProcessKeepsEveryCompletedUpdate) {
   this->pool_.reset();
   ::unlink(this->path_.str().c_str());
   const std::string path = this->path_;
-  // Shared with the child: how many updates it completed.
-  auto* done = static_cast<std::atomic<std::uint64_t>*>(
-      ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  ASSERT_NE(done, MAP_FAILED);
-  new (done) std::atomic<std::uint64_t>(0);
   // The update sequence, known to both: op i inserts or removes key keys[i].
   constexpr std::size_t kOps = 2'000'000;
   auto op_at = [](std::uint64_t i, Key& key, bool& insert) {
@@ -405,30 +401,22 @@ TYPED_TEST(SoftSetTest, KilledProcessKeepsEveryCompletedUpdate) {
     key = 1 + (z % 400);
     insert = ((z >> 20) & 1) != 0;
   };
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    auto pool = pm::Pool::create(path, kPoolSize, TypeParam::layout);
-    auto s = TypeParam::create(pool);
-    for (std::uint64_t i = 0; i < kOps; ++i) {
-      Key k;
-      bool ins;
-      op_at(i, k, ins);
-      if (ins)
-        s->insert(k, i);
-      else
-        s->remove(k);
-      done->store(i + 1, std::memory_order_release);
-    }
-    ::_exit(0);
-  }
-  while (done->load() < 20000) std::this_thread::yield();
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFSIGNALED(status)) << "the child finished before it was killed";
-  const std::uint64_t completed = done->load();
+  const std::uint64_t completed =
+      pmds::test::killed_mid_run(1, 20000, [&](std::atomic<std::uint64_t>* done) {
+        auto pool = pm::Pool::create(path, kPoolSize, TypeParam::layout);
+        auto s = TypeParam::create(pool);
+        for (std::uint64_t i = 0; i < kOps; ++i) {
+          Key k;
+          bool ins;
+          op_at(i, k, ins);
+          if (ins)
+            s->insert(k, i);
+          else
+            s->remove(k);
+          done->store(i + 1, std::memory_order_release);
+        }
+      })[0];
+  if (::testing::Test::HasFailure()) return;
   // The model after `completed` updates, and with the pending one applied.
   std::map<Key, Value> before, after;
   for (std::uint64_t i = 0; i <= completed; ++i) {
@@ -447,7 +435,6 @@ TYPED_TEST(SoftSetTest, KilledProcessKeepsEveryCompletedUpdate) {
   const auto got = contents(*this->set_);
   EXPECT_TRUE(got == before || got == after)
       << "recovered " << got.size() << " keys after " << completed << " completed updates";
-  ::munmap(done, 4096);
 }
 
 // The planted recovery bug is compiled in only when asked for, and does what it says.
@@ -508,7 +495,7 @@ TYPED_TEST(SoftSetTest, RecoveryKeepsOneOfDuplicateKeys) {
 
 // The skip list's scan (YCSB E): up to n keys >= from, ascending, only keys in the set.
 TEST(SoftSkipListScan, ScansMatchTheModel) {
-  pool_test::TempPath path("soft_scan");
+  pmds::test::TempPath path("soft_scan");
   auto pool = pm::Pool::create(path, kPoolSize, "skiplist/soft");
   linkfree_soft::SoftSkipList<> s(create_new, pool);
   std::map<Key, Value> model;

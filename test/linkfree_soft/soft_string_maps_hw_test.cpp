@@ -21,14 +21,15 @@
 #include "pmds/linkfree_soft/soft_string_hash_map.hpp"
 #include "pmds/linkfree_soft/soft_string_skiplist.hpp"
 #include "pmds/pm/pool.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/child_process.hpp"
+#include "support/temp_path.hpp"
 
 namespace {
 
 using namespace pmds;
 using Model = std::map<std::string, std::string>;
-using pool_test::in_child_killed_by_sigkill;
-using pool_test::TempPath;
+using pmds::test::in_child_killed_by_sigkill;
+using pmds::test::TempPath;
 
 constexpr std::size_t kPoolSize = 64u << 20;
 

@@ -16,8 +16,8 @@
 
 #include "pmds/linkfree_soft/soft_string_hash_map.hpp"
 #include "pmds/linkfree_soft/soft_string_skiplist.hpp"
-#include "pool/crash_image_util.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/crash_image.hpp"
+#include "support/temp_path.hpp"
 
 namespace {
 
@@ -49,7 +49,7 @@ Map make(pm::Pool& pool) {
 template <class Map>
 std::map<std::string, std::string> contents_after_a_crash(const sim::Snapshot& snap, void* base,
                                                           const std::string& path) {
-  pool_test::write_crash_image(snap, base, path, sim::ImageKind::minimum, 0);
+  pmds::test::write_crash_image(snap, base, path, sim::ImageKind::minimum, 0);
   auto pool = pm::Pool::open(path, Map::name);
   Map m(pmds::open_existing, pool);
   return contents(m);
@@ -63,7 +63,7 @@ TYPED_TEST_SUITE(SoftStringRecovery, Maps);
 
 TYPED_TEST(SoftStringRecovery, AnOlderVersionDeletedAtRecoveryStaysDeletedAfterACrash) {
   using Map = TypeParam;
-  pool_test::TempPath path("soft_string_sim_rec");
+  pmds::test::TempPath path("soft_string_sim_rec");
   {
     auto pool = pm::Pool::create(path.str(), kPoolSize, Map::name);
     Map m = make<Map>(pool);
@@ -94,7 +94,7 @@ TYPED_TEST(SoftStringRecovery, AnOlderVersionDeletedAtRecoveryStaysDeletedAfterA
 // hold no live version of the key, v0 included (its slot is not reused here, so its bytes stay).
 TYPED_TEST(SoftStringRecovery, AVersionTwoReplacementsBackStaysDeletedAfterARemove) {
   using Map = TypeParam;
-  pool_test::TempPath path("soft_string_sim_chain");
+  pmds::test::TempPath path("soft_string_sim_chain");
   std::optional<sim::Snapshot> snap;
   void* base = nullptr;
   {

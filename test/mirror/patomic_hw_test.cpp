@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "pmds/mirror/policy.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/temp_path.hpp"
 
 namespace {
 
@@ -26,7 +26,7 @@ constexpr std::size_t pool_size = 16u << 20;
 
 // A Mirror memory over a fresh pool, and a patomic in one of its slots.
 struct MirrorWord {
-  pool_test::TempPath path{"mirror_word"};
+  pmds::test::TempPath path{"mirror_word"};
   pm::Pool pool = pm::Pool::create(path.str(), pool_size, "test/mirror", Mirror::pool_options());
   Mirror::Memory memory{pool, 0};
   patomic<std::uint64_t>* word = nullptr;
@@ -69,7 +69,7 @@ TEST(MirrorTwin, AnExplicitBaseWhoseTwinRangeIsTakenIsRefusedAndLeavesNoFile) {
   // A base whose pool and twin ranges are free: one a Mirror pool got, released again.
   std::uintptr_t base = 0;
   {
-    pool_test::TempPath first("mirror_first");
+    pmds::test::TempPath first("mirror_first");
     auto p = pm::Pool::create(first.str(), pool_size, "test/mirror", Mirror::pool_options());
     base = reinterpret_cast<std::uintptr_t>(p.base());
   }
@@ -79,7 +79,7 @@ TEST(MirrorTwin, AnExplicitBaseWhoseTwinRangeIsTakenIsRefusedAndLeavesNoFile) {
   ASSERT_EQ(squatter, reinterpret_cast<void*>(base + pm::twin_offset));
   pm::PoolOptions o = Mirror::pool_options();
   o.base = base;
-  pool_test::TempPath path("mirror_refused");
+  pmds::test::TempPath path("mirror_refused");
   try {
     (void)pm::Pool::create(path.str(), pool_size, "test/mirror", o);
     ADD_FAILURE() << "created a Mirror pool whose twin range is taken";
@@ -96,7 +96,7 @@ TEST(MirrorTwin, AnExplicitBaseWhoseTwinRangeIsTakenIsRefusedAndLeavesNoFile) {
 // §6.3's variant: the volatile replica in a file beside the pool, unlinked once mapped.
 TEST(MirrorTwin, OnThePoolsMediumLeavesNoFileBehind) {
   using BothInPool = mirror::MirrorBothInPoolPolicy;
-  pool_test::TempPath path("mirror_pm");
+  pmds::test::TempPath path("mirror_pm");
   auto pool = pm::Pool::create(path.str(), pool_size, "test/mirror", BothInPool::pool_options());
   const auto dir = std::filesystem::path(path.str()).parent_path();
   const auto twin_files = [&] {

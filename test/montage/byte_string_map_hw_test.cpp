@@ -20,6 +20,7 @@
 #include "montage/montage_test_support.hpp"
 #include "pmds/montage/hash_map.hpp"
 #include "pmds/montage/skip_list.hpp"
+#include "support/child_process.hpp"
 
 namespace {
 
@@ -135,7 +136,7 @@ TYPED_TEST(ByteStringMaps, AKilledProcessKeepsEverythingBeforeItsSync) {
   this->pool_.reset();
   const auto key = [](int i) { return "key " + std::to_string(i) + std::string(20, '.'); };
   const auto value = [](int i) { return std::string(1000 + i, static_cast<char>('a' + i % 26)); };
-  pool_test::in_killed_child([&] {
+  pmds::test::in_killed_child([&] {
     pm::Pool pool = pm::Pool::open(this->path_, TypeParam::name);
     auto owned = montage_test::create_map<TypeParam>(pool);  // never destroyed: the child _exits
     for (int i = 0; i < 100; ++i) owned->insert(key(i), value(i));

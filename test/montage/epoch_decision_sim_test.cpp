@@ -14,8 +14,8 @@
 #include "montage/montage_test_support.hpp"
 #include "pmds/montage/epoch_system.hpp"
 #include "pmds/pm/pool.hpp"
-#include "pool/crash_image_util.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/crash_image.hpp"
+#include "support/temp_path.hpp"
 
 namespace pm = pmds::pm;
 namespace sim = pmds::pm::sim;
@@ -57,8 +57,8 @@ class EpochDecisionSim : public ::testing::Test {
     sim::set_schedule_hook(nullptr);
     pm::detail::flush_instruction = saved_;
   }
-  pool_test::TempPath path_{"montage_decision"};
-  pool_test::TempPath image_{"montage_decision_image"};
+  pmds::test::TempPath path_{"montage_decision"};
+  pmds::test::TempPath image_{"montage_decision_image"};
 
  private:
   pm::FlushInstruction saved_{};
@@ -98,7 +98,7 @@ TEST_F(EpochDecisionSim, AVerdictReadBeforeTheClockMovedTwiceIsNotACommitInTheOl
 
     // Everything that returned before sync() is durable when it returns (seed 003 §3.1).
     system.sync();
-    ASSERT_NO_FATAL_FAILURE(pool_test::write_crash_image(sim::snapshot(), pool.base(), image_,
+    ASSERT_NO_FATAL_FAILURE(pmds::test::write_crash_image(sim::snapshot(), pool.base(), image_,
                                                          sim::ImageKind::minimum));
   }
   pm::Pool pool = pm::Pool::open(image_, "test/montage-decision");

@@ -12,7 +12,7 @@
 #include "pmds/montage/hash_map.hpp"
 #include "pmds/registry/entries.hpp"
 #include "pmds/registry/fixed_size_strings.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/temp_path.hpp"
 
 namespace {
 
@@ -50,7 +50,7 @@ TEST(FixedSizeStrings, KeysAndValuesOfSeed003SizesGoInAndComeBack) {
   for (const registry::Entry* entry : {&hash_bytes(), &skiplist_bytes()}) {
     SCOPED_TRACE(entry->name);
     const registry::Entry& e = *entry;
-    pool_test::TempPath path{"fixed-size-strings"};
+    pmds::test::TempPath path{"fixed-size-strings"};
     const registry::CreateOptions o = seed003_sizes();
     std::vector<registry::Item> before;
     {
@@ -76,7 +76,7 @@ TEST(FixedSizeStrings, SizesOutOfRangeAreRefused) {
                                       {8, 7},
                                       {montage::ByteStringKeys::max_key_size + 1, 8},
                                       {8, montage::ByteStringKeys::max_value_size + 1}}) {
-    pool_test::TempPath path{"fixed-size-strings"};
+    pmds::test::TempPath path{"fixed-size-strings"};
     registry::CreateOptions o = seed003_sizes();
     o.key_size = key_size;
     o.value_size = value_size;
@@ -91,7 +91,7 @@ TEST(FixedSizeStrings, SizesOutOfRangeAreRefused) {
 
 // A value replaced behind the adapter's back by bytes it did not write: get reports it.
 TEST(FixedSizeStrings, AValueWithOtherBytesIsReported) {
-  pool_test::TempPath path{"fixed-size-strings"};
+  pmds::test::TempPath path{"fixed-size-strings"};
   auto pool = pm::Pool::create(path.str(), 64u << 20, "hash-bytes/montage");
   auto made = hash_bytes(pool, 32, 64);
   auto& m = *made;
@@ -111,7 +111,7 @@ TEST(FixedSizeStrings, AValueWithOtherBytesIsReported) {
 // The filler is checked eight bytes at a time: one wrong byte anywhere, the last chunk a short one
 // included, is reported at its position.
 TEST(FixedSizeStrings, OneWrongByteIsReportedWhereItIs) {
-  pool_test::TempPath path{"fixed-size-strings"};
+  pmds::test::TempPath path{"fixed-size-strings"};
   auto pool = pm::Pool::create(path.str(), 64u << 20, "hash-bytes/montage");
   auto made = hash_bytes(pool, 8, 61);
   auto& m = *made;
@@ -146,7 +146,7 @@ template <bool SharedPrefixes>
 void expect_reported(std::size_t key_size, Key key, std::size_t at, const std::string& what) {
   SCOPED_TRACE(what);
   using Map = montage::ByteStringHashMap<>;
-  pool_test::TempPath path{"fixed-size-strings"};
+  pmds::test::TempPath path{"fixed-size-strings"};
   auto pool = pm::Pool::create(path.str(), 64u << 20, "hash-bytes/montage");
   montage::Options manual;
   manual.background_thread = false;

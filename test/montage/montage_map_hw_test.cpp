@@ -25,6 +25,7 @@
 #include "pmds/montage/natarajan_mittal_bst.hpp"
 #include "pmds/montage/skip_list.hpp"
 #include "pmds/montage/split_ordered_hash.hpp"
+#include "support/child_process.hpp"
 
 namespace {
 
@@ -114,7 +115,7 @@ TYPED_TEST(MontageMaps, ACleanCloseKeepsEveryCompletedOperation) {
 TYPED_TEST(MontageMaps, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfter) {
   this->pool_.emplace(pm::Pool::create(this->path_, kPoolSize, TypeParam::name));
   this->pool_.reset();
-  pool_test::in_killed_child([&] {
+  pmds::test::in_killed_child([&] {
     pm::Pool pool = pm::Pool::open(this->path_, TypeParam::name);
     auto owned = create_map<TypeParam>(pool);  // never destroyed: the child ends by _exit
     TypeParam& m = *owned;
@@ -143,7 +144,7 @@ TYPED_TEST(MontageMaps, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfte
 TYPED_TEST(MontageMaps, AStaleAntiNodeCannotCancelItsPayloadAfterALaterCrash) {
   this->pool_.emplace(pm::Pool::create(this->path_, kPoolSize, TypeParam::name));
   this->pool_.reset();
-  pool_test::in_killed_child([&] {
+  pmds::test::in_killed_child([&] {
     pm::Pool pool = pm::Pool::open(this->path_, TypeParam::name);
     auto owned = create_map<TypeParam>(pool);  // never destroyed: the child ends by _exit
     TypeParam& m = *owned;
@@ -156,7 +157,7 @@ TYPED_TEST(MontageMaps, AStaleAntiNodeCannotCancelItsPayloadAfterALaterCrash) {
     m.remove(7);  // its anti-node is tagged with the current epoch: lost too
     ::_exit(0);
   });
-  pool_test::in_killed_child([&] {
+  pmds::test::in_killed_child([&] {
     pm::Pool pool = pm::Pool::open(this->path_, TypeParam::name);
     TypeParam m(open_existing, pool, manual_clock());
     if (!m.contains(7) || m.contains(100)) ::_exit(3);  // the first recovery, as specified

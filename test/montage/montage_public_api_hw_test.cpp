@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "pmds/pmds.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/temp_path.hpp"
 
 namespace {
 
@@ -17,7 +17,7 @@ using namespace pmds;
 constexpr std::uint64_t kPoolSize = 64u << 20;
 
 TEST(MontagePublicApi, OpenOrCreateRecoversWhatACleanCloseKept) {
-  pool_test::TempPath path("montage-api");
+  pmds::test::TempPath path("montage-api");
   {
     auto map = open_or_create<MontageSkipList>(path.str(), kPoolSize);
     EXPECT_FALSE(map.recovered());
@@ -37,7 +37,7 @@ TEST(MontagePublicApi, OpenOrCreateRecoversWhatACleanCloseKept) {
 }
 
 TEST(MontagePublicApi, APoolOfAnotherStructureIsRefused) {
-  pool_test::TempPath path("montage-api");
+  pmds::test::TempPath path("montage-api");
   {
     auto queue = open_or_create<MontageQueue>(path.str(), kPoolSize);
     queue->enqueue(7);

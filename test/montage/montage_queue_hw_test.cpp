@@ -13,6 +13,7 @@
 
 #include "montage/montage_test_support.hpp"
 #include "pmds/montage/queue.hpp"
+#include "support/child_process.hpp"
 
 namespace {
 
@@ -65,9 +66,7 @@ TEST_F(MontageQueue, ACleanCloseKeepsEveryElementInOrder) {
 TEST_F(MontageQueue, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfter) {
   pool_.emplace(pm::Pool::create(path_, kPoolSize, kLayout));
   pool_.reset();
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  pmds::test::in_killed_child([&] {
     pm::Pool pool = pm::Pool::open(path_, kLayout);
     MontageQueueType q(create_new, pool, manual_clock());
     for (Value v = 1; v <= 100; ++v) q.enqueue(v);
@@ -77,10 +76,7 @@ TEST_F(MontageQueue, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfter) 
       if (v % 10 == 0) q.background_step();
     }
     ::_exit(0);  // no destructor, no final sync
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
+  });
   pool_.emplace(pm::Pool::open(path_, kLayout));
   s_ = std::make_unique<MontageQueueType>(open_existing, *pool_, manual_clock());
   const std::vector<Value> got = drain(*s_);

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "pmds/montage/epoch_system.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/temp_path.hpp"
 
 namespace montage_test {
 
@@ -120,7 +120,7 @@ class InPool : public ::testing::Test {
     pool_.reset();
   }
 
-  pool_test::TempPath path_{"montage"};
+  pmds::test::TempPath path_{"montage"};
   std::optional<pmds::pm::Pool> pool_;
   std::unique_ptr<S> s_;
 };

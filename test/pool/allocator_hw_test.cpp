@@ -13,10 +13,11 @@
 #include <vector>
 
 #include "pmds/pm/pool.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/child_process.hpp"
+#include "support/temp_path.hpp"
 
 namespace pm = pmds::pm;
-using pool_test::TempPath;
+using pmds::test::TempPath;
 
 namespace {
 
@@ -391,7 +392,7 @@ TEST(Allocator, RecoverAfterAKilledProcess) {
   TempPath path("killed");
   constexpr std::uint64_t kLive = 0x1111222233334444;
   { pm::Pool pool = pm::Pool::create(path, 32 * kMiB, "test/alloc"); }
-  const int code = pool_test::run_in_child([&] {
+  const int code = pmds::test::run_in_child([&] {
     pm::Pool pool = pm::Pool::open(path, "test/alloc");
     auto& a = pool.allocator();
     std::vector<std::thread> threads;

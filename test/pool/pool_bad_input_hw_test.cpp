@@ -10,11 +10,13 @@
 #include <string>
 
 #include "pmds/pm/pool.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/child_process.hpp"
+#include "support/file_state.hpp"
+#include "support/temp_path.hpp"
 
 namespace pm = pmds::pm;
 using pmds::PoolErrc;
-using pool_test::TempPath;
+using pmds::test::TempPath;
 
 namespace {
 
@@ -29,7 +31,7 @@ void make_pool(const std::string& path) {
 // open() must throw `code`, name the path, and leave the file untouched; inspect_pool() too
 // (except for the codes only open() can give).
 void expect_open_fails(const std::string& path, PoolErrc code, std::string_view layout = kLayout) {
-  const pool_test::FileState before = pool_test::file_state(path);
+  const pmds::test::FileState before = pmds::test::file_state(path);
   try {
     pm::Pool pool = pm::Pool::open(path, layout);
     ADD_FAILURE() << "open succeeded; expected " << pmds::to_string(code);
@@ -37,7 +39,7 @@ void expect_open_fails(const std::string& path, PoolErrc code, std::string_view 
     EXPECT_EQ(e.code(), code) << e.what();
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
-  EXPECT_TRUE(pool_test::file_state(path) == before) << "a failed open changed the file";
+  EXPECT_TRUE(pmds::test::file_state(path) == before) << "a failed open changed the file";
   if (code != PoolErrc::layout_mismatch && code != PoolErrc::base_unavailable &&
       code != PoolErrc::in_use) {
     try {
@@ -46,36 +48,36 @@ void expect_open_fails(const std::string& path, PoolErrc code, std::string_view 
     } catch (const pmds::PoolError& e) {
       EXPECT_EQ(e.code(), code) << e.what();
     }
-    EXPECT_TRUE(pool_test::file_state(path) == before) << "inspect changed the file";
+    EXPECT_TRUE(pmds::test::file_state(path) == before) << "inspect changed the file";
   }
 }
 
 template <class T>
 void patch(const std::string& path, std::size_t offset, T value) {
-  pool_test::patch_file(path, offset, &value, sizeof value);
+  pmds::test::patch_file(path, offset, &value, sizeof value);
 }
 
 // Recomputes the header checksum after a patch, so the test reaches the check after it.
 void fix_checksum(const std::string& path) {
-  auto bytes = pool_test::read_file(path);
+  auto bytes = pmds::test::read_file(path);
   pm::format::Identity id;
   std::memcpy(&id, bytes.data(), sizeof id);
   id.checksum = pm::format::identity_checksum(id);
-  pool_test::patch_file(path, 0, &id, sizeof id);
+  pmds::test::patch_file(path, 0, &id, sizeof id);
 }
 
 // The check itself can fail: an open that does change the file (clears the clean flag) is seen.
 TEST(PoolBadInput, FileStateSeesASuccessfulOpen) {
   TempPath path("sensitivity");
   make_pool(path);
-  const pool_test::FileState before = pool_test::file_state(path);
-  EXPECT_EQ(pool_test::run_in_child([&] {
+  const pmds::test::FileState before = pmds::test::file_state(path);
+  EXPECT_EQ(pmds::test::run_in_child([&] {
               pm::Pool pool = pm::Pool::open(path, kLayout);
               ::_exit(0);  // no close: the flag stays cleared
               return 1;
             }),
             0);
-  EXPECT_FALSE(pool_test::file_state(path) == before);
+  EXPECT_FALSE(pmds::test::file_state(path) == before);
 }
 
 TEST(PoolBadInput, MissingFile) {
@@ -87,15 +89,15 @@ TEST(PoolBadInput, MissingFile) {
 TEST(PoolBadInput, ForeignFile) {
   TempPath path("foreign");
   std::vector<char> text(kSize, 'x');
-  pool_test::write_file(path, text);
+  pmds::test::write_file(path, text);
   expect_open_fails(path, PoolErrc::bad_magic);
 }
 
 TEST(PoolBadInput, EmptyAndTinyFiles) {
   TempPath path("empty");
-  pool_test::write_file(path, {});
+  pmds::test::write_file(path, {});
   expect_open_fails(path, PoolErrc::truncated);
-  pool_test::write_file(path, {'P', 'M'});
+  pmds::test::write_file(path, {'P', 'M'});
   expect_open_fails(path, PoolErrc::truncated);
 }
 
@@ -117,14 +119,14 @@ TEST(PoolBadInput, OpenWithAnEmptyOrTooLongLayoutName) {
   TempPath path("layout_arg");
   make_pool(path);
   for (const std::string& layout : {std::string(), std::string(64, 'a')}) {
-    const pool_test::FileState before = pool_test::file_state(path);
+    const pmds::test::FileState before = pmds::test::file_state(path);
     try {
       pm::Pool::open(path, layout);
       ADD_FAILURE() << "opened with layout '" << layout << "'";
     } catch (const pmds::PoolError& e) {
       EXPECT_EQ(e.code(), PoolErrc::bad_argument) << e.what();
     }
-    EXPECT_TRUE(pool_test::file_state(path) == before);
+    EXPECT_TRUE(pmds::test::file_state(path) == before);
   }
 }
 
@@ -243,14 +245,14 @@ TEST(PoolBadInput, CharacterDeviceIsNotAPool) {
 TEST(PoolBadInput, CreateOnAnExistingPath) {
   TempPath path("exists");
   make_pool(path);
-  const pool_test::FileState before = pool_test::file_state(path);
+  const pmds::test::FileState before = pmds::test::file_state(path);
   try {
     pm::Pool::create(path, kSize, kLayout);
     ADD_FAILURE() << "created over an existing file";
   } catch (const pmds::PoolError& e) {
     EXPECT_EQ(e.code(), PoolErrc::already_exists) << e.what();
   }
-  EXPECT_TRUE(pool_test::file_state(path) == before);
+  EXPECT_TRUE(pmds::test::file_state(path) == before);
   pm::Pool pool = pm::Pool::open(path, kLayout);  // still a good pool
 }
 

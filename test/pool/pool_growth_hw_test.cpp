@@ -16,11 +16,13 @@
 #include <vector>
 
 #include "pmds/pm/pool.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/child_process.hpp"
+#include "support/file_state.hpp"
+#include "support/temp_path.hpp"
 
 namespace pm = pmds::pm;
 namespace format = pmds::pm::format;
-using pool_test::TempPath;
+using pmds::test::TempPath;
 
 namespace {
 
@@ -201,7 +203,7 @@ TEST(PoolGrowth, AnInterruptedGrowthIsTrimmedAndAForeignLengthIsRefused) {
   // said the chunks exist: open trims the file back and forgets the growth.
   const pm::PoolInfo before = pm::inspect_pool(path);
   const std::uint64_t pending = before.chunk_count * 2;
-  pool_test::patch_file(path, format::growth_offset + offsetof(format::GrowthLine, pending),
+  pmds::test::patch_file(path, format::growth_offset + offsetof(format::GrowthLine, pending),
                         &pending, sizeof pending);
   ASSERT_EQ(::truncate(path.str().c_str(), static_cast<off_t>(size + 3 * kChunk)), 0);
   EXPECT_EQ(pm::inspect_pool(path).growth_pending, pending);  // what `pmds inspect` shows
@@ -227,7 +229,7 @@ TEST(PoolGrowth, AGrowthLineThatDoesNotAddUpIsRefused) {
   pm::Pool::create(path, kInitial, "test/grow", growing()).close();
   // A limit beyond the directory's room.
   const std::uint64_t huge = std::uint64_t{1} << 40;
-  pool_test::patch_file(path, format::growth_offset + offsetof(format::GrowthLine, limit), &huge,
+  pmds::test::patch_file(path, format::growth_offset + offsetof(format::GrowthLine, limit), &huge,
                         sizeof huge);
   expect_open_fails(path, pmds::PoolErrc::corrupted,
                     "a growth line with a limit past the directory");
@@ -297,7 +299,7 @@ TEST(PoolGrowth, AnInitialSizeWithNoRoomBesideTheDirectoryIsABadArgument) {
 // whole, and the next growth succeeds once space returns.
 TEST(PoolGrowth, NoSpaceIsPoolFullWithNothingLostAndGrowthResumesWhenSpaceReturns) {
   TempPath path("grow-nospace");
-  const int code = pool_test::run_in_child([&] {
+  const int code = pmds::test::run_in_child([&] {
     std::signal(SIGXFSZ, SIG_IGN);
     pm::Pool pool = pm::Pool::create(path, kInitial, "test/grow", growing());
     const std::size_t size = pool.size();

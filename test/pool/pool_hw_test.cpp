@@ -7,11 +7,13 @@
 #include <cstring>
 
 #include "pmds/pm/pool.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/child_process.hpp"
+#include "support/file_state.hpp"
+#include "support/temp_path.hpp"
 
 namespace pm = pmds::pm;
-using pool_test::run_in_child;
-using pool_test::TempPath;
+using pmds::test::run_in_child;
+using pmds::test::TempPath;
 
 namespace {
 
@@ -246,7 +248,7 @@ TEST(Pool, CreateWithoutMagicIsRejected) {
   TempPath path("nomagic");
   { pm::Pool pool = pm::Pool::create(path, kSize, "test/nomagic"); }
   const std::uint64_t zero = 0;
-  pool_test::patch_file(path, 0, &zero, sizeof zero);
+  pmds::test::patch_file(path, 0, &zero, sizeof zero);
   try {
     pm::Pool::open(path, "test/nomagic");
     FAIL() << "opened a pool without magic";
@@ -261,7 +263,7 @@ TEST(Pool, CreateWithoutMagicIsRejected) {
 TEST(Pool, CreateWritesAllButMagicFirst) {
   TempPath path("order");
   { pm::Pool pool = pm::Pool::create(path, kSize, "test/order"); }
-  auto bytes = pool_test::read_file(path);
+  auto bytes = pmds::test::read_file(path);
   pm::format::Identity id;
   std::memcpy(&id, bytes.data(), sizeof id);
   EXPECT_EQ(id.magic, pm::format::magic);
@@ -275,7 +277,7 @@ TEST(Pool, ForkedChildOfAnOpenPoolCannotReopenIt) {
   TempPath path("forked");
   pm::Pool pool = pm::Pool::create(path, kSize, "test/forked");
   pool.root(0).store(1);
-  const pool_test::FileState before = pool_test::file_state(path);
+  const pmds::test::FileState before = pmds::test::file_state(path);
   const int code = run_in_child([&] {
     try {
       pm::Pool::open(path, "test/forked");
@@ -285,7 +287,7 @@ TEST(Pool, ForkedChildOfAnOpenPoolCannotReopenIt) {
     }
   });
   EXPECT_EQ(code, 0);
-  EXPECT_EQ(pool_test::file_state(path), before);
+  EXPECT_EQ(pmds::test::file_state(path), before);
 }
 
 TEST(Pool, LockHeldByAnotherProcessGivesInUse) {
@@ -311,14 +313,14 @@ TEST(Pool, LockHeldByAnotherProcessGivesInUse) {
   }
   char c = 0;
   ASSERT_EQ(::read(to_parent[0], &c, 1), 1);  // the child holds the pool open
-  const pool_test::FileState before = pool_test::file_state(path);
+  const pmds::test::FileState before = pmds::test::file_state(path);
   try {
     pm::Pool::open(path, "test/inuse");
     ADD_FAILURE() << "opened a pool another process holds";
   } catch (const pmds::PoolError& e) {
     EXPECT_EQ(e.code(), pmds::PoolErrc::in_use) << e.what();
   }
-  EXPECT_EQ(pool_test::file_state(path), before);
+  EXPECT_EQ(pmds::test::file_state(path), before);
   ASSERT_EQ(::write(to_child[1], &c, 1), 1);
   int status = 0;
   ::waitpid(pid, &status, 0);

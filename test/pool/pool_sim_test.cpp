@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "pmds/pm/pool.hpp"
-#include "pool/crash_image_util.hpp"
-#include "pool/pool_test_util.hpp"
+#include "support/crash_image.hpp"
+#include "support/temp_path.hpp"
 
 namespace pm = pmds::pm;
 namespace sim = pmds::pm::sim;
-using pool_test::region_of;
-using pool_test::TempPath;
+using pmds::test::region_of;
+using pmds::test::TempPath;
 
 namespace {
 
@@ -119,7 +119,7 @@ TEST_F(PoolSim, CrashImageOpensAsADirtyPool) {
     pm::persist(slot, sizeof v);
     pool.root(0).store(reinterpret_cast<std::uint64_t>(slot));
     pm::persist(&pool.root(0), 8);
-    ASSERT_NO_FATAL_FAILURE(pool_test::write_crash_image(sim::snapshot(), pool.base(), image_path,
+    ASSERT_NO_FATAL_FAILURE(pmds::test::write_crash_image(sim::snapshot(), pool.base(), image_path,
                                                          sim::ImageKind::minimum));
   }
   pm::Pool pool = pm::Pool::open(image_path, "test/sim");
@@ -157,7 +157,7 @@ TEST_F(PoolSim, AGrownPoolsCrashImageOpensWithEveryGrownChunk) {
     growths = pool.growths();
     EXPECT_GT(growths, 1u);
     EXPECT_TRUE(sim::attached(static_cast<char*>(pool.base()) + size - 1));
-    ASSERT_NO_FATAL_FAILURE(pool_test::write_crash_image(sim::snapshot(), pool.base(), image_path,
+    ASSERT_NO_FATAL_FAILURE(pmds::test::write_crash_image(sim::snapshot(), pool.base(), image_path,
                                                          sim::ImageKind::minimum));
   }
   pm::Pool pool = pm::Pool::open(image_path, "test/sim");

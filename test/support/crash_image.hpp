@@ -12,7 +12,7 @@
 
 #include "pmds/pm/simulator.hpp"
 
-namespace pool_test {
+namespace pmds::test {
 
 // The snapshot's region of the pool mapped at `base` (a failure, and 0, when it has none).
 inline std::size_t region_of(const pmds::pm::sim::Snapshot& snap, const void* base) {
@@ -36,4 +36,4 @@ inline void write_crash_image(const pmds::pm::sim::Snapshot& snap, const void* b
   ASSERT_EQ(std::fclose(f), 0) << path;
 }
 
-}  // namespace pool_test
+}  // namespace pmds::test
