@@ -204,7 +204,7 @@ TEST(PoolGrowth, AnInterruptedGrowthIsTrimmedAndAForeignLengthIsRefused) {
   const pm::PoolInfo before = pm::inspect_pool(path);
   const std::uint64_t pending = before.chunk_count * 2;
   pmds::test::patch_file(path, format::growth_offset + offsetof(format::GrowthLine, pending),
-                        &pending, sizeof pending);
+                         &pending, sizeof pending);
   ASSERT_EQ(::truncate(path.str().c_str(), static_cast<off_t>(size + 3 * kChunk)), 0);
   EXPECT_EQ(pm::inspect_pool(path).growth_pending, pending);  // what `pmds inspect` shows
   {
@@ -230,7 +230,7 @@ TEST(PoolGrowth, AGrowthLineThatDoesNotAddUpIsRefused) {
   // A limit beyond the directory's room.
   const std::uint64_t huge = std::uint64_t{1} << 40;
   pmds::test::patch_file(path, format::growth_offset + offsetof(format::GrowthLine, limit), &huge,
-                        sizeof huge);
+                         sizeof huge);
   expect_open_fails(path, pmds::PoolErrc::corrupted,
                     "a growth line with a limit past the directory");
 }
@@ -336,20 +336,19 @@ TEST(PoolGrowth, AKillDuringGrowthLeavesAPoolThatOpens) {
   for (int round = 0; round < 4; ++round) {
     TempPath path("grow-kill");
     pm::Pool::create(path, kInitial, "test/grow", growing(std::size_t{256} << 20)).close();
-    const pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      pm::Pool pool = pm::Pool::open(path, "test/grow");
-      std::thread other([&] { fill(pool); });
-      fill(pool);
-      other.join();
-      ::_exit(0);
-    }
-    ::usleep(static_cast<useconds_t>(20000 + 15000 * round));
-    ::kill(child, SIGKILL);
-    int status = 0;
-    ASSERT_EQ(::waitpid(child, &status, 0), child);
-    ASSERT_TRUE(WIFSIGNALED(status)) << "the fill ended before the kill; kill it sooner";
+    // Killed 20-65 ms after the child has opened the pool (a kill timed from the fork could
+    // land before the open on a loaded host, and find the pool as the parent closed it).
+    pmds::test::killed_mid_run(
+        1, 1,
+        [&](std::atomic<std::uint64_t>* opened) {
+          pm::Pool pool = pm::Pool::open(path, "test/grow");
+          opened->store(1);
+          std::thread other([&] { fill(pool); });
+          fill(pool);
+          other.join();
+        },
+        std::chrono::microseconds(20000 + 15000 * round));
+    if (HasFailure()) return;  // the fill ended before the kill: kill it sooner
     pm::Pool pool = pm::Pool::open(path, "test/grow");
     EXPECT_FALSE(pool.was_clean_shutdown());
     EXPECT_EQ(static_cast<std::size_t>(file_size(path)), pool.size());

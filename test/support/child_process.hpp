@@ -86,11 +86,12 @@ void in_child_killed_by_sigkill(F&& body) {
 
 // Runs body(progress) in a forked child whose threads count their completed steps in
 // progress[0 .. counters) (a page shared with the test). Once every counter has reached
-// `at_least`, the test kills the child with SIGKILL (what kill -9 does mid-operation) and
-// returns the counts the child had published. The test fails when the child ends by itself
-// first, or when 60 s pass before the counts are reached.
+// `at_least`, and `then` more has passed, the test kills the child with SIGKILL (what kill -9
+// does mid-operation) and returns the counts the child had published. The test fails when the
+// child ends by itself first, or when 60 s pass before the counts are reached.
 template <class F>
-std::vector<std::uint64_t> killed_mid_run(std::size_t counters, std::uint64_t at_least, F&& body) {
+std::vector<std::uint64_t> killed_mid_run(std::size_t counters, std::uint64_t at_least, F&& body,
+                                          std::chrono::microseconds then = {}) {
   using Counter = std::atomic<std::uint64_t>;
   void* shared = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (shared == MAP_FAILED || counters * sizeof(Counter) > 4096) {
@@ -130,9 +131,11 @@ std::vector<std::uint64_t> killed_mid_run(std::size_t counters, std::uint64_t at
     if (std::chrono::steady_clock::now() > deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  if (!child_exited && then.count() > 0) std::this_thread::sleep_for(then);
   ::kill(pid, SIGKILL);
-  if (!child_exited) ::waitpid(pid, nullptr, 0);
-  EXPECT_FALSE(child_exited) << "the child stopped by itself";
+  int status = 0;
+  if (!child_exited) ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(!child_exited && WIFSIGNALED(status)) << "the child stopped by itself";
   for (std::size_t i = 0; i < counters; ++i) {
     done[i] = progress[i].load();
     EXPECT_GE(done[i], at_least) << "counter " << i << ": timed out";
