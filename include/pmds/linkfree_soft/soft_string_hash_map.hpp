@@ -182,7 +182,7 @@ class SoftStringHashMap {
               expected, detail::make_word(node_of(succ), detail::state_of(w.prev_word)),
               std::memory_order_acq_rel, std::memory_order_relaxed))
         retire(n);
-      count_delta(-1);
+      count_.add(-1);
     }
     return won;
   }
@@ -211,12 +211,7 @@ class SoftStringHashMap {
 
   /// The number of keys: exact when no thread writes, otherwise approximate (a sum of per-thread
   /// counts read one after the other).
-  std::size_t size() const {
-    std::int64_t n = 0;
-    for (std::size_t t = 0; t < pmds::max_threads; ++t)
-      n += counts_[t].value.load(std::memory_order_relaxed);
-    return n < 0 ? 0 : static_cast<std::size_t>(n);
-  }
+  std::size_t size() const { return count_.sum(); }
 
   /// Quiescent: f(key, value) for every key, bucket by bucket.
   template <class F>
@@ -265,9 +260,6 @@ class SoftStringHashMap {
     detail::SoftState curr_state;
     bool found;  // curr holds the key
   };
-  struct alignas(64) Counter {
-    std::atomic<std::int64_t> value{0};
-  };
 
   static PNode* pnode_of(std::uintptr_t word) { return V::pnode_of(word); }
   static bool is_frozen(std::uintptr_t c) { return V::is_frozen(c); }
@@ -299,9 +291,6 @@ class SoftStringHashMap {
       buckets_[i].store(detail::make_word(&tail_, detail::inserted), std::memory_order_relaxed);
   }
   std::atomic<std::uintptr_t>& bucket(std::uint64_t h) { return buckets_[index_(h)]; }
-  void count_delta(std::int64_t d) {
-    counts_[pmds::thread_id()].value.fetch_add(d, std::memory_order_relaxed);
-  }
 
   // The sign of (n's key - q's key) in (hash, bytes) order; the bytes are read only when the
   // hashes are equal (in practice: when the keys are).
@@ -383,7 +372,7 @@ class SoftStringHashMap {
       return false;
     }
     complete_insert(fresh);
-    count_delta(1);
+    count_.add(1);
     return true;
   }
 
@@ -425,7 +414,7 @@ class SoftStringHashMap {
       auto* n = new Node{found[i].hash, {head.load(std::memory_order_relaxed)}, {found[i].word}};
       head.store(detail::make_word(n, detail::inserted), std::memory_order_relaxed);
     }
-    counts_[0].value.store(static_cast<std::int64_t>(found.size()), std::memory_order_relaxed);
+    count_.reset(found.size());
     recovery_.seconds = clock.seconds();
   }
 
@@ -436,7 +425,7 @@ class SoftStringHashMap {
   std::size_t bucket_count_ = 0;
   BucketIndex index_;
   std::unique_ptr<std::atomic<std::uintptr_t>[]> buckets_;
-  std::unique_ptr<Counter[]> counts_ = std::make_unique<Counter[]>(pmds::max_threads);
+  detail::KeyCount count_;
   RecoveryStats recovery_;
   // The tail sentinel every bucket ends with; compare() puts it after every key.
   static inline Node tail_{~std::uint64_t{0}, {0}, {0}};

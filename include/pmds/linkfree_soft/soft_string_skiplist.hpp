@@ -248,7 +248,7 @@ class SoftStringSkipList {
     help_remove(n);
     if (won) {
       Index::mark_tower(n);
-      count_delta(-1);
+      count_.add(-1);
       release(n, q);
     }
     return won;
@@ -309,12 +309,7 @@ class SoftStringSkipList {
 
   /// The number of keys: exact when no thread writes, otherwise approximate (a sum of per-thread
   /// counts read one after the other).
-  std::size_t size() const {
-    std::int64_t n = 0;
-    for (std::size_t t = 0; t < pmds::max_threads; ++t)
-      n += counts_[t].value.load(std::memory_order_relaxed);
-    return n < 0 ? 0 : static_cast<std::size_t>(n);
-  }
+  std::size_t size() const { return count_.sum(); }
 
   /// Quiescent: f(key, value) for every key, in byte order.
   template <class F>
@@ -329,10 +324,6 @@ class SoftStringSkipList {
   pm::Pool& pool() const { return pool_; }
 
  private:
-  struct alignas(64) Counter {
-    std::atomic<std::int64_t> value{0};
-  };
-
   Probe probe(std::string_view k) const {
     versions_.check_key(k);
     return {detail::key_slice(k), k};
@@ -346,9 +337,6 @@ class SoftStringSkipList {
   bool present(const Node* n, const Probe& q) const {
     return n != index_.tail() && Index::in_set(n) &&
            detail::SoftStringSkipOrder::compare(n, q) == 0;
-  }
-  void count_delta(std::int64_t d) {
-    counts_[pmds::thread_id()].value.fetch_add(d, std::memory_order_relaxed);
   }
 
   // Listing 11's insert, one attempt at search s: links a new node in "intention to insert",
@@ -378,7 +366,7 @@ class SoftStringSkipList {
       return false;
     }
     complete_insert(fresh);  // durable and "inserted": the insert has taken effect
-    count_delta(1);
+    count_.add(1);
     index_.build_tower(fresh, q, s);
     release(fresh, q);
     return true;
@@ -416,7 +404,7 @@ class SoftStringSkipList {
     index_.link_sorted(found.size(), [&](std::size_t i) {
       return Node::make(found[i].order, found[i].word, 1, random_height<max_height>());
     });
-    counts_[0].value.store(static_cast<std::int64_t>(found.size()), std::memory_order_relaxed);
+    count_.reset(found.size());
     recovery_.seconds = clock.seconds();
   }
 
@@ -460,7 +448,7 @@ class SoftStringSkipList {
   V versions_{name, allocator_, domain_};
   Nodes nodes_;
   Index index_{nodes_.head, nodes_.tail};
-  std::unique_ptr<Counter[]> counts_ = std::make_unique<Counter[]>(pmds::max_threads);
+  detail::KeyCount count_;
   RecoveryStats recovery_;
 };
 

@@ -41,6 +41,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,6 +52,7 @@
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/allocator.hpp"
 #include "pmds/reclaim/epoch.hpp"
+#include "pmds/thread_registry.hpp"
 
 namespace pmds::linkfree_soft::detail {
 
@@ -131,6 +133,33 @@ inline constexpr std::size_t soft_string_max_block_size = 8192;
 inline constexpr std::size_t soft_string_max_key_size = 1024;
 inline constexpr std::size_t soft_string_max_value_size =
     soft_string_max_block_size - sizeof(SoftStringPNode) - soft_string_max_key_size;  // 7136
+
+// A string map's key count: one cache-line counter per thread id, so an insert or remove adds
+// to its own line only. size() sums them: exact when no thread writes, otherwise approximate.
+class KeyCount {
+ public:
+  void add(std::int64_t d) {
+    counts_[pmds::thread_id()].value.fetch_add(d, std::memory_order_relaxed);
+  }
+  std::size_t sum() const {
+    std::int64_t n = 0;
+    for (std::size_t t = 0; t < pmds::max_threads; ++t)
+      n += counts_[t].value.load(std::memory_order_relaxed);
+    return n < 0 ? 0 : static_cast<std::size_t>(n);
+  }
+  // Quiescent (recovery): the count is n.
+  void reset(std::size_t n) {
+    for (std::size_t t = 0; t < pmds::max_threads; ++t)
+      counts_[t].value.store(0, std::memory_order_relaxed);
+    counts_[0].value.store(static_cast<std::int64_t>(n), std::memory_order_relaxed);
+  }
+
+ private:
+  struct alignas(64) Counter {
+    std::atomic<std::int64_t> value{0};
+  };
+  std::unique_ptr<Counter[]> counts_ = std::make_unique<Counter[]>(pmds::max_threads);
+};
 
 // The replace, remove and recovery rules over a volatile node's `current` word, for the map
 // named `name` whose persistent nodes are blocks of `allocator` retired through `domain`. The
