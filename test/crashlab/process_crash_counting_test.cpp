@@ -48,17 +48,21 @@ void expect_survives_process_crashes(const std::string& name, bool lazy_recovery
   o.workload.lazy_recovery = lazy_recovery;
   const LabResult r = run_process_crashes(*e, o);
   std::printf(
-      "[ crashlab ] %s: %llu process crashes, %llu recoveries killed, %llu undecided in "
-      "%.1f s%s\n",
+      "[ crashlab ] %s: %llu process crashes, %llu recoveries killed (%llu midway), %llu "
+      "undecided in %.1f s%s\n",
       r.structure.c_str(), static_cast<unsigned long long>(r.process_crashes),
       static_cast<unsigned long long>(r.killed_recoveries),
+      static_cast<unsigned long long>(r.killed_recoveries_midway),
       static_cast<unsigned long long>(r.undecided), r.process_seconds,
       lazy_recovery ? " (lazy)" : "");
   EXPECT_TRUE(r.errors.empty()) << report(r);
   EXPECT_EQ(r.process_crashes, o.crashes);
   EXPECT_EQ(r.violations, 0u) << report(r);
-  // About half the rounds first run a recovery that is killed at a random moment (most of
-  // them before they end): recovery restarts from there.
+  // About half the rounds first run a recovery that is killed at a random moment: recovery
+  // restarts from there. The doomed process waits for its kill, so every one of them counts;
+  // how many kills land before the recovery ends ("midway") depends on the host's load (a CI
+  // run once saw none of a queue's ~10 land before a 10-ms recovery ended), so it is printed,
+  // not asserted: the simulated lab crashes every recovery phase by construction.
   EXPECT_GT(r.killed_recoveries, 0u);
 }
 

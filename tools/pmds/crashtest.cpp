@@ -82,6 +82,7 @@ void run_process_part(const registry::Entry& e, const crashtest::Options& o, Lab
   r.violations += p.violations;
   r.undecided += p.undecided;
   r.killed_recoveries += p.killed_recoveries;
+  r.killed_recoveries_midway += p.killed_recoveries_midway;
   r.growth_kills += p.growth_kills;
   r.process_seconds += p.process_seconds;
   if (r.first_violation_process_crash == 0)

@@ -42,9 +42,9 @@
 //                    written to crash_out
 //   error TEXT       recovery threw (the structure or the pool refused the image), or the
 //                    recovered structure failed in the continuation
-// With "stop=recovery" the process ends after the contents (before them when reading runs
-// operations: reading_operates) without closing the pool: the process lab kills such
-// recoveries at a random moment (process_lab.hpp).
+// With "stop=recovery" the process stops after the contents (before them when reading runs
+// operations: reading_operates) without closing the pool, writes its report and waits to be
+// killed: the process lab kills such recoveries at a random moment (process_lab.hpp).
 // A recovery that crashes (a signal) or hangs shows up in the parent as an abnormal exit.
 //
 // The role is dispatched before main() by a static initializer (child_role_dispatched below)
@@ -462,19 +462,19 @@ inline std::string reports_text(const registry::Instance& inst,
         t += std::to_string(it.key) + " " + std::to_string(it.value) + "\n";
       return t;
     };
-    // A recovery the process lab kills on purpose ends here, as a crash would leave it (unread,
-    // when reading runs operations: reading_operates).
+    // A recovery the process lab kills on purpose stops here, as a crash would leave it (unread,
+    // when reading runs operations: reading_operates), and waits for its SIGKILL (the alarm
+    // bounds the wait): a kill that comes after the end still kills the process, so a loaded
+    // host that delays the lab's kill cannot turn a killed recovery into a clean exit.
     const bool stop_after_recovery = get("stop") == "recovery";
-    if (stop_after_recovery && reading_operates(*entry)) {
+    const auto stop_and_wait_for_kill = [&] {
       write_or_die(out, report + events_line());
-      _exit(0);
-    }
+      for (;;) ::pause();
+    };
+    if (stop_after_recovery && reading_operates(*entry)) stop_and_wait_for_kill();
     enter(RecoveryPhase::contents);
     report += items_text("items", inst.contents());
-    if (stop_after_recovery) {
-      write_or_die(out, report + events_line());
-      _exit(0);
-    }
+    if (stop_after_recovery) stop_and_wait_for_kill();
     if (const std::string n = get("continue"); !n.empty()) {
       // The recovered structure works on; then a clean shutdown and a second open.
       const auto ops = make_continuation(*entry, options.key_range, std::stoull(n));

@@ -317,7 +317,12 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
       std::this_thread::sleep_for(std::chrono::duration<double>(delay));
       ::kill(pid, SIGKILL);
       const ExitStatus killed = wait_for(pid);
-      if (!killed.exited && killed.signal == SIGKILL) ++r.killed_recoveries;
+      if (!killed.exited && killed.signal == SIGKILL) {
+        ++r.killed_recoveries;
+        // The report is written when the doomed recovery stops (crashlab/child.hpp): none
+        // means the kill landed inside the recovery.
+        if (read_file(out_file.path()).empty()) ++r.killed_recoveries_midway;
+      }
       ::unlink(out_file.path().c_str());
     }
     const auto recovery_started = std::chrono::steady_clock::now();

@@ -116,6 +116,7 @@ struct LabResult {
   // Recovery crashes (nested ones included) by the phase they landed in.
   std::array<std::uint64_t, recovery_phase_count> recovery_crash_phases{};
   std::uint64_t killed_recoveries = 0;  // process lab: recovery processes killed with SIGKILL
+  std::uint64_t killed_recoveries_midway = 0;  // of those, killed before their recovery ended
   // Detectable entries: operations a recovery invoked again with their tickets (recover_pending
   // said "not taken"), crashed recoveries' included.
   std::uint64_t reexecuted_operations = 0;
@@ -202,6 +203,7 @@ inline Json result_json(const LabResult& r) {
           {"nested_recovery_crashes", r.nested_recovery_crashes},
           {"recovery_crash_phases", recovery_phases_json(r.recovery_crash_phases)},
           {"killed_recoveries", r.killed_recoveries},
+          {"killed_recoveries_midway", r.killed_recoveries_midway},
           {"reexecuted_operations", r.reexecuted_operations},
           {"max_epochs_lost", r.max_epochs_lost ? Json(*r.max_epochs_lost) : Json(nullptr)},
           {"process_crashes", r.process_crashes},
@@ -238,6 +240,7 @@ inline LabResult result_from_json(const nlohmann::json& j) {
     for (std::size_t i = 0; i < recovery_phase_count; ++i)
       r.recovery_crash_phases[i] = it->value(recovery_phase_names[i], std::uint64_t{0});
   r.killed_recoveries = j.value("killed_recoveries", r.killed_recoveries);
+  r.killed_recoveries_midway = j.value("killed_recoveries_midway", r.killed_recoveries_midway);
   r.reexecuted_operations = j.value("reexecuted_operations", r.reexecuted_operations);
   if (const auto it = j.find("max_epochs_lost"); it != j.end() && it->is_number())
     r.max_epochs_lost = it->get<std::uint64_t>();
@@ -313,7 +316,8 @@ inline std::string recovery_crash_table(const std::vector<LabResult>& results) {
   for (const auto& r : results)
     s += "  " + r.structure + ": " + recovery_phases_text(r.recovery_crash_phases) + "; nested " +
          std::to_string(r.nested_recovery_crashes) + "; killed " +
-         std::to_string(r.killed_recoveries) +
+         std::to_string(r.killed_recoveries) + " (" + std::to_string(r.killed_recoveries_midway) +
+         " midway)" +
          (r.background_steps > 0 ? "; in background steps " + std::to_string(r.background_crashes)
                                  : std::string()) +
          (r.pool_growths > 0
