@@ -190,7 +190,8 @@ TYPED_TEST(AlgoSetRecovery, OccupiedOrEmptyPoolIsATypedError) {
 // the correct recovery of the same pool finds.
 TYPED_TEST(AlgoSetRecovery, PlantedRecoveryBugDropsAKey) {
   using D = typename TestFixture::Durable;
-  using Buggy = typename TypeParam::template S<IzraelevitzPolicy<PlantedBug::recovery_drops_node>>;
+  using Buggy =
+      typename TypeParam::template S<IzraelevitzPolicy<Planted<Fault::recovery_drops_node>>>;
   TempPath path("algo-planted");
   {
     auto pool = pm::Pool::create(path.str(), pool_size, Instance<D>::layout());

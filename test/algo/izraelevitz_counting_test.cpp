@@ -116,27 +116,27 @@ TEST(IzraelevitzCounts, UnderEadrFlushesAreNotCounted) {
 }
 
 // Each planted bug changes the counts of an insert exactly where it says.
-template <PlantedBug Bug>
+template <Fault F>
 pm::Counters insert_counts() {
-  Instance<HarrisMichaelList<IzraelevitzPolicy<Bug>>> list;
+  Instance<HarrisMichaelList<IzraelevitzPolicy<Planted<F>>>> list;
   fill_even(*list);
   return count([&] { EXPECT_TRUE(list->insert(2 * 10 - 1, 1)); });
 }
 
 TEST(IzraelevitzCounts, PlantedBugsRemoveTheirFlushOrFence) {
-  const pm::Counters none = insert_counts<PlantedBug::none>();
+  const pm::Counters none = insert_counts<Fault::none>();
   EXPECT_EQ(none.flushes, find_loads(10) + 2);
   EXPECT_EQ(none.fences, find_loads(10) + 1);
-  const pm::Counters a = insert_counts<PlantedBug::link_not_flushed>();
+  const pm::Counters a = insert_counts<Fault::link_not_flushed>();
   EXPECT_EQ(a.flushes, none.flushes - 1);
   EXPECT_EQ(a.fences, none.fences - 1);
-  const pm::Counters b = insert_counts<PlantedBug::link_not_fenced>();
+  const pm::Counters b = insert_counts<Fault::link_not_fenced>();
   EXPECT_EQ(b.flushes, none.flushes);
   EXPECT_EQ(b.fences, none.fences - 1);
-  const pm::Counters c = insert_counts<PlantedBug::contents_not_flushed>();
+  const pm::Counters c = insert_counts<Fault::contents_not_flushed>();
   EXPECT_EQ(c.flushes, none.flushes - 1);
   EXPECT_EQ(c.fences, none.fences);
-  const pm::Counters d = insert_counts<PlantedBug::recovery_drops_node>();
+  const pm::Counters d = insert_counts<Fault::recovery_drops_node>();
   EXPECT_EQ(d.flushes, none.flushes);  // (d) only acts in recovery
   EXPECT_EQ(d.fences, none.fences);
 }

@@ -18,14 +18,14 @@ using namespace testing;
 
 constexpr Key keys = 16;
 
-// Inserts 2..keys, then 1, with policy IzraelevitzPolicy<Bug>, then recovers the minimum (or
+// Inserts 2..keys, then 1, with policy IzraelevitzPolicy<Planted<F>>, then recovers the minimum (or
 // maximum) crash image with the correct recovery and returns its contents.
-template <PlantedBug Bug>
+template <Fault F>
 std::map<Key, Value> recovered_image(pm::sim::ImageKind kind) {
   TempPath pool_path("sim-list"), image_path("sim-list-image");
   {
     auto pool = pm::Pool::create(pool_path.str(), 8u << 20, "algo/list");
-    HarrisMichaelList<IzraelevitzPolicy<Bug>> list(create_new, pool);
+    HarrisMichaelList<IzraelevitzPolicy<Planted<F>>> list(create_new, pool);
     // 1 last: its node is then linked at the head, away from the nodes the insert reads and
     // flushes (a new node sharing a line with its predecessor is flushed with the link's line,
     // which would hide bug (c)).
@@ -47,8 +47,8 @@ std::map<Key, Value> all_keys() {
 }
 
 TEST(IzraelevitzSim, CorrectListIsDurableInTheMinimumImage) {
-  EXPECT_EQ(recovered_image<PlantedBug::none>(pm::sim::ImageKind::minimum), all_keys());
-  EXPECT_EQ(recovered_image<PlantedBug::none>(pm::sim::ImageKind::maximum), all_keys());
+  EXPECT_EQ(recovered_image<Fault::none>(pm::sim::ImageKind::minimum), all_keys());
+  EXPECT_EQ(recovered_image<Fault::none>(pm::sim::ImageKind::maximum), all_keys());
 }
 
 // A link is flushed only when a later traversal reads it (the transform flushes after loads):
@@ -57,8 +57,8 @@ TEST(IzraelevitzSim, LinkNotFlushedLosesUnreadLinks) {
   auto expected = all_keys();
   expected.erase(1);
   expected.erase(keys);
-  EXPECT_EQ(recovered_image<PlantedBug::link_not_flushed>(pm::sim::ImageKind::minimum), expected);
-  EXPECT_EQ(recovered_image<PlantedBug::link_not_flushed>(pm::sim::ImageKind::maximum), all_keys());
+  EXPECT_EQ(recovered_image<Fault::link_not_flushed>(pm::sim::ImageKind::minimum), expected);
+  EXPECT_EQ(recovered_image<Fault::link_not_flushed>(pm::sim::ImageKind::maximum), all_keys());
 }
 
 // The link is flushed but the flush only completes at this thread's next fence: the next
@@ -66,12 +66,11 @@ TEST(IzraelevitzSim, LinkNotFlushedLosesUnreadLinks) {
 TEST(IzraelevitzSim, LinkNotFencedLosesTheLastInsert) {
   auto expected = all_keys();
   expected.erase(1);
-  EXPECT_EQ(recovered_image<PlantedBug::link_not_fenced>(pm::sim::ImageKind::minimum), expected);
+  EXPECT_EQ(recovered_image<Fault::link_not_fenced>(pm::sim::ImageKind::minimum), expected);
 }
 
 TEST(IzraelevitzSim, ContentsNotFlushedCorruptTheLastInsert) {
-  const auto recovered =
-      recovered_image<PlantedBug::contents_not_flushed>(pm::sim::ImageKind::minimum);
+  const auto recovered = recovered_image<Fault::contents_not_flushed>(pm::sim::ImageKind::minimum);
   EXPECT_NE(recovered, all_keys());
   EXPECT_NE(recovered.count(1) ? recovered.at(1) : 0, value_of(1));
 }

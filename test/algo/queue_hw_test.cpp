@@ -122,7 +122,7 @@ TEST(QueueRecovery, PlantedRecoveryBugDropsTheFront) {
     for (Value v = 1; v <= 3; ++v) q.enqueue(v);
   }
   auto pool = pm::Pool::open(path.str(), "algo/queue");
-  MichaelScottQueue<IzraelevitzPolicy<PlantedBug::recovery_drops_node>> q(open_existing, pool);
+  MichaelScottQueue<IzraelevitzPolicy<Planted<Fault::recovery_drops_node>>> q(open_existing, pool);
   EXPECT_EQ(q.dequeue(), std::optional<Value>(2));
 }
 

@@ -115,7 +115,7 @@ TEST(StackRecovery, PlantedRecoveryBugDropsTheTop) {
     for (Value v = 1; v <= 3; ++v) s.push(v);
   }
   auto pool = pm::Pool::open(path.str(), "algo/stack");
-  TreiberStack<IzraelevitzPolicy<PlantedBug::recovery_drops_node>> s(open_existing, pool);
+  TreiberStack<IzraelevitzPolicy<Planted<Fault::recovery_drops_node>>> s(open_existing, pool);
   EXPECT_EQ(s.pop(), std::optional<Value>(2));
 }
 

@@ -198,8 +198,8 @@ TYPED_TEST(DurableStringMasstree, AValueReplacedInTheFailedEpochComesBackWhole) 
 // The check above can fail: with the replaced blocks reused within their epoch (a planted bug),
 // the value comes back as bytes another operation wrote, or the pool as corrupt.
 TEST(DurableStringMasstreePlantedBug, BlocksReusedInTheirEpochLoseTheReplacedValue) {
-  using Buggy = incll::DurableMasstree<incll::Mode::incll,
-                                       incll::PlantedBug::bytes_freed_in_their_epoch, true>;
+  using Buggy =
+      incll::DurableMasstree<incll::Mode::incll, Planted<Fault::bytes_freed_in_their_epoch>, true>;
   pmds::test::TempPath path{"masstree-bytes-planted"};
   const Model expected{{"kept", value_of(1, 100)}, {"replaced", value_of(2, 100)}};
   try {

@@ -33,13 +33,13 @@ struct SetKind {
   }
 };
 
-template <linkfree_soft::LinkFreeBug Bug = linkfree_soft::LinkFreeBug::none>
-using ListKind = SetKind<linkfree_soft::LinkFreeList<Bug>>;
+template <class Faults = pmds::NoFaults>
+using ListKind = SetKind<linkfree_soft::LinkFreeList<Faults>>;
 // A small table so that buckets hold several keys (the list code inside a bucket is exercised).
-template <linkfree_soft::LinkFreeBug Bug = linkfree_soft::LinkFreeBug::none>
-using HashKind = SetKind<linkfree_soft::LinkFreeHashSetT<Bug>, 64>;
-template <linkfree_soft::LinkFreeBug Bug = linkfree_soft::LinkFreeBug::none>
-using SkipListKind = SetKind<linkfree_soft::LinkFreeSkipList<Bug>>;
+template <class Faults = pmds::NoFaults>
+using HashKind = SetKind<linkfree_soft::LinkFreeHashSetT<Faults>, 64>;
+template <class Faults = pmds::NoFaults>
+using SkipListKind = SetKind<linkfree_soft::LinkFreeSkipList<Faults>>;
 
 // The contents of a set (quiescent), as an ordered map.
 template <class S>

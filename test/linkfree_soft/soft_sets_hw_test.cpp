@@ -23,7 +23,8 @@
 namespace {
 
 using namespace soft_test;
-using linkfree_soft::SoftBug;
+using pmds::Fault;
+using pmds::Planted;
 using pmds::ReservedKey;
 
 constexpr std::size_t kPoolSize = 32u << 20;
@@ -447,11 +448,12 @@ TYPED_TEST(SoftSetTest, PlantedRecoveryBugResurrectsDeletedKeys) {
   this->pool_.reset();
   this->pool_.emplace(pm::Pool::open(this->path_, TypeParam::layout));
   {
-    using Buggy = std::conditional_t<std::is_same_v<TypeParam, ListKind<>>,
-                                     ListKind<SoftBug::recovery_keeps_deleted>,
-                                     std::conditional_t<std::is_same_v<TypeParam, HashKind<>>,
-                                                        HashKind<SoftBug::recovery_keeps_deleted>,
-                                                        SkipKind<SoftBug::recovery_keeps_deleted>>>;
+    using Buggy =
+        std::conditional_t<std::is_same_v<TypeParam, ListKind<>>,
+                           ListKind<Planted<Fault::recovery_keeps_deleted>>,
+                           std::conditional_t<std::is_same_v<TypeParam, HashKind<>>,
+                                              HashKind<Planted<Fault::recovery_keeps_deleted>>,
+                                              SkipKind<Planted<Fault::recovery_keeps_deleted>>>>;
     auto buggy = Buggy::open(*this->pool_);
     EXPECT_EQ(contents(*buggy), (std::map<Key, Value>{{10, 1}, {11, 2}}));
   }
@@ -550,14 +552,14 @@ TEST(SoftPNode, CreateFromEveryFreeSlotStateMakesItLiveAndDestroyMakesItFree) {
     set_flags(p, st[0], st[1], st[2]);
     const bool validity = p.prepare();
     EXPECT_FALSE(p.live()) << "a prepared slot must not look live before create";
-    p.create<SoftBug::none>(5, 6, validity);
+    p.create(5, 6, validity);
     EXPECT_TRUE(p.live());
     EXPECT_EQ(p.key.load(), 5u);
     p.destroy(validity);
     EXPECT_FALSE(p.live());
     // ... and is again a free slot that the next create makes live.
     const bool again = p.prepare();
-    p.create<SoftBug::none>(7, 8, again);
+    p.create(7, 8, again);
     EXPECT_TRUE(p.live());
   }
 }
@@ -568,10 +570,10 @@ TEST(SoftPNode, PaperRuleWouldLoseAnInsertIntoAHalfCreatedSlot) {
   auto& p = buf.node();
   set_flags(p, 1, 0, 0);  // a crash after validStart, before validEnd
   const bool paper_validity = p.valid_start.load() == 0;
-  p.create<SoftBug::none>(5, 6, paper_validity);
+  p.create(5, 6, paper_validity);
   EXPECT_FALSE(p.live()) << "the paper's rule leaves this completed create not live";
   set_flags(p, 1, 0, 0);
-  p.create<SoftBug::none>(5, 6, p.prepare());
+  p.create(5, 6, p.prepare());
   EXPECT_TRUE(p.live());
 }
 

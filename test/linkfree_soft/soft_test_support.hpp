@@ -24,11 +24,10 @@ namespace pm = pmds::pm;
 namespace linkfree_soft = pmds::linkfree_soft;
 
 // One SOFT structure: its type, layout name, and how to create it in / open it from a pool.
-template <linkfree_soft::SoftBug Bug = linkfree_soft::SoftBug::none>
+template <class Faults = pmds::NoFaults>
 struct ListKind {
-  using type = linkfree_soft::SoftList<Bug>;
+  using type = linkfree_soft::SoftList<Faults>;
   static constexpr const char* layout = "list/soft";
-  static constexpr linkfree_soft::SoftBug bug = Bug;
   static std::unique_ptr<type> create(pm::Pool& p) { return std::make_unique<type>(create_new, p); }
   static std::unique_ptr<type> open(pm::Pool& p) {
     return std::make_unique<type>(open_existing, p);
@@ -38,11 +37,10 @@ struct ListKind {
 };
 
 // A small table, so that buckets hold several keys and the lists inside are exercised.
-template <linkfree_soft::SoftBug Bug = linkfree_soft::SoftBug::none>
+template <class Faults = pmds::NoFaults>
 struct HashKind {
-  using type = linkfree_soft::SoftHashSet<Bug>;
+  using type = linkfree_soft::SoftHashSet<Faults>;
   static constexpr const char* layout = "hash/soft";
-  static constexpr linkfree_soft::SoftBug bug = Bug;
   static constexpr std::size_t buckets = 8;
   static std::unique_ptr<type> create(pm::Pool& p) {
     return std::make_unique<type>(create_new, p, buckets);
@@ -53,11 +51,10 @@ struct HashKind {
   static void drain(type& s) { s.shared().domain().drain(); }
 };
 
-template <linkfree_soft::SoftBug Bug = linkfree_soft::SoftBug::none>
+template <class Faults = pmds::NoFaults>
 struct SkipKind {
-  using type = linkfree_soft::SoftSkipList<Bug>;
+  using type = linkfree_soft::SoftSkipList<Faults>;
   static constexpr const char* layout = "skiplist/soft";
-  static constexpr linkfree_soft::SoftBug bug = Bug;
   static std::unique_ptr<type> create(pm::Pool& p) { return std::make_unique<type>(create_new, p); }
   static std::unique_ptr<type> open(pm::Pool& p) {
     return std::make_unique<type>(open_existing, p);

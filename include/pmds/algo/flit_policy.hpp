@@ -72,7 +72,7 @@ struct FlitPolicy {
   static constexpr bool durable = true;
   static constexpr Criterion criterion = Criterion::durable;
   static constexpr const char* name = "flit";
-  static constexpr PlantedBug planted_bug = PlantedBug::none;
+  static constexpr Fault planted = Fault::none;
 
   template <class T>
   class shared {

@@ -257,8 +257,7 @@ class HarrisMichaelList : public AnchoredStructure<P> {
 
   void open_and_recover() requires(P::durable) {
     auto trace = this->open_anchor(anchor_, kind, "Harris-Michael list");
-    if constexpr (P::planted_bug == PlantedBug::recovery_drops_node)
-      Bucket::drop_first_node(anchor_->head);
+    if constexpr (P::planted == Fault::recovery_drops_node) Bucket::drop_first_node(anchor_->head);
     Bucket::trace(trace, anchor_->head);
     trace.finish();
   }

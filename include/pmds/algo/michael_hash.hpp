@@ -164,7 +164,7 @@ class MichaelHashTable : public AnchoredStructure<P> {
       trace.visit_once(segment, segment_size(s) * sizeof(Link));
       segments_.push_back(segment);
     }
-    if constexpr (P::planted_bug == PlantedBug::recovery_drops_node) {
+    if constexpr (P::planted == Fault::recovery_drops_node) {
       for (std::size_t i = 0; i < bucket_count_; ++i)
         if (Bucket::drop_first_node(bucket(i))) break;
     }

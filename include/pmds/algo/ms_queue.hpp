@@ -138,7 +138,7 @@ class MichaelScottQueue : public AnchoredStructure<P> {
 
   void open_and_recover() requires(P::durable) {
     auto trace = this->open_anchor(anchor_, kind, "Michael-Scott queue");
-    if constexpr (P::planted_bug == PlantedBug::recovery_drops_node) {
+    if constexpr (P::planted == Fault::recovery_drops_node) {
       // Loses the front value: its node becomes the dummy.
       const Node* dummy = pointer_of<Node>(anchor_->head.peek());
       if (const std::uintptr_t first = dummy->next.peek(); first != 0) {

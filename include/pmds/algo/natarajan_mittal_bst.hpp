@@ -309,7 +309,7 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
     if (sentinel_s_->key.peek() != infinity || address(s_left) == nullptr ||
         (s_left & (flag_bit | tag_bit)) != 0)
       trace.corrupt("the sentinel S is damaged");
-    if constexpr (P::planted_bug == PlantedBug::recovery_drops_node) drop_first_leaf();
+    if constexpr (P::planted == Fault::recovery_drops_node) drop_first_leaf();
     // A damaged pool (docs/ARCHITECTURE.md §5): a tree node has one parent, so a second visit
     // is a cycle or a shared subtree (visit_once throws; it also bounds the walk); a node has
     // two children or none (seek and cleanup read both of an internal node); only an edge to

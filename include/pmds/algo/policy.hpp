@@ -27,7 +27,8 @@
 //   2. P::Memory      one per structure instance: node allocation, epoch reclamation, the
 //                     structure's root (its anchor node), publication and recovery tracing
 //                     (concept PolicyMemory, below).
-//   3. P::durable, P::criterion, P::name, P::planted_bug: what the policy promises.
+//   3. P::durable, P::criterion, P::name: what the policy promises; P::planted: the crash
+//      lab's planted bug (faults.hpp), Fault::none in every shipped policy.
 //
 // How an algorithm uses it (the protocol every file in algo/ follows):
 //   auto guard = mem.pin();                   // every operation, around all shared accesses
@@ -71,11 +72,11 @@
 // Policies here:
 //   TransientPolicy<Words>   DRAM; Words = StdWords (std::atomic) or PmWords (pm::atomic under
 //                            the hardware backend, no flushes: shows pm::atomic costs nothing).
-//   IzraelevitzPolicy<Bug>   the general durable transformation of Izraelevitz et al. (DISC
+//   IzraelevitzPolicy<>      the general durable transformation of Izraelevitz et al. (DISC
 //                            2016; Mirror §7, nbMontage §2): every shared word in the pool
 //                            through pm::atomic, a flush + fence after every shared load, store
 //                            and CAS; nodes from the pool's ChunkAllocator; Criterion::durable.
-//                            Bug != PlantedBug::none plants one of the crash lab's fixtures.
+//                            IzraelevitzPolicy<Planted<x>> is a crash-lab fixture (faults.hpp).
 // Elsewhere: FlitPolicy (algo/flit_policy.hpp: Izraelevitz's memory, but a load persists only
 // while a flush counter says a store to its word is in flight); mirror::MirrorPolicy
 // (mirror/policy.hpp): patomic words with a DRAM replica in the pool's volatile twin.
@@ -92,6 +93,7 @@
 #include <utility>
 
 #include "pmds/error.hpp"
+#include "pmds/faults.hpp"
 #include "pmds/follow_link.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/pm/access.hpp"
@@ -106,39 +108,6 @@ enum class Access : std::uint8_t {
   plain,  // any other shared write
   link,   // the CAS that makes a new node reachable (list/skip-list/BST insert, enqueue, push)
 };
-
-// The crash lab's planted-bug fixtures (docs/ARCHITECTURE.md §4). Each must be reported as a
-// violation of durable linearizability; with PlantedBug::none every `if constexpr` on it compiles
-// away.
-enum class PlantedBug : std::uint8_t {
-  none,
-  link_not_flushed,      // (a) the linking CAS is neither flushed nor fenced
-  link_not_fenced,       // (b) the link is flushed, but no fence (and no later locked
-                         //     instruction of the operation) before the operation returns
-  contents_not_flushed,  // (c) a node is linked without its contents ever being flushed
-  recovery_drops_node,   // (d) recovery unlinks one valid node
-};
-// Where each bug is a real one (docs/ARCHITECTURE.md §4: on x86 a locked RMW orders earlier
-// flushes as a fence does): (a), (c), (d) in every structure; (b) only where the linking CAS is
-// the last locked instruction of the operation — list, hash, BST insert, stack push, and
-// skip-list inserts of height 1. The queue's enqueue swings the tail with a CAS after the link,
-// which makes (b) harmless there.
-
-constexpr const char* to_string(PlantedBug b) {
-  switch (b) {
-    case PlantedBug::none:
-      return "none";
-    case PlantedBug::link_not_flushed:
-      return "link_not_flushed";
-    case PlantedBug::link_not_fenced:
-      return "link_not_fenced";
-    case PlantedBug::contents_not_flushed:
-      return "contents_not_flushed";
-    case PlantedBug::recovery_drops_node:
-      return "recovery_drops_node";
-  }
-  return "?";
-}
 
 // ---------------------------------------------------------------------------------------------
 // The interface, as concepts.
@@ -191,7 +160,7 @@ concept MemoryPolicy = requires {
   { P::durable } -> std::convertible_to<bool>;
   { P::criterion } -> std::convertible_to<Criterion>;
   { P::name } -> std::convertible_to<const char*>;
-  { P::planted_bug } -> std::convertible_to<PlantedBug>;
+  { P::planted } -> std::convertible_to<Fault>;
 }
 &&SharedWord<typename P::template shared<std::uint64_t>, std::uint64_t>&&
     SharedWord<typename P::template shared<std::uintptr_t>, std::uintptr_t>&&
@@ -393,7 +362,7 @@ struct TransientPolicy {
   static constexpr Criterion criterion = Criterion::none;
   static constexpr const char* name =
       std::is_same_v<Words, StdWords> ? "transient" : "transient-pm-atomic";
-  static constexpr PlantedBug planted_bug = PlantedBug::none;
+  static constexpr Fault planted = Fault::none;
 
   template <class T>
   class shared {
@@ -464,12 +433,12 @@ static_assert(MemoryPolicy<transient_pm_atomic>);
 // them all on purpose: it is the mechanical, algorithm-blind baseline the techniques are
 // measured against, and pruning it per algorithm would make it a technique of its own.
 
-template <PlantedBug Bug = PlantedBug::none>
+template <FaultPolicy Faults = NoFaults>
 struct IzraelevitzPolicy {
   static constexpr bool durable = true;
   static constexpr Criterion criterion = Criterion::durable;
   static constexpr const char* name = "izraelevitz";
-  static constexpr PlantedBug planted_bug = Bug;
+  static constexpr Fault planted = Faults::planted;
 
   template <class T>
   class shared {
@@ -509,9 +478,9 @@ struct IzraelevitzPolicy {
     void persist_word(pm::Site site) const noexcept { pm::persist(&word_, sizeof word_, site); }
     void after_write([[maybe_unused]] Access a, [[maybe_unused]] bool wrote,
                      pm::Site site) noexcept {
-      if constexpr (Bug == PlantedBug::link_not_flushed) {
+      if constexpr (planted == Fault::link_not_flushed) {
         if (a == Access::link && wrote) return;  // planted bug (a)
-      } else if constexpr (Bug == PlantedBug::link_not_fenced) {
+      } else if constexpr (planted == Fault::link_not_fenced) {
         if (a == Access::link && wrote) {  // planted bug (b)
           pm::flush(&word_, site);
           return;
@@ -544,13 +513,13 @@ struct IzraelevitzPolicy {
     // instruction, which on x86 orders the earlier flushes as an sfence would
     // (docs/ARCHITECTURE.md §3).
     void publish(const void* node, std::size_t n, pm::Site site = pm::Site::current()) noexcept {
-      if constexpr (Bug == PlantedBug::contents_not_flushed) return;  // planted bug (c)
+      if constexpr (planted == Fault::contents_not_flushed) return;  // planted bug (c)
       pm::flush_range(node, n, site);
     }
   };
 };
 
-using izraelevitz = IzraelevitzPolicy<PlantedBug::none>;
+using izraelevitz = IzraelevitzPolicy<>;
 
 static_assert(DurableMemoryPolicy<izraelevitz>);
 

@@ -287,7 +287,7 @@ class SkipList : public AnchoredStructure<P> {
     head_ = pointer_of<Node>(anchor_->head.peek());
     trace.visit_once(head_, Node::bytes(max_height));
     if (head_->height.peek() != max_height) trace.corrupt("the head node's height is not 20");
-    if constexpr (P::planted_bug == PlantedBug::recovery_drops_node) drop_first_node();
+    if constexpr (P::planted == Fault::recovery_drops_node) drop_first_node();
     // A damaged pool (docs/ARCHITECTURE.md §5): every node is checked before it is read (a
     // slot of the pool, a height in range whose links fit its slot, linked only at levels
     // below its height), each level's walk is bounded, a node unmarked at a level is met at

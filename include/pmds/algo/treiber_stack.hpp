@@ -107,7 +107,7 @@ class TreiberStack : public AnchoredStructure<P> {
 
   void open_and_recover() requires(P::durable) {
     auto trace = this->open_anchor(anchor_, kind, "Treiber stack");
-    if constexpr (P::planted_bug == PlantedBug::recovery_drops_node) {
+    if constexpr (P::planted == Fault::recovery_drops_node) {
       if (const Node* top = pointer_of<Node>(anchor_->top.peek())) {
         anchor_->top.store(top->next.peek());  // loses the top value
       }

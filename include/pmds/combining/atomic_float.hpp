@@ -20,8 +20,8 @@
 
 namespace pmds::combining {
 
-template <template <class, Persistence, PlantedBug> class Protocol, Persistence Mode,
-          PlantedBug Bug = PlantedBug::none>
+template <template <class, Persistence, FaultPolicy> class Protocol, Persistence Mode,
+          FaultPolicy Faults = NoFaults>
 class CombiningAtomicFloat : public CombiningStructure<Mode> {
   using Base = CombiningStructure<Mode>;
 
@@ -45,7 +45,7 @@ class CombiningAtomicFloat : public CombiningStructure<Mode> {
       return {before};
     }
   };
-  using Comb = Protocol<Sequential, Mode, Bug>;
+  using Comb = Protocol<Sequential, Mode, Faults>;
   static constexpr std::uint64_t kind = kind_word('r', Comb::kind_letter);  // "pmds.r2f/w"
   using Response = typename Sequential::Response;
 

@@ -66,8 +66,8 @@ namespace pmds::combining {
 ///
 /// Fatourou et al. §5 (PBheap; the PWFcomb heap that §8 suggests). Registered as "heap/pbcomb"
 /// (pmds::DetectablePriorityQueue) and "heap/pwfcomb".
-template <template <class, Persistence, PlantedBug> class Protocol, Persistence Mode,
-          PlantedBug Bug = PlantedBug::none>
+template <template <class, Persistence, FaultPolicy> class Protocol, Persistence Mode,
+          FaultPolicy Faults = NoFaults>
 class CombiningHeap : public CombiningStructure<Mode> {
   using Base = CombiningStructure<Mode>;
 
@@ -136,7 +136,7 @@ class CombiningHeap : public CombiningStructure<Mode> {
 
     std::size_t capacity_;
   };
-  using Comb = Protocol<Sequential, Mode, Bug>;
+  using Comb = Protocol<Sequential, Mode, Faults>;
   static constexpr std::uint64_t kind = kind_word('h', Comb::kind_letter);  // "pmds.h2f/w"
 
   explicit CombiningHeap(std::size_t capacity = default_capacity,

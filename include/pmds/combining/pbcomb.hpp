@@ -53,7 +53,7 @@ namespace pmds::combining {
 
 // One PBcomb instance: the announce array, the lock and the persistent records of one sequential
 // object. The owner (the data structure) holds the object and the persistent area.
-template <class Object, Persistence Mode, PlantedBug Bug = PlantedBug::none>
+template <class Object, Persistence Mode, FaultPolicy Faults = NoFaults>
 class PBComb {
  public:
   static constexpr const char* name = "pbcomb";
@@ -183,7 +183,7 @@ class PBComb {
     detail::check_slot(ticket.slot, slots_);
     const std::uint64_t index = current_index();
     bool took = deactivate_of(index, ticket.slot) == (ticket.seq & 1);
-    if constexpr (Bug == PlantedBug::recovery_reports_not_taken) took = false;
+    if constexpr (Faults::planted == Fault::recovery_reports_not_taken) took = false;
     return {took, took ? response_of(index, ticket.slot) : Response{}};
   }
 
@@ -269,13 +269,13 @@ class PBComb {
                                 layout_.words(), layout_.persisted_words(Mode));
     // pfence (line 24): the record is durable before the index that names it, or a crash could
     // leave the index naming a half-written record.
-    if constexpr (persistent && Bug != PlantedBug::no_fence_before_switch) pm::fence();
+    if constexpr (persistent && Faults::planted != Fault::no_fence_before_switch) pm::fence();
     lock_val_.store(lock_value, std::memory_order_release);
     index_word().store(next, std::memory_order_release);
     if constexpr (persistent) {
       // pwb(&MIndex); psync (lines 27–28): no served thread returns before its request is durable.
       pm::flush(&index_word());
-      if constexpr (Bug != PlantedBug::no_psync_before_release) pm::fence();
+      if constexpr (Faults::planted != Fault::no_psync_before_release) pm::fence();
     }
     index_.store(next, std::memory_order_release);  // readers see the round once it is durable
     if constexpr (persistent) {

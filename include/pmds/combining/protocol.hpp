@@ -49,6 +49,7 @@
 #include <type_traits>
 
 #include "pmds/error.hpp"
+#include "pmds/faults.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/thread_registry.hpp"
@@ -79,28 +80,9 @@ constexpr std::uint64_t kind_word(char structure, std::uint64_t protocol_letter)
          record_layout_version << 8 | protocol_letter;
 }
 
-// The planted bugs of the crash lab's combining fixtures (docs/ARCHITECTURE.md §4); none compiles
-// them away. "The switch" is PBcomb's MIndex write and PWFcomb's SC on S.
-enum class PlantedBug : std::uint8_t {
-  none,
-  no_fence_before_switch,      // no pfence between the record's pwbs and the switch (§3, §4;
-                               // in PWFcomb not a bug on x86: see pwfcomb.hpp)
-  no_psync_before_release,     // no psync after the switch's pwb: PBcomb releases the lock (and
-                               // served threads return), PWFcomb's combiner returns, with the
-                               // switch left to a later fence
-  dequeue_past_old_tail,       // PBqueue: the dequeue combiner ignores oldTail (Appendix A);
-                               // PWFqueue: dequeuers follow the enqueuers' unwritten link before
-                               // the enqueuers' S is durable
-  recovery_reports_not_taken,  // recover_pending says "not taken" for a request that took effect
-  served_returns_unpersisted,  // PWFcomb: a thread served by another's round returns without
-                               // making S durable (Algorithm 4, lines 33-38, left out)
-  paper_flush_rule,            // PWFcomb: the paper's Flush/CombRound rule decides who persists
-                               // S (Algorithm 4), instead of pmds' durable sequence number
-};
-
 // Whether a protocol runs several combiners' rounds at once (PWFcomb: pwfcomb.hpp specializes
 // it) or one at a time under a lock (PBcomb).
-template <template <class, Persistence, PlantedBug> class Protocol>
+template <template <class, Persistence, FaultPolicy> class Protocol>
 inline constexpr bool concurrent_rounds = false;
 
 namespace detail {

@@ -53,7 +53,7 @@
 
 namespace pmds::combining {
 
-template <class Object, Persistence Mode, PlantedBug Bug = PlantedBug::none>
+template <class Object, Persistence Mode, FaultPolicy Faults = NoFaults>
 class PWFComb {
  public:
   static constexpr const char* name = "pwfcomb";
@@ -147,7 +147,7 @@ class PWFComb {
       if (const auto served = served_response(p, activate)) {
         // Served by another thread's round (lines 33-39): S names a record that includes the
         // request; make S durable unless a value at least as recent is known durable.
-        if constexpr (Bug == PlantedBug::paper_flush_rule) {
+        if constexpr (Faults::planted == Fault::paper_flush_rule) {
           // Lines 33-38 as written: persist S only if the round S names served this thread and
           // its combiner has not marked it persisted.
           const std::uint64_t s = s_word().load(std::memory_order_acquire);
@@ -158,7 +158,7 @@ class PWFComb {
             pm::fence();
             paper_.flush[owner_of(s)].compare_exchange_strong(lval, lval + 1);
           }
-        } else if constexpr (Bug != PlantedBug::served_returns_unpersisted) {
+        } else if constexpr (Faults::planted != Fault::served_returns_unpersisted) {
           make_durable();
         }
         return *served;
@@ -177,7 +177,7 @@ class PWFComb {
     const std::size_t base = record_base(record_of(s_word().load(std::memory_order_acquire)));
     bool took =
         bit_at(base + layout_.deactivate_word(ticket.slot), ticket.slot) == (ticket.seq & 1);
-    if constexpr (Bug == PlantedBug::recovery_reports_not_taken) took = false;
+    if constexpr (Faults::planted == Fault::recovery_reports_not_taken) took = false;
     return {took, took ? response_at(base, ticket.slot) : Response{}};
   }
 
@@ -273,7 +273,7 @@ class PWFComb {
     }
 
     std::uint64_t lval = 0;  // the planted paper rule's Flush value for this round (lines 9-11)
-    if constexpr (Bug == PlantedBug::paper_flush_rule) {
+    if constexpr (Faults::planted == Fault::paper_flush_rule) {
       lval = paper_.flush[owner_of(s)].load(std::memory_order_acquire);
       lval += lval % 2 == 0 ? 1 : 2;
     }
@@ -283,7 +283,7 @@ class PWFComb {
       const Response r = detail::apply(*object_, work, requests_.request(q), p);
       std::memcpy(work + layout_.response_offset(q), &r, sizeof(Response));
       deactivate ^= std::uint64_t{1} << (q % 64);
-      if constexpr (Bug == PlantedBug::paper_flush_rule)
+      if constexpr (Faults::planted == Fault::paper_flush_rule)
         paper_.comb_round[p * slots_ + q].store(lval, std::memory_order_relaxed);
     }
     if (!detail::complete(*object_, p)) {  // a request it could not apply: give the round up
@@ -306,16 +306,16 @@ class PWFComb {
       detail::before_persist(*object_, work, p);
       detail::write_changed_lines(area_ + record_base(target), area_ + record_base(target), work,
                                   layout_.words(), layout_.persisted_words(Mode));
-      if constexpr (persistent && Bug != PlantedBug::no_fence_before_switch) pm::fence();
-      if constexpr (Bug == PlantedBug::paper_flush_rule)
+      if constexpr (persistent && Faults::planted != Fault::no_fence_before_switch) pm::fence();
+      if constexpr (Faults::planted == Fault::paper_flush_rule)
         paper_.flush[p].store(lval, std::memory_order_release);  // line 25
       const std::uint64_t next = pointer(target, sequence_of(s) + 1);
       if (s_word().compare_exchange_strong(s, next, std::memory_order_seq_cst)) {  // SC (line 27)
         if constexpr (persistent) {
           pm::flush(&s_word());  // pwb(&S); psync (lines 28-29)
-          if constexpr (Bug != PlantedBug::no_psync_before_release) pm::fence();
+          if constexpr (Faults::planted != Fault::no_psync_before_release) pm::fence();
           raise_durable(sequence_of(next));
-          if constexpr (Bug == PlantedBug::paper_flush_rule)  // line 30
+          if constexpr (Faults::planted == Fault::paper_flush_rule)  // line 30
             paper_.flush[p].compare_exchange_strong(lval, lval + 1, std::memory_order_acq_rel);
         }
         detail::after_persist(*object_, work, p);
@@ -361,8 +361,8 @@ class PWFComb {
   // The paper's Flush[n + 1] and CombRound[n][n], volatile; used by the planted bug only.
   struct PaperFlushRule {
     explicit PaperFlushRule(std::size_t slots)
-        : flush(Bug == PlantedBug::paper_flush_rule ? slots + 1 : 0),
-          comb_round(Bug == PlantedBug::paper_flush_rule ? slots * slots : 0) {}
+        : flush(Faults::planted == Fault::paper_flush_rule ? slots + 1 : 0),
+          comb_round(Faults::planted == Fault::paper_flush_rule ? slots * slots : 0) {}
     std::vector<std::atomic<std::uint64_t>> flush;
     std::vector<std::atomic<std::uint64_t>> comb_round;
   } paper_{slots_};

@@ -57,7 +57,7 @@ namespace pmds::combining {
 ///   anchor, record index or list of nodes throws PoolCorrupt at open.
 ///
 /// Fatourou et al. (PBqueue, Appendix A). Registered as "queue/pbcomb"; pmds::DetectableQueue.
-template <Persistence Mode, PlantedBug Bug = PlantedBug::none>
+template <Persistence Mode, FaultPolicy Faults = NoFaults>
 class CombiningQueue : public CombiningStructure<Mode> {
   using Base = CombiningStructure<Mode>;
   using Word = typename Base::Word;
@@ -118,7 +118,7 @@ class CombiningQueue : public CombiningStructure<Mode> {
 
     Response apply(std::uint64_t* state, const Request&) {
       auto* head = reinterpret_cast<Node*>(state[0]);
-      if constexpr (Bug == PlantedBug::dequeue_past_old_tail) {
+      if constexpr (Faults::planted == Fault::dequeue_past_old_tail) {
         if (head->next.load(std::memory_order_acquire) == 0) return {0, 0};
       } else {
         if (queue_->old_tail_.load(std::memory_order_acquire) == state[0]) return {0, 0};
@@ -140,8 +140,8 @@ class CombiningQueue : public CombiningStructure<Mode> {
     std::vector<Node*> dequeued_;
   };
 
-  using EnqueueComb = PBComb<Enqueuers, Mode, Bug>;
-  using DequeueComb = PBComb<Dequeuers, Mode, Bug>;
+  using EnqueueComb = PBComb<Enqueuers, Mode, Faults>;
+  using DequeueComb = PBComb<Dequeuers, Mode, Faults>;
   static constexpr std::uint64_t kind = kind_word('q', EnqueueComb::kind_letter);  // "pmds.q2f"
 
   explicit CombiningQueue(std::size_t slots = default_slots) requires(Mode == Persistence::none)

@@ -97,8 +97,8 @@ struct StackOptions {
 ///
 /// Fatourou et al. §5 (PBstack, with elimination and recycling; PWFstack). Registered as
 /// "stack/pbcomb" (pmds::DetectableStack) and "stack/pwfcomb".
-template <template <class, Persistence, PlantedBug> class Protocol, Persistence Mode,
-          StackOptions Options = StackOptions{}, PlantedBug Bug = PlantedBug::none>
+template <template <class, Persistence, FaultPolicy> class Protocol, Persistence Mode,
+          StackOptions Options = StackOptions{}, FaultPolicy Faults = NoFaults>
 class CombiningStack : public CombiningStructure<Mode> {
   using Base = CombiningStructure<Mode>;
   using Word = typename Base::Word;
@@ -209,7 +209,7 @@ class CombiningStack : public CombiningStructure<Mode> {
 
     CombiningStack* owner_;
   };
-  using Comb = Protocol<Sequential, Mode, Bug>;
+  using Comb = Protocol<Sequential, Mode, Faults>;
   static constexpr std::uint64_t kind = kind_word('s', Comb::kind_letter);  // "pmds.s2f/w"
   static_assert(!wait_free || Options.recycling,
                 "the recycling stack is PBcomb's: a PWFcomb stack retires popped nodes to an "

@@ -56,7 +56,7 @@
 
 namespace pmds::combining {
 
-template <Persistence Mode, PlantedBug Bug = PlantedBug::none>
+template <Persistence Mode, FaultPolicy Faults = NoFaults>
 class WaitFreeCombiningQueue : public CombiningStructure<Mode> {
   using Base = CombiningStructure<Mode>;
   using Word = typename Base::Word;
@@ -184,8 +184,8 @@ class WaitFreeCombiningQueue : public CombiningStructure<Mode> {
     WaitFreeCombiningQueue* queue_;
   };
 
-  using EnqueueComb = PWFComb<Enqueuers, Mode, Bug>;
-  using DequeueComb = PWFComb<Dequeuers, Mode, Bug>;
+  using EnqueueComb = PWFComb<Enqueuers, Mode, Faults>;
+  using DequeueComb = PWFComb<Dequeuers, Mode, Faults>;
   static constexpr std::uint64_t kind = kind_word('q', EnqueueComb::kind_letter);  // "pmds.q2w"
 
   explicit WaitFreeCombiningQueue(std::size_t slots = default_slots) requires(Mode ==
@@ -332,7 +332,7 @@ class WaitFreeCombiningQueue : public CombiningStructure<Mode> {
   // before its SC; a dequeuer's link is made durable by the next enqueue round).
   void connect(std::uint64_t last, std::uint64_t first, bool enqueuer) {
     if (last == 0) return;
-    if (enqueuer || Bug != PlantedBug::dequeue_past_old_tail) enq_->make_durable();
+    if (enqueuer || Faults::planted != Fault::dequeue_past_old_tail) enq_->make_durable();
     Word& next = reinterpret_cast<Node*>(last)->next;
     std::uint64_t expected = 0;
     next.compare_exchange_strong(expected, first, std::memory_order_acq_rel);

@@ -2,7 +2,9 @@
 // lab only (not in `pmds list`), so that every run can show the lab is able to fail
 // (docs/ARCHITECTURE.md §4: "a checker that accepts everything proves nothing").
 //
-// The Izraelevitz list with each planted bug of algo/policy.hpp (PlantedBug):
+// Every bug is planted through the fault seam (faults.hpp: Planted<Fault::x>).
+//
+// The Izraelevitz list with each planted bug of algo/policy.hpp:
 //   (a) link_not_flushed      the linking CAS is neither flushed nor fenced
 //   (b) link_not_fenced       the link is flushed, but no fence before the operation returns
 //   (c) contents_not_flushed  a node is linked without its contents ever being flushed
@@ -15,7 +17,7 @@
 // fence right before a linking CAS is not a bug on x86 — the locked CAS orders earlier flushes —
 // and is not planted.)
 //
-// Zuriel et al.'s sets with their planted bugs (linkfree_soft/: LinkFreeBug, SoftBug); their
+// Zuriel et al.'s sets with their planted bugs (linkfree_soft/); their
 // controls are the registered list/linkfree and list/soft themselves:
 //   link-free  valid_before_link      a new node made valid before it is linked (§3.3)
 //              trim_without_flush     a marked node unlinked before its mark is flushed (§3.1)
@@ -28,14 +30,14 @@
 //                                     recovery show it (crashlab/verdict.hpp), and only because
 //                                     the allocator hands out recycled slots first.
 //
-// Mirror with each planted bug of mirror/patomic.hpp (MirrorBug), on the Harris-Michael
+// Mirror with each planted bug of mirror/patomic.hpp and mirror/policy.hpp, on the Harris-Michael
 // list; its control is the registered list/mirror:
 //   volatile_first        a CAS writes the volatile replica before the persistent one
 //   no_flush_after_cas    the persistent DWCAS is neither flushed nor fenced
 //   helper_skips_flush    a helper copies persistent -> volatile without flushing first
 //   recovery_skips_node   recovery leaves one node's volatile replica unbuilt
 //
-// PBcomb and PWFcomb (Fatourou et al., combining/) with the planted bugs of combining::PlantedBug;
+// PBcomb and PWFcomb (Fatourou et al., combining/) with their planted bugs;
 // their controls are the registered register/pbcomb, register/pwfcomb, queue/pbcomb and
 // queue/pwfcomb:
 //   no_fence_before_switch     PBcomb: no pfence between the record's pwbs and the MIndex
@@ -59,7 +61,7 @@
 //   reinvoked-ticket-applied-again  an operation invoked again with its ticket takes the next
 //                              one, so one that took effect is applied again
 //
-// nbMontage (montage/) with each planted bug of montage::PlantedBug, on its hash table;
+// nbMontage (montage/) with each of its planted bugs, on its hash table;
 // the control is the registered hash/montage:
 //   payload_tagged_after_lin_cas  payloads get their epoch tag only after the lin_cas succeeded
 //   descriptor_not_written_back   an epoch advance does not write back lagging descriptors
@@ -72,7 +74,7 @@
 //                                 criterion accepts it), not Theorem 2's e-2 (the epoch bound
 //                                 does not)
 //
-// InCLL (incll/) with each planted bug of incll::PlantedBug, on masstree/logging or
+// InCLL (incll/) with each of its planted bugs, on masstree/logging or
 // masstree/incll (the controls):
 //   log_entry_not_fenced       an external log entry is flushed but not fenced before the node
 //                              it saves is written (InCLL §3: log, sfence, then write)
@@ -129,6 +131,7 @@
 #include "pmds/combining/queue.hpp"
 #include "pmds/combining/wait_free_queue.hpp"
 #include "pmds/crashlab/allocator_probe.hpp"
+#include "pmds/faults.hpp"
 #include "pmds/linkfree_soft/linkfree_list.hpp"
 #include "pmds/linkfree_soft/soft_list.hpp"
 #include "pmds/mirror/policy.hpp"
@@ -140,16 +143,20 @@ namespace pmds::crashlab {
 template <class T>
 using FixtureFactory = registry::factories::Plain<T>;
 
-template <algo::PlantedBug Bug>
-using BuggyList = algo::HarrisMichaelList<algo::IzraelevitzPolicy<Bug>>;
+template <FaultPolicy Faults>
+using IzraelevitzList = algo::HarrisMichaelList<algo::IzraelevitzPolicy<Faults>>;
 
-template <mirror::MirrorBug Bug>
-using BuggyMirrorList = algo::HarrisMichaelList<mirror::MirrorPolicy<Bug>>;
+template <FaultPolicy Faults>
+using MirrorList = algo::HarrisMichaelList<mirror::MirrorPolicy<Faults>>;
 
-template <template <class, combining::Persistence, combining::PlantedBug> class Protocol,
-          combining::PlantedBug Bug>
-using BuggyCombiningRegister =
-    combining::CombiningAtomicFloat<Protocol, combining::Persistence::detectable, Bug>;
+// (One alias per protocol: GCC 12 refuses to pass a template template parameter whose own
+// parameter is constrained on to another.)
+template <FaultPolicy Faults>
+using PBCombRegister =
+    combining::CombiningAtomicFloat<combining::PBComb, combining::Persistence::detectable, Faults>;
+template <FaultPolicy Faults>
+using PWFCombRegister =
+    combining::CombiningAtomicFloat<combining::PWFComb, combining::Persistence::detectable, Faults>;
 
 // A detectable register whose ticketed operations run under the slot's next ticket instead of
 // the one they are given: an operation invoked again after it took effect is applied again.
@@ -174,7 +181,7 @@ class ReinvokedTwiceRegister
 
 // The leak fixture: the correct list, then every slot declared live again after its recovery.
 struct LeakyRecoveryFactory {
-  using type = BuggyList<algo::PlantedBug::none>;
+  using type = IzraelevitzList<NoFaults>;
   static std::unique_ptr<type> create(pm::Pool* pool, const registry::CreateOptions& o) {
     return FixtureFactory<type>::create(pool, o);
   }
@@ -189,9 +196,9 @@ struct LeakyRecoveryFactory {
 // background_step() looks up the next key, so the lab's scheduled background thread
 // (crashlab/scheduler.hpp) is exercised before the techniques that need one arrive
 // (nbMontage's and InCLL's epoch advancers).
-class ListWithBackgroundReader : public BuggyList<algo::PlantedBug::none> {
+class ListWithBackgroundReader : public IzraelevitzList<NoFaults> {
  public:
-  using BuggyList<algo::PlantedBug::none>::BuggyList;
+  using IzraelevitzList<NoFaults>::IzraelevitzList;
   void background_step() { contains(1 + next_key_++ % 16); }
 
  private:
@@ -200,7 +207,7 @@ class ListWithBackgroundReader : public BuggyList<algo::PlantedBug::none> {
 
 using Fixtures = registry::TypeList<
     registry::Describe<"list/izraelevitz-control", registry::Kind::map,
-                       FixtureFactory<BuggyList<algo::PlantedBug::none>>,
+                       FixtureFactory<IzraelevitzList<NoFaults>>,
                        "fixture: the Izraelevitz list with no planted bug (must pass)">,
     registry::Describe<"alloc/probe-control", registry::Kind::set, FixtureFactory<AllocatorProbe<>>,
                        "fixture: the allocator under the lab, through a set of one slot per "
@@ -224,162 +231,155 @@ using Fixtures = registry::TypeList<
                        "fixture: the same list with a background reader the scheduler runs "
                        "(must pass)">,
     registry::Describe<"list/izraelevitz-bug-a-link-not-flushed", registry::Kind::map,
-                       FixtureFactory<BuggyList<algo::PlantedBug::link_not_flushed>>,
+                       FixtureFactory<IzraelevitzList<Planted<Fault::link_not_flushed>>>,
                        "fixture (a): the linking CAS is neither flushed nor fenced">,
     registry::Describe<"list/izraelevitz-bug-b-link-not-fenced", registry::Kind::map,
-                       FixtureFactory<BuggyList<algo::PlantedBug::link_not_fenced>>,
+                       FixtureFactory<IzraelevitzList<Planted<Fault::link_not_fenced>>>,
                        "fixture (b): the link is flushed but not fenced before returning">,
     registry::Describe<"list/izraelevitz-bug-c-contents-not-flushed", registry::Kind::map,
-                       FixtureFactory<BuggyList<algo::PlantedBug::contents_not_flushed>>,
+                       FixtureFactory<IzraelevitzList<Planted<Fault::contents_not_flushed>>>,
                        "fixture (c): a node is linked without its contents being flushed">,
     registry::Describe<"list/izraelevitz-bug-d-recovery-drops-node", registry::Kind::map,
-                       FixtureFactory<BuggyList<algo::PlantedBug::recovery_drops_node>>,
+                       FixtureFactory<IzraelevitzList<Planted<Fault::recovery_drops_node>>>,
                        "fixture (d): recovery unlinks one valid node">,
     registry::Describe<"list/izraelevitz-bug-leak-recovery-keeps-every-slot", registry::Kind::map,
                        LeakyRecoveryFactory,
                        "fixture (leak): every slot stays allocated after recovery">,
     registry::Describe<
         "list/linkfree-bug-valid-before-link", registry::Kind::map,
-        FixtureFactory<linkfree_soft::LinkFreeList<linkfree_soft::LinkFreeBug::valid_before_link>>,
+        FixtureFactory<linkfree_soft::LinkFreeList<Planted<Fault::valid_before_link>>>,
         "fixture: a link-free node is made valid before it is linked">,
     registry::Describe<
         "list/linkfree-bug-trim-without-flush", registry::Kind::map,
-        FixtureFactory<linkfree_soft::LinkFreeList<linkfree_soft::LinkFreeBug::trim_without_flush>>,
+        FixtureFactory<linkfree_soft::LinkFreeList<Planted<Fault::trim_without_flush>>>,
         "fixture: a marked link-free node is unlinked before its mark is flushed">,
-    registry::Describe<
-        "list/linkfree-bug-recover-deleted", registry::Kind::map,
-        FixtureFactory<linkfree_soft::LinkFreeList<linkfree_soft::LinkFreeBug::recover_deleted>>,
-        "fixture: link-free recovery keeps valid but deleted nodes">,
+    registry::Describe<"list/linkfree-bug-recover-deleted", registry::Kind::map,
+                       FixtureFactory<linkfree_soft::LinkFreeList<Planted<Fault::recover_deleted>>>,
+                       "fixture: link-free recovery keeps valid but deleted nodes">,
     registry::Describe<
         "list/soft-bug-create-without-flush", registry::Kind::map,
-        FixtureFactory<linkfree_soft::SoftList<linkfree_soft::SoftBug::create_without_flush>>,
+        FixtureFactory<linkfree_soft::SoftList<Planted<Fault::create_without_flush>>>,
         "fixture: a SOFT PNode's contents are never flushed">,
     registry::Describe<
         "list/soft-bug-recovery-keeps-deleted", registry::Kind::map,
-        FixtureFactory<linkfree_soft::SoftList<linkfree_soft::SoftBug::recovery_keeps_deleted>>,
+        FixtureFactory<linkfree_soft::SoftList<Planted<Fault::recovery_keeps_deleted>>>,
         "fixture: SOFT recovery links deleted PNodes back">,
     registry::Describe<
         "list/soft-bug-alloc-by-valid-start", registry::Kind::map,
-        FixtureFactory<linkfree_soft::SoftList<linkfree_soft::SoftBug::alloc_by_valid_start>>,
+        FixtureFactory<linkfree_soft::SoftList<Planted<Fault::alloc_by_valid_start>>>,
         "fixture: a SOFT PNode's validity taken as !validStart (Listing 7's alloc)">,
     registry::Describe<"list/mirror-bug-volatile-first", registry::Kind::map,
-                       FixtureFactory<BuggyMirrorList<mirror::MirrorBug::volatile_first>>,
+                       FixtureFactory<MirrorList<Planted<Fault::volatile_first>>>,
                        "fixture: Mirror writes the volatile replica before the persistent one">,
     registry::Describe<"list/mirror-bug-no-flush-after-cas", registry::Kind::map,
-                       FixtureFactory<BuggyMirrorList<mirror::MirrorBug::no_flush_after_cas>>,
+                       FixtureFactory<MirrorList<Planted<Fault::no_flush_after_cas>>>,
                        "fixture: Mirror's persistent DWCAS is neither flushed nor fenced">,
     registry::Describe<"list/mirror-bug-helper-skips-flush", registry::Kind::map,
-                       FixtureFactory<BuggyMirrorList<mirror::MirrorBug::helper_skips_flush>>,
+                       FixtureFactory<MirrorList<Planted<Fault::helper_skips_flush>>>,
                        "fixture: a Mirror helper copies the persistent replica unflushed">,
     registry::Describe<"list/mirror-bug-recovery-skips-node", registry::Kind::map,
-                       FixtureFactory<BuggyMirrorList<mirror::MirrorBug::recovery_skips_node>>,
+                       FixtureFactory<MirrorList<Planted<Fault::recovery_skips_node>>>,
                        "fixture: Mirror recovery leaves one node's volatile replica unbuilt">,
     registry::Describe<"register/pbcomb-bug-no-fence-before-switch",
                        registry::Kind::register_object,
-                       FixtureFactory<BuggyCombiningRegister<
-                           combining::PBComb, combining::PlantedBug::no_fence_before_switch>>,
+                       FixtureFactory<PBCombRegister<Planted<Fault::no_fence_before_switch>>>,
                        "fixture: PBcomb switches MIndex with no pfence after the record's pwbs">,
     registry::Describe<"register/pbcomb-bug-no-psync-before-release",
                        registry::Kind::register_object,
-                       FixtureFactory<BuggyCombiningRegister<
-                           combining::PBComb, combining::PlantedBug::no_psync_before_release>>,
+                       FixtureFactory<PBCombRegister<Planted<Fault::no_psync_before_release>>>,
                        "fixture: PBcomb releases the lock before the MIndex pwb completes">,
     registry::Describe<"register/pbcomb-bug-recovery-reports-not-taken",
                        registry::Kind::register_object,
-                       FixtureFactory<BuggyCombiningRegister<
-                           combining::PBComb, combining::PlantedBug::recovery_reports_not_taken>>,
+                       FixtureFactory<PBCombRegister<Planted<Fault::recovery_reports_not_taken>>>,
                        "fixture: PBcomb recovery reports every pending request as not taken">,
     registry::Describe<"register/pbcomb-bug-reinvoked-ticket-applied-again",
                        registry::Kind::register_object, FixtureFactory<ReinvokedTwiceRegister>,
                        "fixture: an operation invoked again with its ticket is applied again">,
     registry::Describe<"register/pwfcomb-bug-no-psync-before-release",
                        registry::Kind::register_object,
-                       FixtureFactory<BuggyCombiningRegister<
-                           combining::PWFComb, combining::PlantedBug::no_psync_before_release>>,
+                       FixtureFactory<PWFCombRegister<Planted<Fault::no_psync_before_release>>>,
                        "fixture: PWFcomb's combiner returns before the pwb of S completes">,
     registry::Describe<
         "register/pwfcomb-bug-served-returns-unpersisted", registry::Kind::register_object,
-        FixtureFactory<BuggyCombiningRegister<combining::PWFComb,
-                                              combining::PlantedBug::served_returns_unpersisted>>,
+        FixtureFactory<PWFCombRegister<Planted<Fault::served_returns_unpersisted>>>,
         "fixture: a PWFcomb thread served by another's round returns with S not durable">,
     registry::Describe<"register/pwfcomb-bug-paper-flush-rule", registry::Kind::register_object,
-                       FixtureFactory<BuggyCombiningRegister<
-                           combining::PWFComb, combining::PlantedBug::paper_flush_rule>>,
+                       FixtureFactory<PWFCombRegister<Planted<Fault::paper_flush_rule>>>,
                        "fixture: PWFcomb decides who persists S by the paper's Flush and "
                        "CombRound arrays">,
     registry::Describe<
         "queue/pbcomb-bug-dequeue-past-old-tail", registry::Kind::queue,
         FixtureFactory<combining::CombiningQueue<combining::Persistence::detectable,
-                                                 combining::PlantedBug::dequeue_past_old_tail>>,
+                                                 Planted<Fault::dequeue_past_old_tail>>>,
         "fixture: PBqueue's dequeuers take nodes the enqueuers have not persisted">,
     registry::Describe<
         "queue/pwfcomb-bug-dequeue-past-old-tail", registry::Kind::queue,
-        FixtureFactory<combining::WaitFreeCombiningQueue<
-            combining::Persistence::detectable, combining::PlantedBug::dequeue_past_old_tail>>,
+        FixtureFactory<combining::WaitFreeCombiningQueue<combining::Persistence::detectable,
+                                                         Planted<Fault::dequeue_past_old_tail>>>,
         "fixture: PWFqueue's dequeuers follow a link the enqueuers' S named "
         "before S is durable">,
     registry::Describe<"hash/montage-bug-payload-tagged-after-lin-cas", registry::Kind::map,
                        registry::factories::Montage<
-                           montage::HashMap<montage::PlantedBug::payload_tagged_after_lin_cas>>,
+                           montage::HashMap<Planted<Fault::payload_tagged_after_lin_cas>>>,
                        "fixture: nbMontage tags a payload with its epoch only after its lin_cas">,
-    registry::Describe<"hash/montage-bug-descriptor-not-written-back", registry::Kind::map,
-                       registry::factories::Montage<
-                           montage::HashMap<montage::PlantedBug::descriptor_not_written_back>>,
-                       "fixture: nbMontage's epoch advance skips the lagging threads' descriptors">,
-    registry::Describe<"hash/montage-bug-recovery-ignores-anti-nodes", registry::Kind::map,
-                       registry::factories::Montage<
-                           montage::HashMap<montage::PlantedBug::recovery_ignores_anti_nodes>>,
-                       "fixture: nbMontage recovery keeps payloads their anti-nodes cancel">,
+    registry::Describe<
+        "hash/montage-bug-descriptor-not-written-back", registry::Kind::map,
+        registry::factories::Montage<montage::HashMap<Planted<Fault::descriptor_not_written_back>>>,
+        "fixture: nbMontage's epoch advance skips the lagging threads' descriptors">,
+    registry::Describe<
+        "hash/montage-bug-recovery-ignores-anti-nodes", registry::Kind::map,
+        registry::factories::Montage<montage::HashMap<Planted<Fault::recovery_ignores_anti_nodes>>>,
+        "fixture: nbMontage recovery keeps payloads their anti-nodes cancel">,
     registry::Describe<
         "hash/montage-bug-sync-advances-once", registry::Kind::map,
-        registry::factories::Montage<montage::HashMap<montage::PlantedBug::sync_advances_once>>,
+        registry::factories::Montage<montage::HashMap<Planted<Fault::sync_advances_once>>>,
         "fixture: nbMontage's sync() returns after one epoch advance">,
     registry::Describe<
         "hash/montage-bug-close-without-sync", registry::Kind::map,
-        registry::factories::Montage<montage::HashMap<montage::PlantedBug::close_without_sync>>,
+        registry::factories::Montage<montage::HashMap<Planted<Fault::close_without_sync>>>,
         "fixture: nbMontage's hash table closes cleanly without a sync">,
-    registry::Describe<"hash/montage-bug-recovery-drops-last-epoch", registry::Kind::map,
-                       registry::factories::Montage<
-                           montage::HashMap<montage::PlantedBug::recovery_drops_last_epoch>>,
-                       "fixture: nbMontage's recovery keeps epochs <= e-3 only">,
+    registry::Describe<
+        "hash/montage-bug-recovery-drops-last-epoch", registry::Kind::map,
+        registry::factories::Montage<montage::HashMap<Planted<Fault::recovery_drops_last_epoch>>>,
+        "fixture: nbMontage's recovery keeps epochs <= e-3 only">,
     registry::Describe<
         "masstree/logging-bug-log-entry-not-fenced", registry::Kind::map,
-        registry::factories::Incll<incll::LoggingMasstree<incll::PlantedBug::log_entry_not_fenced>>,
+        registry::factories::Incll<incll::LoggingMasstree<Planted<Fault::log_entry_not_fenced>>>,
         "fixture: InCLL's external log entry is not fenced before the node is written">,
     registry::Describe<"masstree/logging-bug-boundary-flush-skips-node", registry::Kind::map,
                        registry::factories::Incll<
-                           incll::LoggingMasstree<incll::PlantedBug::boundary_flush_skips_node>>,
+                           incll::LoggingMasstree<Planted<Fault::boundary_flush_skips_node>>>,
                        "fixture: InCLL's epoch boundary leaves one modified node unflushed">,
     registry::Describe<"masstree/logging-bug-creation-epoch-not-ended", registry::Kind::map,
                        registry::factories::Incll<
-                           incll::LoggingMasstree<incll::PlantedBug::creation_epoch_not_ended>>,
+                           incll::LoggingMasstree<Planted<Fault::creation_epoch_not_ended>>>,
                        "fixture: the first operations run in the epoch of the tree's creation">,
     registry::Describe<"masstree/incll-bug-node-epoch-before-permutation-log", registry::Kind::map,
-                       registry::factories::Incll<incll::InCLLMasstree<
-                           incll::PlantedBug::node_epoch_before_permutation_log>>,
+                       registry::factories::Incll<
+                           incll::InCLLMasstree<Planted<Fault::node_epoch_before_permutation_log>>>,
                        "fixture: InCLL_p's nodeEpoch is stored before permutationInCLL">,
     registry::Describe<"masstree/incll-bug-value-tag-before-saved-value", registry::Kind::map,
                        registry::factories::Incll<
-                           incll::InCLLMasstree<incll::PlantedBug::value_tag_before_saved_value>>,
+                           incll::InCLLMasstree<Planted<Fault::value_tag_before_saved_value>>>,
                        "fixture: a value InCLL's tag is stored before the value it saves">,
-    registry::Describe<"masstree/incll-bug-lazy-recovery-skips-node", registry::Kind::map,
-                       registry::factories::Incll<
-                           incll::InCLLMasstree<incll::PlantedBug::lazy_recovery_skips_node>>,
-                       "fixture: lazy recovery leaves one border of the failed epoch undone">,
-    registry::Describe<"masstree/incll-bug-recovery-drops-last-epoch", registry::Kind::map,
-                       registry::factories::Incll<
-                           incll::InCLLMasstree<incll::PlantedBug::recovery_drops_last_epoch>>,
-                       "fixture: recovery rolls back the epoch before the failed one too">,
+    registry::Describe<
+        "masstree/incll-bug-lazy-recovery-skips-node", registry::Kind::map,
+        registry::factories::Incll<incll::InCLLMasstree<Planted<Fault::lazy_recovery_skips_node>>>,
+        "fixture: lazy recovery leaves one border of the failed epoch undone">,
+    registry::Describe<
+        "masstree/incll-bug-recovery-drops-last-epoch", registry::Kind::map,
+        registry::factories::Incll<incll::InCLLMasstree<Planted<Fault::recovery_drops_last_epoch>>>,
+        "fixture: recovery rolls back the epoch before the failed one too">,
     registry::Describe<"masstree-bytes/incll-bug-bytes-freed-in-their-epoch", registry::Kind::map,
                        registry::factories::FixedSizeStringsOf<
                            registry::factories::Incll<incll::InCLLStringMasstree<
-                               incll::PlantedBug::bytes_freed_in_their_epoch>>,
+                               Planted<Fault::bytes_freed_in_their_epoch>>>,
                            true>,
                        "fixture: a freed byte string's block is reused in the epoch that freed it">,
     registry::Describe<"masstree-bytes/incll-bug-sweep-skips-lower-layers", registry::Kind::map,
                        registry::factories::FixedSizeStringsOf<
                            registry::factories::Incll<incll::InCLLStringMasstree<
-                               incll::PlantedBug::sweep_skips_lower_layers>>,
+                               Planted<Fault::sweep_skips_lower_layers>>>,
                            true>,
                        "fixture: the lazy open's sweep frees blocks only lower layers name">>;
 

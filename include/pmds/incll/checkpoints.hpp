@@ -89,6 +89,7 @@
 
 #include "pmds/backoff.hpp"
 #include "pmds/error.hpp"
+#include "pmds/faults.hpp"
 #include "pmds/incll/epoch_link.hpp"
 #include "pmds/incll/masstree.hpp"
 #include "pmds/interfaces.hpp"
@@ -100,20 +101,6 @@
 #include "pmds/thread_registry.hpp"
 
 namespace pmds::incll {
-
-enum class PlantedBug {
-  none,
-  log_entry_not_fenced,
-  boundary_flush_skips_node,
-  creation_epoch_not_ended,
-  node_epoch_before_permutation_log,  // InCLL mode only
-  value_tag_before_saved_value,       // InCLL mode only
-  lazy_recovery_skips_node,           // InCLL mode only
-  bytes_freed_in_their_epoch,         // byte-string form only
-  sweep_skips_lower_layers,           // byte-string form only (durable_masstree.hpp)
-  recovery_drops_last_epoch,          // InCLL mode: recovery finds the epoch before the failed
-                                      // one failed too, one epoch short of §3's bound
-};
 
 struct Options {
   // InCLL §4: 64 ms, Masstree's reclamation epoch.
@@ -230,7 +217,7 @@ inline std::uint64_t checksum(const EntryHeader& h, const unsigned char* image) 
 
 }  // namespace checkpoint_detail
 
-template <PlantedBug Bug = PlantedBug::none>
+template <FaultPolicy Faults = NoFaults>
 class Checkpoints {
   using Anchor = checkpoint_detail::Anchor;
   using Segment = checkpoint_detail::Segment;
@@ -443,7 +430,9 @@ class Checkpoints {
     return epoch_.load(std::memory_order_acquire);
   }
   // The pool's epoch when it was opened: after a crash, the failed epoch (0: created new).
-  std::uint64_t opened_epoch() const { return opened_epoch_; }
+  std::uint64_t opened_epoch() const {
+    return opened_epoch_;
+  }
 
   // One boundary, unless another thread is passing one (then false). See the header.
   bool try_advance() {
@@ -453,7 +442,7 @@ class Checkpoints {
     for (std::size_t i = 0; i < threads; ++i)
       for (int spins = 0; states_[i].active.load(std::memory_order_seq_cst) != 0;)
         pmds::backoff(spins);
-    bool skipped = Bug != PlantedBug::boundary_flush_skips_node;
+    bool skipped = Faults::planted != Fault::boundary_flush_skips_node;
     std::uint64_t flushed = 0;
     for (std::size_t i = 0; i < threads; ++i) {
       for (const auto& [p, n] : states_[i].written) {
@@ -509,7 +498,7 @@ class Checkpoints {
     for (auto& [p, n] : state().written) pm::flush_range(p, n);
     state().written.clear();
     pm::persist(&anchor_->root_box, sizeof(checkpoint_detail::RootBox));
-    if constexpr (Bug != PlantedBug::creation_epoch_not_ended) {
+    if constexpr (Faults::planted != Fault::creation_epoch_not_ended) {
       anchor_->epoch.store(2);
       pm::persist(&anchor_->epoch, sizeof(std::uint64_t));
       epoch_.store(2, std::memory_order_release);
@@ -706,7 +695,7 @@ class Checkpoints {
     constexpr int width = masstree_detail::width;
     constexpr int per_line = masstree_detail::ValueLine::values;
     bool roll_back = is_failed(b.node_epoch.load(std::memory_order_relaxed) >> 1);
-    if constexpr (Bug == PlantedBug::lazy_recovery_skips_node)
+    if constexpr (Faults::planted == Fault::lazy_recovery_skips_node)
       if (roll_back && !skipped_.exchange(true)) roll_back = false;
     const masstree_detail::Permutation perm = check_border(b, roll_back);
     std::size_t values = 0;
@@ -804,7 +793,7 @@ class Checkpoints {
   // (inside a write operation: the lists are written, and recorded for the boundary flush).
   void release_freed(ThreadState& t, std::uint64_t now) {
     std::uint64_t limit = now;
-    if constexpr (Bug == PlantedBug::bytes_freed_in_their_epoch) ++limit;
+    if constexpr (Faults::planted == Fault::bytes_freed_in_their_epoch) ++limit;
     std::size_t n = 0;
     for (; n < t.freed.size() && t.freed[n].second < limit; ++n) {
       masstree_detail::Bytes* b = t.freed[n].first;
@@ -925,7 +914,7 @@ class Checkpoints {
     std::memcpy(buffer, &h, sizeof h);
     char* entry = t.segment->entry(t.next_entry++);
     pm::write(entry, buffer, checkpoint_detail::line + bytes);
-    if constexpr (Bug == PlantedBug::log_entry_not_fenced)
+    if constexpr (Faults::planted == Fault::log_entry_not_fenced)
       pm::flush_range(entry, checkpoint_detail::line + bytes);
     else
       pm::persist(entry, checkpoint_detail::line + bytes);  // InCLL §3: log, sfence, write
@@ -948,7 +937,7 @@ class Checkpoints {
     }
     // After a clean shutdown nothing ran in the current epoch: it did not fail.
     if (!pool_.was_clean_shutdown() && (failed_.empty() || failed_.back() != f)) {
-      if constexpr (Bug == PlantedBug::recovery_drops_last_epoch)
+      if constexpr (Faults::planted == Fault::recovery_drops_last_epoch)
         if (f > 1 && (failed_.empty() || failed_.back() < f - 1)) failed_.push_back(f - 1);
       failed_.push_back(f);
     }
@@ -1124,7 +1113,7 @@ class Checkpoints {
   std::function<bool()> when_pool_full_;
   mutable std::atomic<std::size_t> permutations_restored_{0};
   mutable std::atomic<std::size_t> values_restored_{0};
-  mutable std::atomic<bool> skipped_{false};  // PlantedBug::lazy_recovery_skips_node
+  mutable std::atomic<bool> skipped_{false};  // Fault::lazy_recovery_skips_node
   bool running_ = false;
   PeriodicThread background_;
 };
@@ -1134,10 +1123,10 @@ class Checkpoints {
 // in the external log: an insert or a remove its permutation (InCLL_p), an update the value it
 // replaces (the InCLL of that value's line). Splits, layer creation and interior nodes use the
 // external log, as in the paper.
-template <PlantedBug Bug = PlantedBug::none>
-class InCLLCheckpoints : public Checkpoints<Bug> {
+template <FaultPolicy Faults = NoFaults>
+class InCLLCheckpoints : public Checkpoints<Faults> {
  public:
-  using Checkpoints<Bug>::Checkpoints;
+  using Checkpoints<Faults>::Checkpoints;
 
   // InCLL Listing 3's InCLL() before an insert or a remove. A remove clears
   // insertions_allowed: an insert could then reuse the removed entry's slot, whose key and value
@@ -1176,7 +1165,7 @@ class InCLLCheckpoints : public Checkpoints<Bug> {
       return;
     }
     const std::uint64_t old = line.value[index].load(std::memory_order_relaxed);
-    if constexpr (Bug == PlantedBug::value_tag_before_saved_value) {
+    if constexpr (Faults::planted == Fault::value_tag_before_saved_value) {
       line.log_tag.store(tag, std::memory_order_release);
       line.log_value.store(old, std::memory_order_release);
     } else {
@@ -1198,7 +1187,7 @@ class InCLLCheckpoints : public Checkpoints<Bug> {
       return;
     }
     const std::uint64_t permutation = b.permutation.load(std::memory_order_relaxed);
-    if constexpr (Bug == PlantedBug::node_epoch_before_permutation_log) {
+    if constexpr (Faults::planted == Fault::node_epoch_before_permutation_log) {
       b.node_epoch.store(e << 1 | 1, std::memory_order_release);
       b.permutation_log.store(permutation, std::memory_order_release);
     } else {

@@ -95,11 +95,12 @@ namespace pmds::incll {
 enum class Mode { incll, logging };
 
 namespace durable_detail {
-template <Mode M, PlantedBug Bug>
-using MemoryOf = std::conditional_t<M == Mode::incll, InCLLCheckpoints<Bug>, Checkpoints<Bug>>;
-template <Mode M, PlantedBug Bug, bool ByteStrings>
-using TreeOf = std::conditional_t<ByteStrings, StringMasstreeMap<MemoryOf<M, Bug>>,
-                                  MasstreeMap<MemoryOf<M, Bug>>>;
+template <Mode M, FaultPolicy Faults>
+using MemoryOf =
+    std::conditional_t<M == Mode::incll, InCLLCheckpoints<Faults>, Checkpoints<Faults>>;
+template <Mode M, FaultPolicy Faults, bool ByteStrings>
+using TreeOf = std::conditional_t<ByteStrings, StringMasstreeMap<MemoryOf<M, Faults>>,
+                                  MasstreeMap<MemoryOf<M, Faults>>>;
 }  // namespace durable_detail
 
 /// An ordered map, Masstree, from 8-byte keys to 8-byte values (`InCLLMasstree`) or from byte
@@ -145,10 +146,10 @@ using TreeOf = std::conditional_t<ByteStrings, StringMasstreeMap<MemoryOf<M, Bug
 /// InCLL over Masstree (§4; the external log, §4.2). Registered as "masstree/incll"
 /// (pmds::BufferedOrderedMap), "masstree-bytes/incll" (pmds::BufferedStringOrderedMap) and, in
 /// the logging mode, "masstree/logging" and "masstree-bytes/logging".
-template <Mode M, PlantedBug Bug = PlantedBug::none, bool ByteStrings = false>
-class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
-  using Memory = durable_detail::MemoryOf<M, Bug>;
-  using Base = durable_detail::TreeOf<M, Bug, ByteStrings>;
+template <Mode M, FaultPolicy Faults = NoFaults, bool ByteStrings = false>
+class DurableMasstree : public durable_detail::TreeOf<M, Faults, ByteStrings> {
+  using Memory = durable_detail::MemoryOf<M, Faults>;
+  using Base = durable_detail::TreeOf<M, Faults, ByteStrings>;
   using Node = masstree_detail::Node;
   using Border = masstree_detail::Border;
   using Interior = masstree_detail::Interior;
@@ -640,7 +641,7 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
     pm::fence();  // the mended links before an operation can reach the layer
     for (const BorderAt& l : s.layers.borders) {
       s.lower.emplace(l.node, l);
-      if constexpr (Bug != PlantedBug::sweep_skips_lower_layers) s.pending.push_back(l);
+      if constexpr (Faults::planted != Fault::sweep_skips_lower_layers) s.pending.push_back(l);
     }
     s.layers.borders.clear();
     s.layers.interiors.clear();
@@ -662,13 +663,13 @@ class DurableMasstree : public durable_detail::TreeOf<M, Bug, ByteStrings> {
   std::optional<std::jthread> sweep_thread_;  // (after sweep_: stopped and joined first)
 };
 
-template <PlantedBug Bug = PlantedBug::none>
-using InCLLMasstree = DurableMasstree<Mode::incll, Bug>;
-template <PlantedBug Bug = PlantedBug::none>
-using LoggingMasstree = DurableMasstree<Mode::logging, Bug>;
-template <PlantedBug Bug = PlantedBug::none>
-using InCLLStringMasstree = DurableMasstree<Mode::incll, Bug, true>;
-template <PlantedBug Bug = PlantedBug::none>
-using LoggingStringMasstree = DurableMasstree<Mode::logging, Bug, true>;
+template <FaultPolicy Faults = NoFaults>
+using InCLLMasstree = DurableMasstree<Mode::incll, Faults>;
+template <FaultPolicy Faults = NoFaults>
+using LoggingMasstree = DurableMasstree<Mode::logging, Faults>;
+template <FaultPolicy Faults = NoFaults>
+using InCLLStringMasstree = DurableMasstree<Mode::incll, Faults, true>;
+template <FaultPolicy Faults = NoFaults>
+using LoggingStringMasstree = DurableMasstree<Mode::logging, Faults, true>;
 
 }  // namespace pmds::incll

@@ -1,9 +1,9 @@
 // pmds::linkfree_soft — the link-free durable list and its hash-bucket form (Zuriel et al. §3,
 // Listings 1-5).
 //
-//   LinkFreeBucketList<Bug>  the list algorithm as a bucket list (hash_set.hpp's interface):
+//   LinkFreeBucketList<>     the list algorithm as a bucket list (hash_set.hpp's interface):
 //                            Harris's lock-free list with the link-free persistence rules.
-//   LinkFreeList<Bug>        "list/linkfree": ListSet<LinkFreeBucketList<Bug>>, one such list
+//   LinkFreeList<>           "list/linkfree": ListSet<LinkFreeBucketList<>>, one such list
 //                            in a pool (linkfree_soft/list_set.hpp).
 //   LinkFreeHashSet          "hash/linkfree": HashSet<LinkFreeBucketList<>>.
 //
@@ -72,7 +72,8 @@ struct LiveNode {
 
 }  // namespace detail::linkfree
 
-template <LinkFreeBug Bug = LinkFreeBug::none>
+// Faults: the crash lab's planted bugs (faults.hpp); NoFaults in every shipped type.
+template <FaultPolicy Faults = NoFaults>
 struct LinkFreeBucketList {
   using Node = detail::linkfree::ListNode;
   using Shared = detail::linkfree::Shared;
@@ -88,7 +89,6 @@ struct LinkFreeBucketList {
   static constexpr const char* hash_name = "hash/linkfree";
   static constexpr std::uint64_t list_tag = detail::make_tag("LIST-LF2");
   static constexpr const char* list_name = "list/linkfree";
-  static constexpr LinkFreeBug bug = Bug;
 
   // ---- operations (§3.2-§3.4) ----------------------------------------------------------------
 
@@ -124,7 +124,7 @@ struct LinkFreeBucketList {
       if (fresh == nullptr) {
         fresh = s.allocate();  // may throw PoolFull: nothing is published yet
         init_node(fresh, key, value, word_of(curr));
-        if constexpr (Bug == LinkFreeBug::valid_before_link) make_valid(fresh);
+        if constexpr (Faults::planted == Fault::valid_before_link) make_valid(fresh);
       } else {
         fresh->next.store(word_of(curr), std::memory_order_relaxed);
       }
@@ -171,7 +171,7 @@ struct LinkFreeBucketList {
       if (size != sizeof(Node)) return true;
       ++stats.slots_scanned;
       auto* n = static_cast<Node*>(slot);
-      if (!is_live_image<Bug>(n)) return false;
+      if (!is_live_image<Faults>(n)) return false;
       const Key k = n->key.load(std::memory_order_relaxed);
       const std::size_t i = index_of(k);
       live.push_back({k, n});
@@ -254,7 +254,7 @@ struct LinkFreeBucketList {
   // retires it.
   static bool trim(Shared& s, pm::atomic<std::uint64_t>* pred, Node* curr) {
     using namespace detail::linkfree;
-    if constexpr (Bug != LinkFreeBug::trim_without_flush) flush_delete(curr);
+    if constexpr (Faults::planted != Fault::trim_without_flush) flush_delete(curr);
     std::uint64_t expected = word_of(curr);
     const std::uint64_t succ = unmarked(curr->next.load(std::memory_order_acquire));
     if (!pred->compare_exchange_strong(expected, succ)) return false;
@@ -281,12 +281,12 @@ struct LinkFreeBucketList {
 };
 
 // "list/linkfree": one link-free list in a pool (Zuriel et al. §3), linkfree_soft/list_set.hpp.
-template <LinkFreeBug Bug = LinkFreeBug::none>
-using LinkFreeList = ListSet<LinkFreeBucketList<Bug>>;
+template <FaultPolicy Faults = NoFaults>
+using LinkFreeList = ListSet<LinkFreeBucketList<Faults>>;
 
 // "hash/linkfree": Zuriel et al.'s link-free hash table, a fixed array of link-free buckets.
-template <LinkFreeBug Bug = LinkFreeBug::none>
-using LinkFreeHashSetT = HashSet<LinkFreeBucketList<Bug>>;
+template <FaultPolicy Faults = NoFaults>
+using LinkFreeHashSetT = HashSet<LinkFreeBucketList<Faults>>;
 using LinkFreeHashSet = LinkFreeHashSetT<>;
 
 }  // namespace pmds::linkfree_soft

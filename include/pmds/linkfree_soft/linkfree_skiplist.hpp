@@ -50,7 +50,7 @@
 
 namespace pmds::linkfree_soft {
 
-template <LinkFreeBug Bug = LinkFreeBug::none>
+template <FaultPolicy Faults = NoFaults>
 class LinkFreeSkipList {
   using Node = detail::linkfree::SkipListNode;
   using Word = pm::atomic<std::uint64_t>;
@@ -122,7 +122,7 @@ class LinkFreeSkipList {
       }
       if (fresh == nullptr) {
         fresh = new_node(key, value, height);  // may lower height; may throw PoolFull
-        if constexpr (Bug == LinkFreeBug::valid_before_link) make_valid(fresh);
+        if constexpr (Faults::planted == Fault::valid_before_link) make_valid(fresh);
       }
       for (int level = 0; level < height; ++level)
         next_word(fresh, level).store(word_of(succs[level]), std::memory_order_relaxed);
@@ -292,7 +292,7 @@ class LinkFreeSkipList {
         for (;;) {
           std::uint64_t succ = next_word(curr, level).load(std::memory_order_acquire);
           while (is_marked(succ)) {
-            if constexpr (Bug != LinkFreeBug::trim_without_flush) {
+            if constexpr (Faults::planted != Fault::trim_without_flush) {
               if (level == 0) flush_delete(curr);
             }
             std::uint64_t expected = word_of(curr);
@@ -385,7 +385,7 @@ class LinkFreeSkipList {
       if (!is_node_slot_size(size)) return true;  // not a link-free node: not ours to judge
       ++recovery_.slots_scanned;
       auto* n = static_cast<Node*>(slot);
-      if (!is_live_image<Bug>(n)) return false;
+      if (!is_live_image<Faults>(n)) return false;
       live.push_back({n->key.load(std::memory_order_relaxed), n, height_capacity(size)});
       return true;
     });

@@ -1,10 +1,11 @@
 // pmds::linkfree_soft — SOFT, "Sets with an Optimal Flushing Technique" (Zuriel et al. §2.3, §4): a
 // durable lock-free sorted list, and the bucket list of the SOFT hash set.
 //
-//   SoftList<Bug>        "list/soft": ListSet<SoftBucketList<Bug>>, one list in a pool
+//   SoftList<>           "list/soft": ListSet<SoftBucketList<>>, one list in a pool
 //                        (linkfree_soft/list_set.hpp)
-//   SoftBucketList<Bug>  the bucket-list interface of linkfree_soft/hash_set.hpp, so that
-//   SoftHashSet<Bug>     = HashSet<SoftBucketList<Bug>> is "hash/soft"
+//   SoftBucketList<>     the bucket-list interface of linkfree_soft/hash_set.hpp, so that
+//   SoftHashSet<>        = HashSet<SoftBucketList<>> is "hash/soft"
+// (their template parameter: the crash lab's planted bugs, faults.hpp; NoFaults when shipped)
 //
 // Each key has two representations: a persistent node (detail::SoftPNode: validStart, validEnd,
 // deleted, key, value) in a durable area, i.e. a 32-byte slot of the pool's chunk allocator, and
@@ -81,7 +82,7 @@ inline SoftListNode soft_list_tail{max_reserved_key, {0}, 0, 0};
 
 }  // namespace detail
 
-template <SoftBug Bug = SoftBug::none>
+template <FaultPolicy Faults = NoFaults>
 class SoftBucketList {
  public:
   using Node = detail::SoftListNode;
@@ -90,7 +91,6 @@ class SoftBucketList {
   static constexpr const char* hash_name = "hash/soft";
   static constexpr std::uint64_t list_tag = detail::make_tag("LISTSOF2");
   static constexpr const char* list_name = "list/soft";
-  static constexpr SoftBug planted_bug = Bug;
 
   // What every list of one set shares: the pool allocator (durable areas) and the epoch domain.
   class Shared {
@@ -215,7 +215,7 @@ class SoftBucketList {
     const detail::Stopwatch clock;
     RecoveryStats stats;
     const detail::RecoveredPNodes live =
-        detail::recover_soft_pnodes<Bug>(sh.allocator(), stats, buckets.size(), index_of);
+        detail::recover_soft_pnodes<Faults>(sh.allocator(), stats, buckets.size(), index_of);
     // Each bucket gets its group, linked back to front so that it ends up ascending.
     for (std::size_t b = 0; b < buckets.size(); ++b) {
       Bucket& bucket = buckets[b];
@@ -297,8 +297,8 @@ class SoftBucketList {
   // Listing 11 lines 30-33, run by the inserter and by helpers: persist the PNode (one fence),
   // then "intention to insert" -> "inserted".
   static void complete_insert(Node* n) {
-    detail::pnode_of(n->pnode)->template create<Bug>(n->key, n->value,
-                                                     detail::validity_of(n->pnode));
+    detail::pnode_of(n->pnode)->template create<Faults>(n->key, n->value,
+                                                        detail::validity_of(n->pnode));
     std::uintptr_t word = n->next.load(std::memory_order_acquire);
     while (detail::state_of(word) == detail::intend_to_insert) {
       if (n->next.compare_exchange_weak(
@@ -325,7 +325,7 @@ class SoftBucketList {
   static Node* make_node(Shared& sh, Key key, Value value) {
     void* slot = sh.allocator().allocate(detail::soft_slot_size);  // PoolFull: nothing changed
     auto* p = static_cast<detail::SoftPNode*>(slot);
-    const bool validity = p->template prepare<Bug>();
+    const bool validity = p->template prepare<Faults>();
     try {
       return new Node{key, {0}, value, detail::pack_pnode(p, validity)};
     } catch (...) {
@@ -352,12 +352,12 @@ class SoftBucketList {
 };
 
 // "list/soft": one SOFT list in a pool, linkfree_soft/list_set.hpp.
-template <SoftBug Bug = SoftBug::none>
-using SoftList = ListSet<SoftBucketList<Bug>>;
+template <FaultPolicy Faults = NoFaults>
+using SoftList = ListSet<SoftBucketList<Faults>>;
 
 // "hash/soft": Zuriel et al. §3's table of buckets with a SOFT list per bucket
 // (linkfree_soft/hash_set.hpp).
-template <SoftBug Bug = SoftBug::none>
-using SoftHashSet = HashSet<SoftBucketList<Bug>>;
+template <FaultPolicy Faults = NoFaults>
+using SoftHashSet = HashSet<SoftBucketList<Faults>>;
 
 }  // namespace pmds::linkfree_soft

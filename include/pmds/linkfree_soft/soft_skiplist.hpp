@@ -110,7 +110,7 @@ struct SoftSkipOrder {
 ///
 /// Zuriel et al. §4 (SOFT), extended to a skip list (this header says how). Registered as
 /// "skiplist/soft"; pmds::DurableOrderedMap.
-template <SoftBug Bug = SoftBug::none>
+template <FaultPolicy Faults = NoFaults>
 class SoftSkipList {
   using Node = detail::SoftSkipNode;
   static constexpr unsigned max_height = detail::soft_skip_max_height;
@@ -122,7 +122,6 @@ class SoftSkipList {
   static constexpr Criterion criterion = Criterion::durable;
   static constexpr std::uint64_t tag = detail::make_tag("SKIPSOF2");
   static constexpr const char* name = "skiplist/soft";
-  static constexpr SoftBug planted_bug = Bug;
 
   // Creates an empty skip list in `pool`, which must hold no structure and must outlive it.
   SoftSkipList(CreateTag, pm::Pool& pool) : pool_(pool), allocator_(pool.allocator()) {
@@ -270,8 +269,8 @@ class SoftSkipList {
   }
 
   void complete_insert(Node* n) {
-    detail::pnode_of(n->pnode)->template create<Bug>(n->key, n->value,
-                                                     detail::validity_of(n->pnode));
+    detail::pnode_of(n->pnode)->template create<Faults>(n->key, n->value,
+                                                        detail::validity_of(n->pnode));
     std::uintptr_t word = n->link(0).load(std::memory_order_acquire);
     while (detail::state_of(word) == detail::intend_to_insert) {
       if (n->link(0).compare_exchange_weak(word, detail::make_word(ptr(word), detail::inserted),
@@ -292,7 +291,7 @@ class SoftSkipList {
   Node* make_node(Key key, Value value) {
     void* slot = allocator_.allocate(detail::soft_slot_size);  // PoolFull: nothing changed
     auto* p = static_cast<detail::SoftPNode*>(slot);
-    const bool validity = p->template prepare<Bug>();
+    const bool validity = p->template prepare<Faults>();
     try {
       // pending: the inserter (tower) and the winning remover (marks).
       return Node::make(key, value, detail::pack_pnode(p, validity), 2,
@@ -345,7 +344,7 @@ class SoftSkipList {
   void recover() {
     const detail::Stopwatch clock;
     const detail::RecoveredPNodes live =
-        detail::recover_soft_pnodes<Bug>(allocator_, recovery_, 1, [](Key) { return 0; });
+        detail::recover_soft_pnodes<Faults>(allocator_, recovery_, 1, [](Key) { return 0; });
     // pending: only a remover's share (no inserter builds these towers).
     index_.link_sorted(live.nodes.size(), [&](std::size_t i) {
       const detail::LivePNode& lp = live.nodes[i];

@@ -36,22 +36,14 @@
 #include <type_traits>
 
 #include "pmds/algo/policy.hpp"
+#include "pmds/faults.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/pool.hpp"
 
 namespace pmds::mirror {
 
-// The crash lab's planted bugs in Mirror (crashlab/fixtures.hpp); with none every `if constexpr`
-// on it compiles away.
-enum class MirrorBug : std::uint8_t {
-  none,
-  volatile_first,       // a CAS writes the volatile replica before the persistent one
-  no_flush_after_cas,   // no flush (nor fence) after the persistent DWCAS (Fig. 4 l. 41-42)
-  helper_skips_flush,   // a helper copies persistent -> volatile without flushing (l. 20-21)
-  recovery_skips_node,  // recovery leaves one node's volatile replica unbuilt
-};
-
-template <class T, MirrorBug Bug = MirrorBug::none>
+// Faults: the crash lab's planted bugs (faults.hpp, Mirror's); NoFaults compiles them away.
+template <class T, FaultPolicy Faults = NoFaults>
 requires(std::is_trivially_copyable_v<T> && sizeof(T) <= 8) class patomic {
  public:
   patomic() noexcept = default;
@@ -81,7 +73,7 @@ requires(std::is_trivially_copyable_v<T> && sizeof(T) <= 8) class patomic {
       if (volatile_.load_second() != v_seq) continue;
 
       if (p_seq == v_seq + 1) {  // lines 19-25: finish another thread's write first
-        if constexpr (Bug != MirrorBug::helper_skips_flush) {
+        if constexpr (Faults::planted != Fault::helper_skips_flush) {
           pm::flush(&persistent);
           // Mutant survives: the volatile DWCAS below is a locked instruction and orders the
           // flush on x86; kept for weaker models, as the writer's fence below is.
@@ -100,12 +92,12 @@ requires(std::is_trivially_copyable_v<T> && sizeof(T) <= 8) class patomic {
       // Lines 38-49: the persistent replica first, durable, then the volatile one.
       pm::WordPair before{p_val, p_seq};
       const pm::WordPair after{bits_of(desired), p_seq + 1};
-      if constexpr (Bug == MirrorBug::volatile_first) {
+      if constexpr (Faults::planted == Fault::volatile_first) {
         pm::WordPair seen{v_val, v_seq};
         if (!volatile_.compare_exchange(seen, after)) continue;
       }
       const bool won = persistent.compare_exchange(before, after);
-      if constexpr (Bug == MirrorBug::no_flush_after_cas) {
+      if constexpr (Faults::planted == Fault::no_flush_after_cas) {
         if (won) {
           pm::WordPair seen{p_val, p_seq};
           volatile_.compare_exchange(seen, after);

@@ -112,18 +112,17 @@ class VolatileTwin {
   std::size_t size_;
 };
 
-// Bug != MirrorBug::none plants one of the crash lab's fixtures (mirror/patomic.hpp); Placement
+// Faults other than NoFaults plant one of the crash lab's fixtures (faults.hpp); Placement
 // pool_medium is §6.3's variant (registered as */mirror-pm).
-template <MirrorBug Bug = MirrorBug::none, ReplicaPlacement Placement = ReplicaPlacement::dram>
+template <FaultPolicy Faults = NoFaults, ReplicaPlacement Placement = ReplicaPlacement::dram>
 struct MirrorPolicy {
   static constexpr bool durable = true;
   static constexpr Criterion criterion = Criterion::durable;
   static constexpr const char* name = Placement == ReplicaPlacement::dram ? "mirror" : "mirror-pm";
-  static constexpr algo::PlantedBug planted_bug = algo::PlantedBug::none;
-  static constexpr MirrorBug mirror_bug = Bug;
+  static constexpr Fault planted = Faults::planted;
 
   template <class T>
-  using shared = patomic<T, Bug>;
+  using shared = patomic<T, Faults>;
   template <class T>
   using immutable = algo::PublishedWord<T>;  // §4.1.1: no sequence number
 
@@ -140,7 +139,7 @@ struct MirrorPolicy {
     static const void* slot_of(const void* node) noexcept { return pool_of(node); }
     void first_visit(const void* node, const void* slot,
                      const pm::ChunkAllocator& allocator) noexcept {
-      if constexpr (Bug == MirrorBug::recovery_skips_node) {
+      if constexpr (planted == Fault::recovery_skips_node) {
         if (++visits == 3) return;  // planted: the third node reached keeps a zero replica
       }
       std::memcpy(const_cast<void*>(node), slot, allocator.slot_size_of(slot));
@@ -188,6 +187,6 @@ struct MirrorPolicy {
 static_assert(algo::DurableMemoryPolicy<MirrorPolicy<>>);
 
 // §6.3: both replicas on the pool's medium.
-using MirrorBothInPoolPolicy = MirrorPolicy<MirrorBug::none, ReplicaPlacement::pool_medium>;
+using MirrorBothInPoolPolicy = MirrorPolicy<NoFaults, ReplicaPlacement::pool_medium>;
 
 }  // namespace pmds::mirror

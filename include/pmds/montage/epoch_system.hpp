@@ -89,6 +89,7 @@
 #include <vector>
 
 #include "pmds/error.hpp"
+#include "pmds/faults.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/montage/mindicator.hpp"
 #include "pmds/periodic_thread.hpp"
@@ -99,19 +100,6 @@
 #include "pmds/thread_registry.hpp"
 
 namespace pmds::montage {
-
-// The crash lab's planted bugs (crashlab/fixtures.hpp): each must be reported as a violation of
-// buffered durable linearizability.
-enum class PlantedBug : std::uint8_t {
-  none,
-  payload_tagged_after_lin_cas,  // payloads are tagged only after their lin_cas succeeded
-  descriptor_not_written_back,   // advance() does not write back lagging threads' descriptors
-  recovery_ignores_anti_nodes,   // recovery keeps every in-use payload, canceled or not
-  sync_advances_once,            // sync() returns after one epoch advance
-  close_without_sync,            // the hash table's clean close does not sync (hash_map.hpp)
-  recovery_drops_last_epoch,     // recovery keeps epochs <= e-3: a consistent prefix, but one
-                                 // epoch short of Theorem 2's bound
-};
 
 // The header of every persistent block (nbMontage Figure 2, PBlk). Written through pm::atomic.
 struct Block {
@@ -180,10 +168,9 @@ struct Options {
 // table's bucket count, the area its epoch system's.
 using pm::StructureRoot;
 
-template <PlantedBug Bug = PlantedBug::none>
+template <FaultPolicy Faults = NoFaults>
 class EpochSystem {
  public:
-  static constexpr PlantedBug planted_bug = Bug;
   static constexpr std::size_t tbp_capacity = 64;  // nbMontage §5.1
 
   // A new system in `pool`; returns its area's address for the structure's root.
@@ -350,7 +337,7 @@ class EpochSystem {
     mindicator_.for_each_below(e, start, [&](std::size_t t, std::uint64_t announced) {
       fail_if_undecided_before(t, e);
       states_[t]->tbp[(e - 1) % 4].pop_all();
-      if constexpr (Bug != PlantedBug::descriptor_not_written_back) {
+      if constexpr (Faults::planted != Fault::descriptor_not_written_back) {
         pm::flush(&area_->descriptors[t]);
         // Durable before the entry moves: a concurrent advancer that then skips this thread
         // may move the clock at once (on x86 the CAS in raise() would order the flush; the
@@ -370,7 +357,7 @@ class EpochSystem {
   // advances). Wait-free: at most two advances; none when nothing committed recently.
   void sync() {
     const std::uint64_t start = area_->epoch.load();
-    const std::uint64_t target = start + (Bug == PlantedBug::sync_advances_once ? 1 : 2);
+    const std::uint64_t target = start + (Faults::planted == Fault::sync_advances_once ? 1 : 2);
     while (area_->epoch.load() < target)
       if (!advance()) break;
     // Another thread's advance may have moved the clock without having persisted it yet.
@@ -417,7 +404,7 @@ class EpochSystem {
     const std::uint64_t e = area_->epoch.load();
     auto in_use = [&](const Block* b) {
       const std::uint64_t f = b->epoch.load();
-      const std::uint64_t kept_back = Bug == PlantedBug::recovery_drops_last_epoch ? 3 : 2;
+      const std::uint64_t kept_back = Faults::planted == Fault::recovery_drops_last_epoch ? 3 : 2;
       if (f == 0 || f + kept_back > e) return false;
       const std::uint64_t op = b->operation.load();
       const std::uint64_t tid = op >> 56;
@@ -450,7 +437,7 @@ class EpochSystem {
     });
     std::sort(canceled.begin(), canceled.end());
     auto is_canceled = [&](const Block* b) {
-      if constexpr (Bug == PlantedBug::recovery_ignores_anti_nodes) return false;
+      if constexpr (Faults::planted == Fault::recovery_ignores_anti_nodes) return false;
       auto it = std::lower_bound(canceled.begin(), canceled.end(),
                                  std::pair<std::uint64_t, std::uint64_t>{b->uid.load(), 0});
       return it != canceled.end() && it->first == b->uid.load();
@@ -627,12 +614,12 @@ class EpochSystem {
     area_->descriptors[ts.tid].status.store(status_word(ts.sn, in_progress),
                                             std::memory_order_release);
     for (Detach& d : ts.detaches) setup(ts, d.anti, true);
-    if constexpr (Bug != PlantedBug::payload_tagged_after_lin_cas)
+    if constexpr (Faults::planted != Fault::payload_tagged_after_lin_cas)
       for (Block* p : ts.allocs) setup(ts, p, true);
   }
 
   void end_op(ThreadState& ts) {
-    if constexpr (Bug == PlantedBug::payload_tagged_after_lin_cas)
+    if constexpr (Faults::planted == Fault::payload_tagged_after_lin_cas)
       for (Block* p : ts.allocs) setup(ts, p, true);
     // Relaxed: the link is DRAM-use only, read by pdelete after the structure's reclamation
     // (whose grace period orders it). A seq_cst store (xchg) waited here for the payload's line,

@@ -103,7 +103,7 @@ namespace pmds::montage {
 /// Registered as "hash/montage" (`HashMap`: pmds::BufferedHashMap) and "hash-bytes/montage"
 /// (`ByteStringHashMap`: pmds::BufferedStringHashMap); `TransientByteStringHashMap`
 /// ("hash-bytes/transient") is the same table in DRAM, persisting nothing.
-template <class Keys, bool Durable = true, PlantedBug Bug = PlantedBug::none>
+template <class Keys, bool Durable = true, FaultPolicy Faults = NoFaults>
 class BasicHashMap {
   static_assert(Durable || Keys::byte_strings);
 
@@ -160,7 +160,7 @@ class BasicHashMap {
 
   // A clean close: everything completed is made durable (sync), then the DRAM index is freed.
   ~BasicHashMap() {
-    if constexpr (durable && Bug != PlantedBug::close_without_sync) sync();
+    if constexpr (durable && Faults::planted != Fault::close_without_sync) sync();
     domain_.drain();
     for (std::size_t i = 0; i < bucket_count_; ++i) {
       Node* n = node_of(buckets_[i].load(std::memory_order_relaxed));
@@ -318,7 +318,7 @@ class BasicHashMap {
     if constexpr (Keys::byte_strings)
       return NoUid{};
     else
-      return EpochSystem<Bug>::uid_of(p);
+      return EpochSystem<Faults>::uid_of(p);
   }
   // The thread's next lin_cas removes n's payload; false, with nothing done, if n's removal has
   // committed already (that lin_cas would fail: the caller retries). For 8-byte keys `anti` is
@@ -432,7 +432,7 @@ class BasicHashMap {
   // (each node's next is the next entry of its bucket, each bucket's head its first entry, so
   // no two threads write one word). A key found twice (impossible without a bug) keeps one
   // payload; the others are counted and freed.
-  void rebuild(typename EpochSystem<Bug>::Recovered r) requires(durable) {
+  void rebuild(typename EpochSystem<Faults>::Recovered r) requires(durable) {
     recovery_ = r.stats;
     const std::size_t threads = system_->recovery_threads();
     const BucketIndex index = index_;
@@ -469,7 +469,7 @@ class BasicHashMap {
     system_->free_duplicates(duplicates, recovery_);
   }
 
-  using System = std::conditional_t<durable, EpochSystem<Bug>, TransientSystem>;
+  using System = std::conditional_t<durable, EpochSystem<Faults>, TransientSystem>;
   std::optional<System> system_;  // before domain_: its deleters call pdelete
   reclaim::EpochDomain domain_;
   std::size_t bucket_count_ = 0;
@@ -479,13 +479,13 @@ class BasicHashMap {
 };
 
 // "hash/montage": 8-byte keys and values (pmds::UpdatableMap).
-template <PlantedBug Bug = PlantedBug::none>
-using HashMap = BasicHashMap<WordKeys, true, Bug>;
+template <FaultPolicy Faults = NoFaults>
+using HashMap = BasicHashMap<WordKeys, true, Faults>;
 
 // "hash-bytes/montage": byte-string keys and values (pmds::ByteStringMap), each key in a
 // ByteStringPayload of the size its bytes need.
-template <PlantedBug Bug = PlantedBug::none>
-using ByteStringHashMap = BasicHashMap<ByteStringKeys, true, Bug>;
+template <FaultPolicy Faults = NoFaults>
+using ByteStringHashMap = BasicHashMap<ByteStringKeys, true, Faults>;
 
 // "hash-bytes/transient": its twin in DRAM, the payloads on the heap.
 using TransientByteStringHashMap = BasicHashMap<ByteStringKeys, false>;

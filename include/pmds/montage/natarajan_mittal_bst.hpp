@@ -49,7 +49,7 @@
 
 namespace pmds::montage {
 
-template <PlantedBug Bug = PlantedBug::none>
+template <FaultPolicy Faults = NoFaults>
 class NatarajanMittalTree {
  public:
   static constexpr Criterion criterion = Criterion::buffered;
@@ -358,7 +358,7 @@ class NatarajanMittalTree {
   }
 
   void retire(Node* node) {
-    EpochSystem<Bug>* system = &*system_;
+    EpochSystem<Faults>* system = &*system_;
     domain_.retire(node, [system](Node* dead) noexcept {
       if (dead->payload != nullptr) system->pdelete(dead->payload);
       delete dead;
@@ -384,7 +384,7 @@ class NatarajanMittalTree {
   // The index from the surviving payloads: a balanced tree of their leaves in key order and the
   // infinity leaf, sorted and built over Options::recovery_threads threads. A key found twice
   // (impossible without a bug) keeps one payload; the others are counted and freed.
-  void rebuild(typename EpochSystem<Bug>::Recovered r) {
+  void rebuild(typename EpochSystem<Faults>::Recovered r) {
     recovery_ = r.stats;
     const std::size_t threads = system_->recovery_threads();
     const std::vector<KeyValueEntry> entries = sorted_entries(r.payloads, threads, key_less);
@@ -403,7 +403,7 @@ class NatarajanMittalTree {
     system_->free_duplicates(duplicates, recovery_);
   }
 
-  std::optional<EpochSystem<Bug>> system_;  // before domain_: its deleters call pdelete
+  std::optional<EpochSystem<Faults>> system_;  // before domain_: its deleters call pdelete
   reclaim::EpochDomain domain_;
   Node* root_ = nullptr;        // R
   Node* sentinel_s_ = nullptr;  // S = R.left, never removed

@@ -37,7 +37,7 @@
 
 namespace pmds::montage {
 
-template <PlantedBug Bug = PlantedBug::none>
+template <FaultPolicy Faults = NoFaults>
 class Queue {
  public:
   static constexpr Criterion criterion = Criterion::buffered;
@@ -171,14 +171,14 @@ class Queue {
   }
 
   void retire(Node* n) {
-    EpochSystem<Bug>* system = &*system_;
+    EpochSystem<Faults>* system = &*system_;
     domain_.retire(n, [system](Node* dead) noexcept {
       if (dead->payload != nullptr) system->pdelete(dead->payload);
       delete dead;
     });
   }
 
-  std::optional<EpochSystem<Bug>> system_;  // before domain_: its deleters call pdelete
+  std::optional<EpochSystem<Faults>> system_;  // before domain_: its deleters call pdelete
   reclaim::EpochDomain domain_;
   alignas(64) std::atomic<std::uint64_t> head_{0};
   alignas(64) std::atomic<std::uint64_t> tail_{0};

@@ -63,7 +63,7 @@ namespace pmds::montage {
 // (TransientSystem instead of the epoch system; byte strings only, the 8-byte list's twin being
 // algo/skip_list.hpp's skiplist/transient). Use SkipList, ByteStringSkipList or
 // TransientByteStringSkipList.
-template <class Keys, bool Durable = true, PlantedBug Bug = PlantedBug::none>
+template <class Keys, bool Durable = true, FaultPolicy Faults = NoFaults>
 class BasicSkipList {
   static_assert(Durable || Keys::byte_strings);
 
@@ -439,7 +439,7 @@ class BasicSkipList {
   // only a future remover owns them. The entries are sorted and the nodes made over
   // Options::recovery_threads threads, then linked in one pass. A key found twice (impossible
   // without a bug) keeps one payload; the others are counted and freed.
-  void rebuild(typename EpochSystem<Bug>::Recovered r) requires(durable) {
+  void rebuild(typename EpochSystem<Faults>::Recovered r) requires(durable) {
     recovery_ = r.stats;
     const std::size_t threads = system_->recovery_threads();
     const std::vector<Entry> entries = sorted_entries<Keys>(r.payloads, threads, &Keys::less);
@@ -472,7 +472,7 @@ class BasicSkipList {
     system_->free_duplicates(duplicates, recovery_);
   }
 
-  using System = std::conditional_t<durable, EpochSystem<Bug>, TransientSystem>;
+  using System = std::conditional_t<durable, EpochSystem<Faults>, TransientSystem>;
   std::optional<System> system_;  // before domain_: its deleters call pdelete
   reclaim::EpochDomain domain_;
   struct NodeDeleter {
@@ -485,12 +485,12 @@ class BasicSkipList {
 };
 
 // "skiplist/montage": 8-byte keys and values.
-template <PlantedBug Bug = PlantedBug::none>
-using SkipList = BasicSkipList<WordKeys, true, Bug>;
+template <FaultPolicy Faults = NoFaults>
+using SkipList = BasicSkipList<WordKeys, true, Faults>;
 
 // "skiplist-bytes/montage": byte-string keys and values (pmds::ByteStringMap), in byte order.
-template <PlantedBug Bug = PlantedBug::none>
-using ByteStringSkipList = BasicSkipList<ByteStringKeys, true, Bug>;
+template <FaultPolicy Faults = NoFaults>
+using ByteStringSkipList = BasicSkipList<ByteStringKeys, true, Faults>;
 
 // "skiplist-bytes/transient": its twin in DRAM, the payloads on the heap.
 using TransientByteStringSkipList = BasicSkipList<ByteStringKeys, false>;

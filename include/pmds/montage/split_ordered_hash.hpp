@@ -54,7 +54,7 @@
 
 namespace pmds::montage {
 
-template <bool Durable, PlantedBug Bug = PlantedBug::none>
+template <bool Durable, FaultPolicy Faults = NoFaults>
 class SplitOrderedHash {
  public:
   static constexpr bool durable = Durable;
@@ -360,7 +360,7 @@ class SplitOrderedHash {
   // the epoch system) once no pinned thread can still read the node.
   void retire(Node* n) {
     if constexpr (durable) {
-      EpochSystem<Bug>* system = &*system_;
+      EpochSystem<Faults>* system = &*system_;
       domain_.retire(n, [system](Node* dead) noexcept {
         system->pdelete(dead->payload);
         delete dead;
@@ -375,7 +375,7 @@ class SplitOrderedHash {
   // the nodes made over Options::recovery_threads threads, then merged with the dummies, which
   // are in split order as made: the j-th has split-order key j << (64 - log2(buckets)). A key
   // found twice (impossible without a bug) keeps one payload; the others are counted and freed.
-  void rebuild(typename EpochSystem<Bug>::Recovered r) requires(durable) {
+  void rebuild(typename EpochSystem<Faults>::Recovered r) requires(durable) {
     recovery_ = r.stats;
     const std::size_t threads = system_->recovery_threads();
     const std::vector<KeyValueEntry> entries =
@@ -449,7 +449,7 @@ class SplitOrderedHash {
   }
 
   struct NoSystem {};
-  using System = std::conditional_t<durable, EpochSystem<Bug>, NoSystem>;
+  using System = std::conditional_t<durable, EpochSystem<Faults>, NoSystem>;
 
   std::optional<System> system_;  // before domain_: its deleters call pdelete
   reclaim::EpochDomain domain_;
@@ -459,8 +459,8 @@ class SplitOrderedHash {
   RecoveryStats recovery_;
 };
 
-template <PlantedBug Bug = PlantedBug::none>
-using SplitOrderedHashMap = SplitOrderedHash<true, Bug>;       // hash-so/montage
+template <FaultPolicy Faults = NoFaults>
+using SplitOrderedHashMap = SplitOrderedHash<true, Faults>;    // hash-so/montage
 using TransientSplitOrderedHashMap = SplitOrderedHash<false>;  // hash-so/transient
 
 }  // namespace pmds::montage

@@ -33,35 +33,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "pmds/faults.hpp"
 #include "pmds/follow_link.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/pm/access.hpp"
 
 namespace pmds::linkfree_soft {
-
-// Planted bugs for the crash lab (docs/ARCHITECTURE.md §4: a checker that accepts everything
-// proves nothing). Compile-time: the default compiles every knob away.
-enum class LinkFreeBug : std::uint8_t {
-  none,
-  valid_before_link,   // makes a new node valid before linking it (the two-inserts scenario of
-                       // §3.3: a losing insert's node can survive a crash next to the winner's)
-  trim_without_flush,  // unlinks a marked node without flushing the mark first (§3.1 trim)
-  recover_deleted,     // recovery keeps valid but marked (deleted) nodes
-};
-
-constexpr const char* to_string(LinkFreeBug b) {
-  switch (b) {
-    case LinkFreeBug::none:
-      return "none";
-    case LinkFreeBug::valid_before_link:
-      return "valid_before_link";
-    case LinkFreeBug::trim_without_flush:
-      return "trim_without_flush";
-    case LinkFreeBug::recover_deleted:
-      return "recover_deleted";
-  }
-  return "?";
-}
 
 namespace detail::linkfree {
 
@@ -198,14 +175,14 @@ void flush_delete(N* n, pm::Site site = pm::Site::current()) {
 }
 
 // Recovery's question about a slot (its durable image): is this node in the set? (§3.5)
-template <LinkFreeBug Bug, class N>
+template <FaultPolicy Faults, class N>
 bool is_live_image(const N* n) {
   if (!validity_is_valid(n->validity.load(std::memory_order_relaxed))) return false;
   const std::uint64_t next = n->next.load(std::memory_order_relaxed);
   // A linked node's successor is written before the node becomes valid (same line), so a valid
   // image with a null successor is a never-initialised slot, not a node.
   if (unmarked(next) == 0) return false;
-  if constexpr (Bug != LinkFreeBug::recover_deleted) {
+  if constexpr (Faults::planted != Fault::recover_deleted) {
     if (is_marked(next)) return false;
   }
   return !is_reserved_key(n->key.load(std::memory_order_relaxed));

@@ -2,7 +2,6 @@
 // §2.3, §4, §5):
 //   SoftPNode       the persistent node in a durable area (a 64-byte slot of the pool allocator);
 //   SoftState       the four states of a volatile node, kept in the low bits of its next word;
-//   SoftBug         the crash lab's planted bugs (compile-time, default none, compiled away);
 //   recover_soft_pnodes  the recovery scan of every durable area (no flush).
 //
 // ---- The PNode's validity scheme (§4.1), and one generalisation --------------------------------
@@ -30,6 +29,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "pmds/faults.hpp"
 #include "pmds/follow_link.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/linkfree_soft/detail/set_root.hpp"
@@ -37,30 +37,6 @@
 #include "pmds/pm/allocator.hpp"
 
 namespace pmds::linkfree_soft {
-
-// The crash lab's planted bugs for SOFT. Each must be reported as a violation of durable
-// linearizability; with SoftBug::none every `if constexpr` on it compiles away.
-enum class SoftBug : std::uint8_t {
-  none,
-  create_without_flush,    // PNode::create stores but never flushes (it still fences)
-  recovery_keeps_deleted,  // recovery links every valid PNode back, deleted ones too
-  alloc_by_valid_start,    // the paper's literal pValidity = !validStart (Listing 7's alloc):
-                           // loses a completed insert into a slot a crash left half-created
-};
-
-constexpr const char* to_string(SoftBug b) {
-  switch (b) {
-    case SoftBug::none:
-      return "none";
-    case SoftBug::create_without_flush:
-      return "create_without_flush";
-    case SoftBug::recovery_keeps_deleted:
-      return "recovery_keeps_deleted";
-    case SoftBug::alloc_by_valid_start:
-      return "alloc_by_valid_start";
-  }
-  return "?";
-}
 
 namespace detail {
 
@@ -85,9 +61,9 @@ struct alignas(32) SoftPNode {
 
   // The allocation step (Listing 7's alloc, generalised: see the header comment). Called by the
   // allocating thread on a slot nobody else can see yet; returns pValidity.
-  template <SoftBug Bug = SoftBug::none>
+  template <FaultPolicy Faults = NoFaults>
   bool prepare() {
-    if constexpr (Bug == SoftBug::alloc_by_valid_start)
+    if constexpr (Faults::planted == Fault::alloc_by_valid_start)
       return valid_start.load(std::memory_order_relaxed) == 0;
     const std::uint8_t d = deleted.load(std::memory_order_relaxed);
     const std::uint8_t validity = d ^ 1;
@@ -101,7 +77,7 @@ struct alignas(32) SoftPNode {
 
   // Listing 7's create: validStart, key, value, validEnd, then one psync. Idempotent for a given
   // (key, value, validity), so helpers may run it concurrently with the inserter (§4.4).
-  template <SoftBug Bug>
+  template <FaultPolicy Faults = NoFaults>
   void create(Key k, Value v, bool validity, pm::Site site = pm::Site::current()) {
     const auto p = static_cast<std::uint8_t>(validity);
     valid_start.store(p, std::memory_order_release);
@@ -111,7 +87,7 @@ struct alignas(32) SoftPNode {
     value.store(v, std::memory_order_release);
     valid_end.store(p, std::memory_order_release);
     // The one fence of an insert (§2.3: SOFT's bound).
-    if constexpr (Bug == SoftBug::create_without_flush)
+    if constexpr (Faults::planted == Fault::create_without_flush)
       pm::fence(site);
     else
       pm::persist(this, sizeof *this, site);
@@ -194,7 +170,7 @@ struct RecoveredPNodes {
 // slot is reused (recovery writes nothing; prepare() invalidates it first), so a later recovery
 // counts it again. Quiescent and single-threaded; writes nothing persistent,
 // so no flush, and restartable after a crash during it.
-template <SoftBug Bug, class GroupOf>
+template <FaultPolicy Faults, class GroupOf>
 RecoveredPNodes recover_soft_pnodes(pm::ChunkAllocator& allocator, RecoveryStats& stats,
                                     std::size_t group_count, GroupOf group_of) {
   std::vector<LivePNode> scanned;  // in slot order (chunks are scanned in address order)
@@ -204,7 +180,7 @@ RecoveredPNodes recover_soft_pnodes(pm::ChunkAllocator& allocator, RecoveryStats
     const auto* p = static_cast<const SoftPNode*>(slot);
     const std::uint8_t s = p->valid_start.load(std::memory_order_relaxed);
     bool keep;
-    if constexpr (Bug == SoftBug::recovery_keeps_deleted) {
+    if constexpr (Faults::planted == Fault::recovery_keeps_deleted) {
       keep = s == p->valid_end.load(std::memory_order_relaxed);
     } else {
       keep = p->live();
