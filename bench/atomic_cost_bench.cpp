@@ -5,7 +5,7 @@
 // The same Harris–Michael list (algo/harris_michael_list.hpp) on the transient policy twice:
 // words of std::atomic (TransientPolicy<StdWords>) and of pm::atomic (TransientPolicy<PmWords>).
 // Key range 1024, prefilled with 512 random keys, uniform keys, 90% contains, 5% insert,
-// 5% remove (docs/ARCHITECTURE.md §6, seed 000's list setting). For each thread count, every
+// 5% remove (docs/ARCHITECTURE.md §6, Zuriel et al.'s list setting). For each thread count, every
 // repetition runs both variants back to back on fresh lists, alternating which goes first, so
 // drift and noise from other processes hit both alike; the program prints each variant's median
 // throughput and spread, and the median of the per-repetition ratios pm::atomic / std::atomic,

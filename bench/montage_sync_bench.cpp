@@ -1,11 +1,11 @@
-// montage_sync_bench — seed 003 §5.3 (Figures 5 and 6) at this machine's scale: nbMontage's hash
+// montage_sync_bench — nbMontage §5.3 (Figures 5 and 6) at this machine's scale: its hash
 // table (hash/montage) on the 2:1:1 get:insert:remove workload with the background advancer off,
 // every worker calling sync() after every `--every` operations of its own. Prints the throughput
 // and the latency of sync (median, p99, max over all calls), one line per (threads, every).
 //
 // Usage: montage_sync_bench [--threads 1,2] [--every 1,10,100,1000,10000] [--keys N]
 //                           [--duration S]
-// Pools live in /dev/shm. Keys uniform in [1, keys], half of them inserted first (seed 003 §5.1:
+// Pools live in /dev/shm. Keys uniform in [1, keys], half of them inserted first (nbMontage §5.1:
 // 0.5M of 1M).
 #include <unistd.h>
 

@@ -1,7 +1,7 @@
 // persistence_cost_bench — what a flush and a fence cost on this machine, in ns per operation.
 //
-// The durable structures pay for persistence in flushes and fences (seed 000 counts fences,
-// seed 004 counts pwbs); this program puts a price on each, so flush/fence counts per
+// The durable structures pay for persistence in flushes and fences (Zuriel et al. count fences,
+// Fatourou et al. count pwbs); this program puts a price on each, so flush/fence counts per
 // operation from the counting backend can be read as time. Measured on three kinds of memory:
 //   dram  anonymous private mapping;
 //   shm   a file in /dev/shm (tmpfs) mapped MAP_SHARED, as a pool file there would be;
@@ -15,7 +15,7 @@
 //   store+INSN+sfence/same store, flush that line with INSN, sfence — always the same line
 //   store+INSN+sfence/ring ... a new line each time, cycling through 16 KiB (cache-resident)
 //   store+INSN+sfence/sweep ... a new line each time, sweeping 64 MiB (a cache miss each time)
-//   store+clflush/...      clflush is ordered with stores by itself (seed 000 §6 uses it with
+//   store+clflush/...      clflush is ordered with stores by itself (Zuriel et al. §6 uses it with
 //                          no fence): this prices issuing it; the same line again waits for
 //                          the previous write-back. store+clflush+sfence/... waits for it.
 //   write+persist/N        write N bytes (one line per store) then pm::persist(N) (flush every

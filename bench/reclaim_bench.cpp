@@ -4,7 +4,7 @@
 //
 // A small private Harris-Michael lock-free list (DRAM nodes, new/delete) with a key range of
 // 1024, prefilled with 512 random keys; uniform keys; reads x%, the rest split evenly between
-// insert and remove (docs/ARCHITECTURE.md §6, seed 000's list setting). Each operation pins
+// insert and remove (docs/ARCHITECTURE.md §6, Zuriel et al.'s list setting). Each operation pins
 // once; the thread that unlinks a node retires it with a deleter that deletes it. For each thread
 // count and read ratio, every repetition runs each scheme once (interleaved, so drift hits all
 // alike), and the program prints the median throughput, the spread, and the ratios measured

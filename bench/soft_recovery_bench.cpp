@@ -1,6 +1,6 @@
-// soft_recovery_bench — how long SOFT's recovery (seed 000 §4.6) takes on one thread: open a pool
-// holding N keys and rebuild the list, hash set or skip list from the durable areas (scan every
-// slot, keep the valid undeleted PNodes, sort, link; no flush). The target is at most
+// soft_recovery_bench — how long SOFT's recovery (Zuriel et al. §4.6) takes on one thread: open a
+// pool holding N keys and rebuild the list, hash set or skip list from the durable areas (scan
+// every slot, keep the valid undeleted PNodes, sort, link; no flush). The target is at most
 // 0.5 s for 1M keys.
 //
 // For each structure: a child process creates a pool in /dev/shm, inserts N distinct random keys

@@ -1,18 +1,21 @@
 #!/usr/bin/python3
-"""pmds plot: PNG figures from `pmds bench --json` files, shaped like the seed papers' figures.
+"""pmds plot: PNG figures from `pmds bench --json` files, shaped like the specification
+papers' figures.
 
 usage: plot.py [--out DIR] FILE.json [FILE.json ...]
 
 Reads every record (status "ok") of the given files and finds the sweeps in them: records that
 agree on every run parameter but one of
-    threads       -> throughput against threads      (seed 000 Fig. 7-8, 002 Fig. 4, 004 Fig. 1-7)
-    key_range     -> throughput against key range    (seed 000 Fig. 9-10, 002 Fig. 5), log axis
-    reads_pct     -> throughput against read share   (seed 000 Fig. 11-12)
+    threads       -> throughput against threads      (Zuriel et al. Fig. 7-8, InCLL Fig. 4,
+                                                      Fatourou et al. Fig. 1-7)
+    key_range     -> throughput against key range    (Zuriel et al. Fig. 9-10, InCLL Fig. 5),
+                                                      log axis
+    reads_pct     -> throughput against read share   (Zuriel et al. Fig. 11-12)
 and draws one figure per sweep, one line per structure, with the min-max spread over
 repetitions as error bars. When a durable structure's transient twin ("hash/transient" for
 "hash/izraelevitz") is in the same sweep, a second panel shows the throughput ratio to it (the
 ratios docs/ARCHITECTURE.md §6 describes, measured in the same run). For each set of durable
-records it also draws flushes/op and fences/op (seed 004 Fig. 2 and 5 report pwbs/op).
+records it also draws flushes/op and fences/op (Fatourou et al. Fig. 2 and 5 report pwbs/op).
 
 Figures go to DIR (default: the current directory); their names are printed, one per line.
 """

@@ -19,14 +19,15 @@
 #              PMDS_SUITE_DURATION (seconds per round, default 0.25),
 #              PMDS_SUITE_REPS (rounds, default 5).
 #
-# Workloads and sizes (docs/ARCHITECTURE.md §6, the seeds' defaults):
-#   lists             set mix, 90% reads, key range 256 (seed 000 §6)
-#   hash tables       set mix, 90% reads, key range 2^20 over 2^20 buckets (seed 000 §6)
+# Workloads and sizes (docs/ARCHITECTURE.md §6, the specification papers' defaults):
+#   lists             set mix, 90% reads, key range 256 (Zuriel et al. §6)
+#   hash tables       set mix, 90% reads, key range 2^20 over 2^20 buckets (Zuriel et al. §6)
 #   other sets/maps   set mix, 90% reads, key range 2^16 (skip lists, trees: prefilling 2^19
 #                     keys into the Izraelevitz ones alone would take minutes)
-#   queues, stacks    enqueue/dequeue (push/pop) pairs from empty, local work <= 512 (seed 004)
-#   priority queues   half-full heap of 1024 keys, insert + delete-min (seed 004)
-#   registers         AtomicFloat (seed 004)
+#   queues, stacks    enqueue/dequeue (push/pop) pairs from empty, local work <= 512
+#                     (Fatourou et al.)
+#   priority queues   half-full heap of 1024 keys, insert + delete-min (Fatourou et al.)
+#   registers         AtomicFloat (Fatourou et al.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD

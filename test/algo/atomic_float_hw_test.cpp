@@ -1,5 +1,5 @@
 // labels: concurrent
-// AtomicFloat (seed 004's register) under every policy: exact products from one thread,
+// AtomicFloat (Fatourou et al.'s register) under every policy: exact products from one thread,
 // no lost update with 2-4 threads multiplying by 2.0 (exact in binary: the final value must be
 // 2^(total operations)), and (Izraelevitz) the value surviving a dirty exit of the process that
 // wrote it, plus the typed errors of opening a wrong or empty root slot.

@@ -1,7 +1,7 @@
 // labels: concurrent memory
-// PBcomb and PWFcomb (seed 004) and the register, stack, queue and heap built on them: sequential
-// semantics against models, concurrent runs (every value out once, per-producer FIFO for the
-// queue, an exact product for the register, every key out once for the heap), the three
+// PBcomb and PWFcomb (Fatourou et al.) and the register, stack, queue and heap built on them:
+// sequential semantics against models, concurrent runs (every value out once, per-producer FIFO for
+// the queue, an exact product for the register, every key out once for the heap), the three
 // persistence modes, reopening a pool, tickets (a ticket invoked twice applies once;
 // recover_pending after reopen), and bad input (too many threads, a bad slot, a foreign pool, a
 // full pool, a full heap, a reserved key).

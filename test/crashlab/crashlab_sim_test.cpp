@@ -144,7 +144,7 @@ INSTANTIATE_TEST_SUITE_P(Registered, CrashlabSimulated,
                          pmds::test::entry_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CrashlabSimulated);
 
-// Seed 002 §4.3's lazy recovery under the lab. The registered InCLL Masstrees recover eagerly
+// InCLL §4.3's lazy recovery under the lab. The registered InCLL Masstrees recover eagerly
 // by default (a possibly damaged pool must be checked first), so the suite above crashes the
 // eager path only; here every recovery opens lazily (and is itself crashed and redone; the
 // byte-string trees' sweep runs in the lab's scheduled background steps), and the planted bug

@@ -77,7 +77,7 @@ INSTANTIATE_TEST_SUITE_P(Registered, CrashlabProcess,
                          pmds::test::entry_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CrashlabProcess);
 
-// The InCLL Masstrees opened lazily by every process (seed 002 §4.3): each recovery serves at
+// The InCLL Masstrees opened lazily by every process (InCLL §4.3): each recovery serves at
 // once and recovers each border on its first access; the byte-string trees find their free
 // blocks by a sweep, which the lab finishes before its leak check. The check leaves the pool
 // unclosed (process_lab.hpp), so every round's workload runs beside a lazy recovery and may be

@@ -525,11 +525,11 @@ TEST(RunTarget, DurableRegisterCountsFlushesFencesAndMeasuresRecovery) {
                 ::testing::Not(::testing::StartsWith("pmds-bench-" + std::to_string(::getpid()))));
 }
 
-// Seed 002's epoch-checkpointed trees report the nodes they logged whole per epoch boundary;
+// InCLL's epoch-checkpointed trees report the nodes they logged whole per epoch boundary;
 // other structures report nothing.
 TEST(RunTarget, CheckpointedStructuresReportLoggedNodesPerEpoch) {
   using LoggingD = Describe<"test/masstree-logging", Kind::map,
-                            registry::factories::Incll<incll::LoggingMasstree<>>, "seed 002">;
+                            registry::factories::Incll<incll::LoggingMasstree<>>, "InCLL">;
   const registry::Entry entry = registry::entry_of<LoggingD>();
   auto cfg = quick_config(bench::Workload::ycsb_a);
   cfg.threads = {1};
@@ -718,8 +718,8 @@ TEST(Record, RatiosAreTakenRoundByRound) {
   EXPECT_THAT(table.str(), ::testing::HasSubstr("0.80 [0.50 - 0.90]"));
 }
 
-// A technique with its own transient twin (seed 004's combining objects, persistence compiled
-// out) is compared with that twin, and its variants too; without it, with the structure's
+// A technique with its own transient twin (Fatourou et al.'s combining objects, persistence
+// compiled out) is compared with that twin, and its variants too; without it, with the structure's
 // "transient".
 TEST(Record, TechniqueTwinsComeBeforeTheStructuresTransient) {
   const auto record = [](std::string name, std::vector<double> reps) {

@@ -4,7 +4,7 @@
 // boundary, splits and new roots of the failed epoch undone by the external log (and inserts and
 // removes by InCLL_p); concurrent writers with a fast background advancer; a full pool and
 // reserved keys refused with nothing lost; InCLL_p keeps removes and inserts off the external log
-// exactly where seed 002 §4.1.1 says. The crash lab (simulated power failures, kill -9) is the
+// exactly where InCLL §4.1.1 says. The crash lab (simulated power failures, kill -9) is the
 // structures' main test; these pin what it reports.
 #include <gtest/gtest.h>
 
@@ -92,7 +92,7 @@ TYPED_TEST(DurableMasstree, ADeadProcessComesBackAsAtItsLastBoundary) {
 }
 
 // A failed epoch that split every border: thousands of log entries, which recovery applies in
-// parallel (seed 002 §4.2; Checkpoints::apply_log uses the machine's cores from 1,024 entries),
+// parallel (InCLL §4.2; Checkpoints::apply_log uses the machine's cores from 1,024 entries),
 // and whose interior splits moved links that the walk mends.
 TYPED_TEST(DurableMasstree, ALongLogIsAppliedInParallel) {
   this->create();
@@ -218,7 +218,7 @@ TYPED_TEST(DurableMasstree, ACrashInTheEpochOfCreationComesBackEmpty) {
   EXPECT_EQ(this->reopen().size(), 0u);
 }
 
-// Seed 002 §4.1.1, in one epoch after a boundary: removes change only permutations (InCLL_p:
+// InCLL §4.1.1, in one epoch after a boundary: removes change only permutations (InCLL_p:
 // nothing in the external log); an insert into a border that lost an entry in this epoch logs
 // the border whole, once; further inserts there and inserts into untouched borders do not. The
 // process then dies, and both kinds of undo bring back the state at the boundary.
@@ -253,7 +253,7 @@ TYPED_TEST(DurableMasstree, InCLLKeepsInsertsAndRemovesOffTheExternalLog) {
   }
 }
 
-// Seed 002 §4.1.3, in one epoch after a boundary: the first update of a value saves the old one
+// InCLL §4.1.3, in one epoch after a boundary: the first update of a value saves the old one
 // in its line's InCLL (nothing in the external log), so do repeated updates of that value; an
 // update of a second value of the same line logs the border whole. The process then dies, and
 // recovery brings back the values at the boundary.
@@ -285,7 +285,7 @@ TYPED_TEST(DurableMasstree, InCLLKeepsUpdatesOffTheExternalLog) {
   }
 }
 
-// Seed 002 §4.3 across crashes: 70 processes in a row each open the tree (lazy recovery), read
+// InCLL §4.3 across crashes: 70 processes in a row each open the tree (lazy recovery), read
 // a few keys (so some borders are recovered and most are not), change it, sync, change it more
 // and die. Each must find the state of the previous one's sync, whether its borders were
 // recovered in an earlier execution or still carry an older failed epoch's marks. The record of
@@ -335,7 +335,7 @@ TYPED_TEST(DurableMasstree, ManyCrashesInARowEachComeBackAsAtTheirLastSync) {
   EXPECT_EQ(contents(t), model);
 }
 
-// Lazy recovery under concurrency (seed 002 §4.3's recovery locks): after a crash, four
+// Lazy recovery under concurrency (InCLL §4.3's recovery locks): after a crash, four
 // threads reach the same unrecovered borders at once, two reading every key and two writing
 // keys of their own; each border is recovered once, before anyone reads it.
 TYPED_TEST(DurableMasstree, ThreadsRecoverBordersConcurrently) {
@@ -395,8 +395,8 @@ TYPED_TEST(DurableMasstree, EagerRecoveryUndoesEveryBorderAtOpen) {
   EXPECT_EQ(contents(t), expected);
 }
 
-// InCLL_p shares the permutation's cache line, and each value InCLL its values' line (seed 002
-// §4.1.2: their persistence order is the line's store order).
+// InCLL_p shares the permutation's cache line, and each value InCLL its values' line
+// (InCLL §4.1.2: their persistence order is the line's store order).
 TEST(BorderLayout, EachInCLLSharesTheLineItLogs) {
   using incll::masstree_detail::Border;
   alignas(64) static unsigned char storage[sizeof(Border)];

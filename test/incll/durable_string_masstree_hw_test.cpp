@@ -133,11 +133,11 @@ TYPED_TEST(DurableStringMasstree, ReplacedValuesAreReusedAfterTheirEpoch) {
     if (i % 100 == 0) t.background_step();
   }
   EXPECT_EQ(t.get("the key"), value_of(119'999, 1'000));
-  EXPECT_GT(t.checkpoint_stats().reused_blocks, 100'000u);  // from the free lists (seed 002 §5)
+  EXPECT_GT(t.checkpoint_stats().reused_blocks, 100'000u);  // from the free lists (InCLL §5)
   EXPECT_EQ(this->reopen().get("the key"), value_of(119'999, 1'000));
 }
 
-// Seed 002 §5: the free lists are checkpointed with the tree. A first child removes keys (the
+// InCLL §5: the free lists are checkpointed with the tree. A first child removes keys (the
 // tree frees their values), passes an epoch so that the freed blocks go on its lists, and dies;
 // recovery finds them there. A second child takes blocks from the lists (its inserts reuse
 // them) and frees others, all in one epoch, and dies: recovery finds the same lists and the

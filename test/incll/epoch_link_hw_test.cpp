@@ -1,5 +1,5 @@
 // labels: memory
-// incll::EpochLink (seed 002 §5.1): the link and its log in 16 bytes. Every state a crash can
+// incll::EpochLink (InCLL §5.1): the link and its log in 16 bytes. Every state a crash can
 // leave — no word of an epoch's first write persisted, next_log alone, both — reads back as the
 // link at the start of a failed epoch, and as the last value written otherwise; a link left torn
 // or failed by one crash is right after its next write.

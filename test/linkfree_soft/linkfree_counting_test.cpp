@@ -1,5 +1,5 @@
 // Link-free sets under the counting backend: the persistence instructions each operation issues
-// (seed 000 §2.2, §6: with the insert/delete flush flags, an update psyncs its node once and a
+// (Zuriel et al. §2.2, §6: with the insert/delete flush flags, an update psyncs its node once and a
 // read psyncs nothing once the flags are set), and a recovery that issues none (§2.1).
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // labels: concurrent memory
-// Link-free list, hash set and skip list (seed 000 §3) on the hardware backend: sequential
+// Link-free list, hash set and skip list (Zuriel et al. §3) on the hardware backend: sequential
 // semantics against a model, concurrent stress against per-thread models, reserved keys, a full
 // pool, reopening in the same process, and a child process that inserts and exits without
 // closing while the parent then opens the pool and finds exactly those contents.

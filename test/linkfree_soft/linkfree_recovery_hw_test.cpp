@@ -1,5 +1,5 @@
 // labels: slow memory
-// Recovery of 1M keys (seed 000's hash-table size) for the link-free list, hash set (2^20
+// Recovery of 1M keys (Zuriel et al.'s hash-table size) for the link-free list, hash set (2^20
 // buckets) and skip list: the recovered contents are exactly the inserted minus the removed
 // keys. Prints the recovery time (issue 4's target: at most 0.5 s on one thread); asserts only
 // behaviour.

@@ -1,7 +1,7 @@
 // labels: memory
-// Seed 000's recovery under the simulated Px86 backend (docs/ARCHITECTURE.md §3): what the crash
-// lab cannot say. The lab (test/crashlab/crashlab_sim_test.cpp, `pmds crashtest`) crashes every
-// link-free and SOFT structure, judges what recovery finds, and reports each of their planted
+// Zuriel et al.'s recovery under the simulated Px86 backend (docs/ARCHITECTURE.md §3): what the
+// crash lab cannot say. The lab (test/crashlab/crashlab_sim_test.cpp, `pmds crashtest`) crashes
+// every link-free and SOFT structure, judges what recovery finds, and reports each of their planted
 // bugs (crashlab/fixtures.hpp). Here: the recovery of a hand-built pool, exactly —
 //   link-free: recovery issues no flush, fence or RMW (it rewrites only volatile-meaning fields:
 //              links, towers, flags), and every image of a crash at its end recovers the same

@@ -1,12 +1,12 @@
 // labels: concurrent
-// SOFT's persistence cost, measured with the counting backend (seed 000 §2.3: "each thread
+// SOFT's persistence cost, measured with the counting backend (Zuriel et al. §2.3: "each thread
 // performs at most one fence per update and zero fences per read operation", the lower bound of
 // Cohen et al. 2018). pm::thread_counters() is read around every operation; the per-operation
 // maximum is asserted, over many operations, single-threaded and with 2 and 4 threads on a few
 // hot keys (so that inserts and removes help each other's intentions).
 //
 // The one thing an update may add is the allocator's: the first slot taken from a new chunk
-// claims it with one CAS on the persistent chunk directory and persists it (seed 000 §5: a new
+// claims it with one CAS on the persistent chunk directory and persists it (Zuriel et al. §5: a new
 // durable area is made durable before use). SOFT itself performs no locked RMW on persistent
 // memory (its CASes are on volatile nodes), so an operation with rmws == 0 did not claim a chunk,
 // and those with rmws > 0 are exactly the chunk claims; they are counted and bounded by the
@@ -105,7 +105,7 @@ TYPED_TEST(SoftFenceTest, SingleThreadAtMostOneFencePerUpdateNonePerRead) {
   run_ops(*s, 1, 10000, 2000, cost);
   run_ops(*s, 2, 40000, 64, cost);  // a small range: mostly hits, failed updates, trims
   EXPECT_LE(cost.max_update_fences, 1u);
-  EXPECT_LE(cost.max_update_flushes, 1u) << "trim must not flush (seed 000 §4.4)";
+  EXPECT_LE(cost.max_update_flushes, 1u) << "trim must not flush (Zuriel et al. §4.4)";
   EXPECT_EQ(cost.max_read_fences, 0u);
   EXPECT_EQ(cost.max_read_flushes, 0u);
   // Alone, nothing is ever pending when an update fails: it fails without any fence.
@@ -116,7 +116,7 @@ TYPED_TEST(SoftFenceTest, SingleThreadAtMostOneFencePerUpdateNonePerRead) {
   EXPECT_GE(cost.chunk_claims, 1u) << "the first insert claims a chunk";
   EXPECT_LE(cost.chunk_claims, pool.allocator().used_chunks());
 
-  // Recovery issues no flush and no fence of its own (seed 000 §2.1). Pool::open's header work
+  // Recovery issues no flush and no fence of its own (Zuriel et al. §2.1). Pool::open's header work
   // (clearing the clean flag) is the pool's, so it is measured apart from the structure's open.
   s.reset();
   pool.close();

@@ -1,6 +1,6 @@
 // labels: concurrent memory
-// SOFT list, hash set and skip list (seed 000 §4) on the hardware backend: set semantics against
-// a sequential model, concurrent stress against per-thread models, reopen and recovery, a
+// SOFT list, hash set and skip list (Zuriel et al. §4) on the hardware backend: set semantics
+// against a sequential model, concurrent stress against per-thread models, reopen and recovery, a
 // process that exits (or is killed) without closing its pool, reserved keys, a full pool, and
 // the PNode validity scheme on the slot states a crash can leave.
 #include <gtest/gtest.h>
@@ -254,7 +254,7 @@ TYPED_TEST(SoftSetTest, ConcurrentStressAgainstModels) {
 }
 
 // Hot keys: every thread inserts and removes the same few keys, so inserts meet "intention to
-// insert" and removes meet "intention to delete" and help them (seed 000 §4.4, §4.5).
+// insert" and removes meet "intention to delete" and help them (Zuriel et al. §4.4, §4.5).
 TYPED_TEST(SoftSetTest, ContendedKeysKeepNetCounts) {
   auto& s = this->make();
   constexpr unsigned threads = 4;

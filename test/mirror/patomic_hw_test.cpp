@@ -1,6 +1,6 @@
 // labels: concurrent
 // pmds tests — Mirror's pieces under the hardware backend: the pool's volatile twin, and
-// patomic<T> as an atomic word under threads (seed 001 §4.1, Lemma 5.2), with both replicas
+// patomic<T> as an atomic word under threads (Mirror §4.1, Lemma 5.2), with both replicas
 // equal at rest (Lemmas 5.4-5.5). The structures themselves run every algo/ test under Mirror
 // (test/algo: AllPolicies) and the crash lab (crashlab tests, every durable registry entry).
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // labels: memory
 // pmds tests — Mirror under the Px86 crash model (simulated backend), deterministically: a value
-// is durable before any thread can load it (seed 001 §5), including a value a helper finishes
+// is durable before any thread can load it (Mirror §5), including a value a helper finishes
 // for a stalled writer (Fig. 4 lines 19-25), and a Mirror list recovers every completed insert
 // from the minimum crash image. The crash lab explores the interleavings (every durable
 // registry entry, and `pmds crashtest --mutate` removes each of patomic's flushes and fences).

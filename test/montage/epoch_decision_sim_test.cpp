@@ -96,7 +96,7 @@ TEST_F(EpochDecisionSim, AVerdictReadBeforeTheClockMovedTwiceIsNotACommitInTheOl
     ASSERT_TRUE(hook_fired);
     EXPECT_EQ(system.epoch(), before + 2) << "two advances moved the clock, the third declined";
 
-    // Everything that returned before sync() is durable when it returns (seed 003 §3.1).
+    // Everything that returned before sync() is durable when it returns (nbMontage §3.1).
     system.sync();
     ASSERT_NO_FATAL_FAILURE(pmds::test::write_crash_image(sim::snapshot(), pool.base(), image_,
                                                          sim::ImageKind::minimum));

@@ -1,6 +1,6 @@
 // The byte-string registry entries (hash-bytes/montage, skiplist-bytes/montage) through
 // registry/fixed_size_strings.hpp: 8-byte keys and values written as key_size and value_size
-// bytes (seed 003's 32 and 1024 here) come back through the type-erased operations and across a
+// bytes (nbMontage's 32 and 1024 here) come back through the type-erased operations and across a
 // reopen; sizes out of range are refused before anything is created; a key or a value whose
 // bytes do not match what was written is reported, not read as a number.
 #include <gtest/gtest.h>

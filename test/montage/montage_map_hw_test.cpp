@@ -1,5 +1,5 @@
 // labels: concurrent memory
-// nbMontage's maps (seed 003), each test run on all four, on the hardware backend: the hash
+// nbMontage's maps, each test run on all four, on the hardware backend: the hash
 // table (montage/hash_map.hpp), the skip list (montage/skip_list.hpp), the BST
 // (montage/natarajan_mittal_bst.hpp) and the split-ordered hash table
 // (montage/split_ordered_hash.hpp). Map semantics; the epoch clock (it moves only after a commit,
@@ -69,7 +69,7 @@ TYPED_TEST(MontageMaps, TheClockMovesOnlyAfterACommitAndSyncMovesItTwice) {
   const std::uint64_t e0 = m.epoch();
   m.background_step();
   m.sync();
-  EXPECT_EQ(m.epoch(), e0) << "no update linearized: the clock stands still (seed 003 App. C)";
+  EXPECT_EQ(m.epoch(), e0) << "no update linearized: the clock stands still (nbMontage App. C)";
   EXPECT_TRUE(m.contains(1) == false);
   EXPECT_EQ(m.epoch(), e0) << "reads do not move it either";
   ASSERT_TRUE(m.insert(1, 10));
@@ -137,7 +137,7 @@ TYPED_TEST(MontageMaps, AKilledProcessKeepsEverythingBeforeItsSyncAndAPrefixAfte
   EXPECT_LT(k, 201u) << "the last epochs' inserts should not be durable yet";
 }
 
-// seed 003 §3.4: a stale anti-node (its epoch too recent at a crash) is discarded, and recovery
+// nbMontage §3.4: a stale anti-node (its epoch too recent at a crash) is discarded, and recovery
 // must zero its epoch before freeing it: otherwise, left in a free slot, it passes the epoch rule
 // at a later crash (the clock has moved on) and cancels the payload it was made for, which the
 // first recovery kept — a key present after one crash would vanish after the next.
@@ -203,7 +203,7 @@ TYPED_TEST(MontageMaps, ConcurrentThreadsWithTheBackgroundAdvancer) {
   EXPECT_EQ(contents(this->reopen(o)), all);
 }
 
-// seed 003 §3.4's recovery over several threads (Options::recovery_threads): the same map from
+// nbMontage §3.4's recovery over several threads (Options::recovery_threads): the same map from
 // 1, 2 and 3 threads, which then works on; a thread count out of range is refused at open.
 TYPED_TEST(MontageMaps, RecoveryOverSeveralThreadsRebuildsTheSameMap) {
   TypeParam& m = this->make();
@@ -264,7 +264,7 @@ TYPED_TEST(MontageMaps, AFullPoolThrowsAndLosesNothing) {
   ASSERT_GT(k, 1000u);
   EXPECT_FALSE(m.contains(key(k))) << "the insert that found the pool full took no effect";
   EXPECT_EQ(m.get(key(k - 1)), k - 1);
-  // A remove needs a block too (its anti-node, seed 003 §3.3): it fails the same way.
+  // A remove needs a block too (its anti-node, nbMontage §3.3): it fails the same way.
   EXPECT_THROW(m.remove(key(1)), PoolFull);
   EXPECT_TRUE(m.contains(key(1)));
   const std::size_t size = contents(m).size();
@@ -366,7 +366,7 @@ TYPED_TEST(MontagePut, PutsAgainstAModelAndAcrossAReopen) {
 
 // One key, put and removed by different threads: a put that found the key absent and a remove
 // that found it present each change the key's presence, so at the end their counts differ by
-// exactly its presence. Seed 003 Figure 7's update breaks this: a remove that marks the old node
+// exactly its presence. nbMontage Figure 7's update breaks this: a remove that marks the old node
 // while the update swings the predecessor to the new one succeeds and leaves the key present.
 TYPED_TEST(MontagePut, PutsAndRemovesOfOneKeyLinearize) {
   montage::Options o;

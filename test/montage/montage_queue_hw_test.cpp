@@ -1,5 +1,5 @@
 // labels: concurrent memory
-// nbMontage's Michael–Scott queue (seed 003, montage/queue.hpp) on the hardware backend: FIFO
+// nbMontage's Michael–Scott queue (montage/queue.hpp) on the hardware backend: FIFO
 // order, a clean close that keeps every element in order, a killed process whose recovery keeps
 // every enqueue before its last sync and a prefix of the rest, concurrent producers and
 // consumers (each value once, each producer's values in order), a full pool.
@@ -139,7 +139,7 @@ TEST_F(MontageQueue, AFullPoolThrowsAndLosesNothing) {
   } catch (const PoolFull&) {
   }
   ASSERT_GT(v, 1000u);
-  // A dequeue needs a block for its anti-node (seed 003 §3.3): on a full pool it fails the same
+  // A dequeue needs a block for its anti-node (nbMontage §3.3): on a full pool it fails the same
   // way, and the queue is unchanged (every enqueued payload is still there after a reopen).
   EXPECT_THROW(q.dequeue(), PoolFull);
   EXPECT_EQ(reopen().recovery_stats().live_slots, (v - 1) + 1);  // + the system area

@@ -60,10 +60,10 @@ std::unique_ptr<Store> open_as(const std::string& path, std::uint64_t pool_size,
       open_or_create<S>(path, pool_size, PoolGrowth{.max_size = max_pool_size}), crash_loses);
 }
 
-// nbMontage §3: a crash loses at most the last two epochs (10 ms each by default); seed 002
-// §4 (InCLL and its LOGGING mode): the epoch the crash hit (64 ms by default). WAITAOF (sync) makes
-// everything before it durable.
-// Seed 000 (SOFT): durable linearizability, every write durable before its reply.
+// nbMontage §3: a crash loses at most the last two epochs (10 ms each by default); InCLL §4
+// (InCLL and its LOGGING mode alike): the epoch the crash hit (64 ms by default). WAITAOF (sync)
+// makes everything before it durable.
+// SOFT (Zuriel et al.): durable linearizability, every write durable before its reply.
 constexpr std::string_view soft_loss = "nothing that was acknowledged";
 constexpr std::string_view montage_loss =
     "the writes of the last two epochs (about 20 ms) not covered by a completed WAITAOF";

@@ -93,7 +93,7 @@ func apply(kind Kind, s []uint64, op *Op) (Result, []uint64) {
 		switch op.Name {
 		case "insert", "put":
 			if present {
-				if op.Name == "insert" { // seed 000: insert does not update an existing key
+				if op.Name == "insert" { // Zuriel et al.: insert does not update an existing key
 					return boolResult(false), s
 				}
 				n := append([]uint64(nil), s...)
