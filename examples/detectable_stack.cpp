@@ -1,11 +1,11 @@
-// Detectable recovery (seed 004's PBstack): after a crash, learn whether the operation that was
-// running took effect, and finish it exactly once.
+// Detectable recovery (Fatourou et al.'s PBstack): after a crash, learn whether the operation that
+// was running took effect, and finish it exactly once.
 //
 //   detectable_stack POOL [PUSHES]
 //
 // The program pushes 1, 2, 3, ... on a durable stack, one push per sequence number, and keeps
 // the sequence number of the push it is about to make in a small file next to the pool (POOL.seq,
-// written before the push starts: the "system support" seed 004 §2 assumes — a persistent
+// written before the push starts: the "system support" Fatourou et al. §2 assumes — a persistent
 // per-thread sequence number). Killed at any moment (kill -9), the next run reads that number and
 // asks the stack what became of that push:
 //   "pending N took effect"   the push was applied before the crash; it is not applied again

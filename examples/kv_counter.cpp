@@ -2,11 +2,11 @@
 //
 //   kv_counter POOL [INCREMENTS]
 //
-// Each increment inserts the next sequence number into a durable link-free hash set (seed 000),
-// so the count is the number of keys 1..n present. The set is durably linearizable: after a
-// crash every insert that returned is in the file, and the one in progress at the crash may or
-// may not be. So the keys recovered are always 1..n with no gap, n at least the last count this
-// program printed before it died; the program checks that before it counts on.
+// Each increment inserts the next sequence number into a durable link-free hash set, so the count
+// is the number of keys 1..n present. The set is durably linearizable: after a crash every insert
+// that returned is in the file, and the one in progress at the crash may or may not be. So the keys
+// recovered are always 1..n with no gap, n at least the last count this program printed before it
+// died; the program checks that before it counts on.
 //
 // Prints "recovered N" (or "created") at start, "counted N" after every 1000 increments (each
 // line is printed only after its increments returned), and "count N" at the end. Exit 0; 1 on

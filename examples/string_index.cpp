@@ -6,7 +6,7 @@
 //                                   and printing "synced K" once that sync returned
 //   string_index POOL scan FROM N   prints up to N keys >= FROM in key order, "key value"
 //
-// The map is pmds::BufferedStringOrderedMap (InCLL's Masstree over byte strings, seed 002): no
+// The map is pmds::BufferedStringOrderedMap (InCLL's Masstree over byte strings): no
 // flush or fence on an operation's path; a crash loses at most the operations of the epoch in
 // flight, never one that a completed sync() covered, and what survives is a prefix of the puts
 // (buffered durable linearizability). Both commands read with range(), which may run while
