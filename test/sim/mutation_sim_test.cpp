@@ -1,5 +1,6 @@
 // labels: memory
-// The simulator's persistence sites and mutants (pm/site.hpp, pm/simulator.hpp): each flush,
+// The simulator's persistence sites and mutants (pm/site.hpp, pm/sim/sites.hpp, and their text
+// form, crashlab/mutant_text.hpp): each flush,
 // fence, persist and non-temporal store is counted at its caller's line, and a mutant turns
 // exactly one site into a no-op (skip) or makes its fence drop the flushes pending at it
 // (drop_flushes). `pmds crashtest --mutate` rests on both.
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "pmds/crashlab/mutant_text.hpp"
 #include "sim/sim_fixture.hpp"
 
 namespace {
@@ -146,30 +148,30 @@ TEST_F(Mutation, ASkippedNonTemporalStoreIsAPlainStore) {
 }
 
 TEST_F(Mutation, MutantsReadBackAndMatchOnlyTheirSite) {
-  const auto m = sim::Mutant::parse("drop-flushes@include/pmds/x/list.hpp:12:7");
+  const auto m = pmds::crashlab::parse_mutant("drop-flushes@include/pmds/x/list.hpp:12:7");
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->mode, sim::MutationMode::drop_flushes);
   EXPECT_EQ(m->file, "include/pmds/x/list.hpp");
   EXPECT_EQ(m->line, 12u);
   EXPECT_EQ(m->column, 7u);
-  EXPECT_EQ(m->text(), "drop-flushes@include/pmds/x/list.hpp:12:7");
+  EXPECT_EQ(pmds::crashlab::mutant_text(*m), "drop-flushes@include/pmds/x/list.hpp:12:7");
   EXPECT_TRUE(m->matches("/src/pmds/include/pmds/x/list.hpp", 12, 7));
   EXPECT_TRUE(m->matches("include/pmds/x/list.hpp", 12, 7));
   EXPECT_FALSE(m->matches("/src/pmds/include/pmds/x/list.hpp", 12, 8));
   EXPECT_FALSE(m->matches("/src/pmds/include/pmds/x/list.hpp", 13, 7));
-  const auto any_column = sim::Mutant::parse("skip@list.hpp:12");
+  const auto any_column = pmds::crashlab::parse_mutant("skip@list.hpp:12");
   ASSERT_TRUE(any_column.has_value());
   EXPECT_EQ(any_column->column, 0u);
   EXPECT_TRUE(any_column->matches("/a/list.hpp", 12, 99));
   EXPECT_FALSE(any_column->matches("/a/skiplist.hpp", 12, 99));  // a suffix, but not at a '/'
-  const auto pair = sim::Mutant::parse_list("skip@a/list.hpp:12,drop-flushes@b/hash.hpp:3:4");
+  const auto pair = pmds::crashlab::parse_mutants("skip@a/list.hpp:12,drop-flushes@b/hash.hpp:3:4");
   ASSERT_TRUE(pair.has_value());
   ASSERT_EQ(pair->size(), 2u);
-  EXPECT_EQ(sim::Mutant::text_of(*pair), "skip@a/list.hpp:12,drop-flushes@b/hash.hpp:3:4");
-  EXPECT_FALSE(sim::Mutant::parse_list("skip@a/list.hpp:12,").has_value());
+  EXPECT_EQ(pmds::crashlab::mutants_text(*pair), "skip@a/list.hpp:12,drop-flushes@b/hash.hpp:3:4");
+  EXPECT_FALSE(pmds::crashlab::parse_mutants("skip@a/list.hpp:12,").has_value());
   for (const char* bad : {"", "skip", "skip@", "skip@list.hpp", "skip@list.hpp:x", "skip@:12",
                           "remove@list.hpp:12", "skip@list.hpp:0", "skip@list.hpp:1234567890"})
-    EXPECT_FALSE(sim::Mutant::parse(bad).has_value()) << bad;
+    EXPECT_FALSE(pmds::crashlab::parse_mutant(bad).has_value()) << bad;
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "commands.hpp"
 #include "crashtest_options.hpp"
 #include "crashtest_select.hpp"
+#include "pmds/crashlab/mutant_text.hpp"
 #include "pmds/crashlab/mutation.hpp"
 #include "pmds/crashlab/process.hpp"
 #include "pmds/crashlab/report.hpp"
@@ -179,7 +180,7 @@ int run(int argc, char** argv) {
   if (!entries) return 2;
   std::vector<pm::sim::Mutant> mutants;
   if (!o.mutant.empty()) {
-    const auto parsed = pm::sim::Mutant::parse_list(o.mutant);
+    const auto parsed = crashlab::parse_mutants(o.mutant);
     if (!parsed) {
       std::cerr << "pmds crashtest: --mutant needs skip@FILE:LINE[:COL] or "
                    "drop-flushes@FILE:LINE[:COL], comma separated, not \""
@@ -233,10 +234,10 @@ int run(int argc, char** argv) {
       if (!replay && r.violations == 0 && r.errors.empty())
         for (const pm::sim::Mutant& m : mutants)
           if (!std::any_of(r.sites.begin(), r.sites.end(), [&m](const SiteUse& s) {
-                const auto at = pm::sim::Mutant::parse("skip@" + s.location);
+                const auto at = crashlab::parse_mutant("skip@" + s.location);
                 return at && m.matches(at->file.c_str(), at->line, at->column);
               }))
-            r.errors.push_back("--mutant " + m.text() +
+            r.errors.push_back("--mutant " + crashlab::mutant_text(m) +
                                " matched no persistence site the runs executed (pmds crashtest "
                                "--mutate --structure " +
                                r.structure + " lists them)");

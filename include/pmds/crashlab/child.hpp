@@ -71,6 +71,7 @@
 #include <vector>
 
 #include "pmds/crashlab/entries.hpp"
+#include "pmds/crashlab/mutant_text.hpp"
 #include "pmds/crashlab/process.hpp"
 #include "pmds/crashlab/report.hpp"
 #include "pmds/crashlab/wakeup.hpp"
@@ -397,7 +398,7 @@ inline std::string reports_text(const registry::Instance& inst,
     options.background_thread = false;
     // The lab's mutant (`pmds crashtest --mutate`) applies to recovery too.
     if (const std::string m = get("mutant"); !m.empty()) {
-      const auto mutants = pm::sim::Mutant::parse_list(m);
+      const auto mutants = parse_mutants(m);
       if (!mutants) throw Error("bad mutant " + m);
       pm::sim::set_mutants(*mutants);
     }

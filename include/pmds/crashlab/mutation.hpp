@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "pmds/crashlab/mutant_text.hpp"
 #include "pmds/crashlab/report.hpp"
 #include "pmds/crashlab/sim_lab.hpp"
 
@@ -81,7 +82,7 @@ struct MutationResult {
 
 // The mutant of a site, from its location "FILE:LINE:COLUMN".
 inline pm::sim::Mutant mutant_of(const SiteUse& site, pm::sim::MutationMode mode) {
-  auto m = pm::sim::Mutant::parse("skip@" + site.location);
+  auto m = parse_mutant("skip@" + site.location);
   if (!m) throw Error("pmds crashtest: unreadable site location " + site.location);
   m->mode = mode;
   return *m;
@@ -233,7 +234,7 @@ inline std::string mutation_table(const MutationResult& r) {
   }
   for (const auto& m : r.mutants) {
     if (m.caught) continue;
-    s += "  " + std::string(verdict_of(m)) + " " + m.mutant.text() + ": " + m.command + "\n";
+    s += "  " + std::string(verdict_of(m)) + " " + mutant_text(m.mutant) + ": " + m.command + "\n";
     if (!m.redundant.empty()) s += "    why: " + m.redundant + "\n";
     for (const auto& x : m.errors) s += "    " + x + "\n";
   }
@@ -248,7 +249,7 @@ inline Json mutation_json(const MutationResult& r) {
   Json mutants = Json::array();
   for (const auto& m : r.mutants)
     mutants.push_back({{"site", site_json(m.site)},
-                       {"mutant", m.mutant.text()},
+                       {"mutant", mutant_text(m.mutant)},
                        {"mode", mode_name(m.mutant.mode)},
                        {"caught", m.caught},
                        {"crashes", m.crashes},

@@ -61,6 +61,7 @@
 #include "pmds/crashlab/entries.hpp"
 #include "pmds/crashlab/history.hpp"
 #include "pmds/crashlab/image_file.hpp"
+#include "pmds/crashlab/mutant_text.hpp"
 #include "pmds/crashlab/process.hpp"
 #include "pmds/crashlab/report.hpp"
 #include "pmds/crashlab/scheduler.hpp"
@@ -279,7 +280,7 @@ inline std::string lab_command(const registry::Entry& e, const SimOptions& o) {
   if (o.vary_mix) s += " --mix vary";
   if (o.pct_percent != SimOptions{}.pct_percent) s += " --pct " + std::to_string(o.pct_percent);
   if (o.pct_depth != SimOptions{}.pct_depth) s += " --pct-depth " + std::to_string(o.pct_depth);
-  if (!o.mutants.empty()) s += " --mutant " + pm::sim::Mutant::text_of(o.mutants);
+  if (!o.mutants.empty()) s += " --mutant " + mutants_text(o.mutants);
   return s;
 }
 
@@ -699,7 +700,7 @@ class WorkloadProcess {
       const bool spread = mix_seed(mix_seed(wseed_, point.event), point.image + 2000) % 2 == 0;
       a["threads"] = std::to_string(spread ? workload_.threads + 1 : 1);
     }
-    if (!o_.mutants.empty()) a["mutant"] = pm::sim::Mutant::text_of(o_.mutants);
+    if (!o_.mutants.empty()) a["mutant"] = mutants_text(o_.mutants);
     if (e_.criterion == Criterion::detectable) a["tickets"] = last_tickets(records);
     std::mt19937_64 dice(mix_seed(mix_seed(wseed_, point.event), point.image + 1000));
     // Half the recoveries of a detectable entry invoke each thread's last operation again with its

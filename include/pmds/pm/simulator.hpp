@@ -71,16 +71,11 @@
 #include "pmds/error.hpp"
 #include "pmds/pm/backend.hpp"
 #include "pmds/pm/instructions.hpp"
+#include "pmds/pm/sim/sites.hpp"
+#include "pmds/pm/sim/snapshot.hpp"
 #include "pmds/pm/site.hpp"
 
 namespace pmds::pm::sim {
-
-// Bad use of the simulator's own API (a misaligned region, an unknown region, a choice that does
-// not fit the snapshot, ...).
-class SimulatorError : public Error {
- public:
-  using Error::Error;
-};
 
 // =============================================================================================
 // API
@@ -156,138 +151,14 @@ void set_schedule_hook(ScheduleHook hook);
 // scheduler running one thread at a time can hand the turn back to the one it waits for.
 void schedule_point();
 
-// --- Persistence sites and mutants (added for `pmds crashtest --mutate`). --------------------
-//
-// Every flush, fence and non-temporal store names its site (pm/site.hpp: the source location of
-// the access-layer call, or of the algorithm line a helper passed on). The simulator counts each
-// site's executions, and can run with one MUTANT: a site turned into a no-op (skip: a flush or
-// fence not issued, a persist issuing neither, a non-temporal store made a plain store), or a
-// fence site whose fence still happens but drops, rather than completes, the flushes pending at
-// it (drop_flushes: they never become durable through this fence). The crash lab then checks
-// whether it sees the difference.
+// --- Persistence sites and mutants (pm/sim/sites.hpp). -------------------------------------
 
-// One site executed since the last reset_site_counts(), in this process.
-struct SiteCount {
-  std::string file;  // as the compiler spelled it (often an absolute path)
-  std::uint32_t line = 0, column = 0;
-  SiteKind kind = SiteKind::flush;
-  std::uint64_t executions = 0;  // flush calls; fences (one per persist); non-temporal stores
-  // A fence of this site once completed flushes issued at ANOTHER site: then dropping its
-  // flushes (drop_flushes) is a different mutant from skipping this site or that one.
-  bool drains_other_sites = false;
-};
+// The sites executed since the last reset_site_counts(), in this process.
 std::vector<SiteCount> site_counts();
 void reset_site_counts();
-
-enum class MutationMode : std::uint8_t { skip, drop_flushes };
-
-struct Mutant {
-  MutationMode mode = MutationMode::skip;
-  std::string file;  // matches a site whose file ends with it at a '/' (or equals it)
-  std::uint32_t line = 0;
-  std::uint32_t column = 0;  // 0: every site on the line
-
-  bool matches(const char* site_file, std::uint32_t site_line, std::uint32_t site_column) const;
-  // "skip@FILE:LINE[:COLUMN]" or "drop-flushes@FILE:LINE[:COLUMN]".
-  std::string text() const;
-  static std::optional<Mutant> parse(std::string_view text);
-  // Several, comma separated (a pair removed together: is each one's survival the other's
-  // doing?); nullopt if any is malformed.
-  static std::optional<std::vector<Mutant>> parse_list(std::string_view text);
-  static std::string text_of(const std::vector<Mutant>& mutants);
-};
 // Runs this process with these mutants (none: the default). A site matched by several takes
 // the first one's mode.
 void set_mutants(std::vector<Mutant> mutants);
-
-// --- Crash images. ------------------------------------------------------------------------
-
-enum class ImageKind {
-  minimum,  // every line at its floor: only what is certainly durable
-  maximum,  // every line with all its stores: what a clean shutdown would leave
-  random,   // every line at a uniformly drawn point in [floor, stores], from a seed
-};
-
-// One crash image: for each undetermined line of a snapshot (in snapshot order), how many of its
-// not-yet-durable stores persisted, in [0, Snapshot::choices(i) - 1].
-using Choice = std::vector<std::uint32_t>;
-
-// The durable-state model of every attached region at one moment: a copy of each region's
-// current content plus, for each line whose content is not certain, its durable base and its
-// not-yet-durable stores. Self-contained: images can be written after execution went on.
-class Snapshot {
- public:
-  std::size_t region_count() const { return regions_.size(); }
-  void* region_base(std::size_t region) const;
-  std::size_t region_size(std::size_t region) const;
-  // event_count() when the snapshot was taken.
-  std::uint64_t event() const { return event_; }
-  // True if it was taken in eADR mode (then every image is the maximum one).
-  bool eadr() const { return eadr_; }
-
-  // Lines with more than one possible content after a crash (0 in eADR mode).
-  std::size_t undetermined_lines() const { return lines_.size(); }
-  // Address of undetermined line i and its number of possible contents (its stores above the
-  // floor, plus one).
-  const void* line_address(std::size_t i) const;
-  std::size_t choices(std::size_t i) const;
-  // Number of distinct choices: the product over lines of choices(i) (as a double: it can be
-  // astronomically large). 1 when every line is determined.
-  double image_count() const;
-
-  // The choice of the given kind (seed matters for random only).
-  Choice choice(ImageKind kind, std::uint64_t seed = 0) const;
-  // Writes region `region`'s bytes under choice c into out (region_size(region) bytes).
-  void write_image(std::size_t region, const Choice& c, void* out) const;
-  void write_image(std::size_t region, ImageKind kind, std::uint64_t seed, void* out) const {
-    write_image(region, choice(kind, seed), out);
-  }
-  std::vector<unsigned char> image(std::size_t region, const Choice& c) const;
-  // Without region copies (snapshot(false), added for the crash lab): only the undetermined
-  // lines are copied, which costs what is undetermined rather than the regions' size, but an
-  // image is then memory AS IT IS NOW with line_image() written over each undetermined line,
-  // valid only while memory still holds what it held at the snapshot (inside the crash
-  // handler, or quiescent). write_image()/image() need the copies (SimulatorError otherwise).
-  bool has_region_copies() const { return copies_; }
-  // Undetermined line i's 64 bytes with its first k not-yet-durable stores applied
-  // (k < choices(i)), and the region it lies in.
-  void line_image(std::size_t i, std::uint32_t k, void* out) const;
-  std::size_t line_region(std::size_t i) const { return lines_.at(i).region; }
-  // Exhaustive enumeration: if image_count() <= limit, calls f(const Choice&) for every choice
-  // (f may return false to stop early) and returns true; otherwise calls nothing, returns false.
-  // Different choices may give equal images (a store of the value already there).
-  template <class F>
-  bool for_each_choice(double limit, F&& f) const;
-
- private:
-  friend Snapshot snapshot(bool);
-  struct StoreCopy {
-    std::uint8_t offset, len;
-    std::uint32_t pos;  // first byte in LineCopy::bytes
-  };
-  struct RegionCopy {
-    std::uintptr_t base;
-    std::size_t size;
-    std::vector<unsigned char> bytes;  // empty without region copies
-  };
-  struct LineCopy {
-    std::uintptr_t address;
-    std::size_t region;
-    std::array<unsigned char, cache_line_size> base;  // the durable content
-    std::vector<StoreCopy> stores;                    // not yet durable, in visibility order
-    std::vector<unsigned char> bytes;
-  };
-  void check_region(std::size_t region) const;
-  std::uint64_t event_ = 0;
-  bool eadr_ = false;
-  bool copies_ = true;
-  std::vector<RegionCopy> regions_;
-  std::vector<LineCopy> lines_;  // sorted by address
-};
-
-// Takes a snapshot. Callable from a crash handler, or when quiescent (it takes the lock).
-// copy_regions = false: the undetermined lines only (see Snapshot::has_region_copies).
-Snapshot snapshot(bool copy_regions = true);
 
 // --- Introspection. -----------------------------------------------------------------------
 
@@ -858,83 +729,6 @@ inline void reset_site_counts() {
   }
 }
 
-inline bool Mutant::matches(const char* site_file, std::uint32_t site_line,
-                            std::uint32_t site_column) const {
-  if (file.empty() || site_line != line || (column != 0 && site_column != column)) return false;
-  const std::string_view f(site_file);
-  if (f.size() < file.size() || f.substr(f.size() - file.size()) != file) return false;
-  return f.size() == file.size() || file.front() == '/' || f[f.size() - file.size() - 1] == '/';
-}
-
-inline std::string Mutant::text() const {
-  // Appended piece by piece: GCC 12's -Wrestrict misfires on "literal" + std::string here.
-  std::string t = mode == MutationMode::skip ? "skip@" : "drop-flushes@";
-  t += file;
-  t += ':';
-  t += std::to_string(line);
-  if (column != 0) {
-    t += ':';
-    t += std::to_string(column);
-  }
-  return t;
-}
-
-inline std::optional<Mutant> Mutant::parse(std::string_view text) {
-  Mutant m;
-  const auto at = text.find('@');
-  if (at == std::string_view::npos) return std::nullopt;
-  const std::string_view mode = text.substr(0, at);
-  if (mode == "skip")
-    m.mode = MutationMode::skip;
-  else if (mode == "drop-flushes")
-    m.mode = MutationMode::drop_flushes;
-  else
-    return std::nullopt;
-  std::string_view rest = text.substr(at + 1);
-  // FILE:LINE or FILE:LINE:COLUMN; a number is all digits, at most 9 of them.
-  const auto number = [](std::string_view d) -> std::optional<std::uint32_t> {
-    if (d.empty() || d.size() > 9 || d.find_first_not_of("0123456789") != std::string_view::npos)
-      return std::nullopt;
-    return static_cast<std::uint32_t>(std::stoul(std::string(d)));
-  };
-  std::vector<std::uint32_t> numbers;
-  while (numbers.size() < 2) {
-    const auto colon = rest.rfind(':');
-    if (colon == std::string_view::npos) break;
-    const auto n = number(rest.substr(colon + 1));
-    if (!n) break;
-    numbers.insert(numbers.begin(), *n);
-    rest = rest.substr(0, colon);
-  }
-  if (numbers.empty() || rest.empty() || numbers[0] == 0) return std::nullopt;
-  m.file = std::string(rest);
-  m.line = numbers[0];
-  if (numbers.size() == 2) m.column = numbers[1];
-  return m;
-}
-
-inline std::optional<std::vector<Mutant>> Mutant::parse_list(std::string_view text) {
-  std::vector<Mutant> out;
-  std::size_t start = 0;
-  for (;;) {
-    const auto comma = std::min(text.find(',', start), text.size());
-    const auto m = parse(text.substr(start, comma - start));
-    if (!m) return std::nullopt;
-    out.push_back(*m);
-    if (comma == text.size()) return out;
-    start = comma + 1;
-  }
-}
-
-inline std::string Mutant::text_of(const std::vector<Mutant>& mutants) {
-  std::string t;
-  for (const Mutant& m : mutants) {
-    if (!t.empty()) t += ',';
-    t += m.text();
-  }
-  return t;
-}
-
 inline void set_mutants(std::vector<Mutant> mutants) {
   detail::State& s = detail::state();
   detail::Guard g(s);
@@ -1009,121 +803,6 @@ inline Snapshot snapshot(bool copy_regions) {
   std::sort(snap.lines_.begin(), snap.lines_.end(),
             [](const auto& x, const auto& y) { return x.address < y.address; });
   return snap;
-}
-
-inline void Snapshot::check_region(std::size_t region) const {
-  if (region >= regions_.size())
-    throw SimulatorError("pmds::pm::sim::Snapshot: region " + std::to_string(region) +
-                         " out of range (" + std::to_string(regions_.size()) + " regions)");
-}
-
-inline void* Snapshot::region_base(std::size_t region) const {
-  check_region(region);
-  return reinterpret_cast<void*>(regions_[region].base);
-}
-
-inline std::size_t Snapshot::region_size(std::size_t region) const {
-  check_region(region);
-  return regions_[region].size;
-}
-
-inline const void* Snapshot::line_address(std::size_t i) const {
-  return reinterpret_cast<const void*>(lines_.at(i).address);
-}
-
-inline std::size_t Snapshot::choices(std::size_t i) const {
-  return lines_.at(i).stores.size() + 1;
-}
-
-inline double Snapshot::image_count() const {
-  double n = 1;
-  for (const LineCopy& l : lines_) n *= static_cast<double>(l.stores.size() + 1);
-  return n;
-}
-
-inline Choice Snapshot::choice(ImageKind kind, std::uint64_t seed) const {
-  Choice c(lines_.size(), 0);
-  std::mt19937_64 random(seed);
-  for (std::size_t i = 0; i < lines_.size(); ++i) {
-    const auto n = static_cast<std::uint32_t>(lines_[i].stores.size());
-    switch (kind) {
-      case ImageKind::minimum:
-        break;
-      case ImageKind::maximum:
-        c[i] = n;
-        break;
-      case ImageKind::random:
-        c[i] = static_cast<std::uint32_t>(random() % (std::uint64_t{n} + 1));
-        break;
-    }
-  }
-  return c;
-}
-
-inline void Snapshot::write_image(std::size_t region, const Choice& c, void* out) const {
-  check_region(region);
-  if (c.size() != lines_.size())
-    throw SimulatorError("pmds::pm::sim::Snapshot::write_image: the choice has " +
-                         std::to_string(c.size()) + " entries, the snapshot " +
-                         std::to_string(lines_.size()) + " undetermined lines");
-  if (!copies_)
-    throw SimulatorError(
-        "pmds::pm::sim::Snapshot::write_image: a snapshot taken without region copies");
-  const RegionCopy& r = regions_[region];
-  auto* dst = static_cast<unsigned char*>(out);
-  std::memcpy(dst, r.bytes.data(), r.bytes.size());
-  for (std::size_t i = 0; i < lines_.size(); ++i) {
-    const LineCopy& l = lines_[i];
-    if (c[i] > l.stores.size())
-      throw SimulatorError("pmds::pm::sim::Snapshot::write_image: choice " + std::to_string(c[i]) +
-                           " for line " + std::to_string(i) + " exceeds its " +
-                           std::to_string(l.stores.size()) + " stores");
-    if (l.region != region) continue;
-    std::array<unsigned char, cache_line_size> content = l.base;
-    for (std::uint32_t k = 0; k < c[i]; ++k) {
-      const StoreCopy& st = l.stores[k];
-      std::memcpy(content.data() + st.offset, l.bytes.data() + st.pos, st.len);
-    }
-    std::memcpy(dst + (l.address - r.base), content.data(), cache_line_size);
-  }
-}
-
-inline void Snapshot::line_image(std::size_t i, std::uint32_t k, void* out) const {
-  const LineCopy& l = lines_.at(i);
-  if (k > l.stores.size())
-    throw SimulatorError("pmds::pm::sim::Snapshot::line_image: choice " + std::to_string(k) +
-                         " for line " + std::to_string(i) + " exceeds its " +
-                         std::to_string(l.stores.size()) + " stores");
-  std::array<unsigned char, cache_line_size> content = l.base;
-  for (std::uint32_t j = 0; j < k; ++j) {
-    const StoreCopy& st = l.stores[j];
-    std::memcpy(content.data() + st.offset, l.bytes.data() + st.pos, st.len);
-  }
-  std::memcpy(out, content.data(), cache_line_size);
-}
-
-inline std::vector<unsigned char> Snapshot::image(std::size_t region, const Choice& c) const {
-  std::vector<unsigned char> out(region_size(region));
-  write_image(region, c, out.data());
-  return out;
-}
-
-template <class F>
-bool Snapshot::for_each_choice(double limit, F&& f) const {
-  if (image_count() > limit) return false;
-  Choice c(lines_.size(), 0);
-  for (;;) {
-    if constexpr (std::is_same_v<decltype(f(c)), bool>) {
-      if (!f(static_cast<const Choice&>(c))) return true;
-    } else {
-      f(static_cast<const Choice&>(c));
-    }
-    // Next choice: an odometer over the lines.
-    std::size_t i = 0;
-    while (i < c.size() && c[i] == lines_[i].stores.size()) c[i++] = 0;
-    if (i == c.size()) return true;
-    ++c[i];
-  }
 }
 
 // --- Introspection. -----------------------------------------------------------------------
