@@ -91,6 +91,7 @@
 #include "pmds/error.hpp"
 #include "pmds/faults.hpp"
 #include "pmds/incll/epoch_link.hpp"
+#include "pmds/incll/failed_epochs.hpp"
 #include "pmds/incll/masstree.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/periodic_thread.hpp"
@@ -138,7 +139,6 @@ inline constexpr std::size_t reserve_per_size = 16;
 inline constexpr std::uint64_t magic_value = 0x33544f50484b4843;  // "CHKHPOT3"
 // Anchors of earlier pmds: before the record of failed epochs, before the block free lists.
 inline constexpr std::uint64_t old_magic_values[] = {0x54494f50484b4843, 0x32544f50484b4843};
-inline constexpr std::size_t failed_capacity = 63;
 
 // A log entry: this header, alone in its line, then the object's image.
 struct EntryHeader {
@@ -179,15 +179,6 @@ inline std::size_t block_class(std::size_t size) {
 struct alignas(64) RootBox {
   pm::atomic<std::uint64_t> logged;
   pm::atomic<std::uint64_t> root;
-};
-
-// The failed epochs whose marks borders may still carry (InCLL §3: "we also keep track of
-// failed epochs"): lazy recovery undoes a border's InCLLs when their epoch is one of them, so
-// an epoch stays here until every node is known to be free of it (the eager recovery, which
-// clears the record when it is full).
-struct alignas(64) FailedEpochs {
-  pm::atomic<std::uint64_t> count;
-  pm::atomic<std::uint64_t> epochs[failed_capacity];  // ascending
 };
 
 struct alignas(64) Anchor {
@@ -286,7 +277,8 @@ class Checkpoints {
     epoch_.store(anchor_->epoch.load(), std::memory_order_relaxed);
     opened_epoch_ = epoch_.load(std::memory_order_relaxed);
     exec_epoch_ = epoch_.load(std::memory_order_relaxed) + 1;
-    read_failed_epochs();
+    failed_.read(anchor_->failed, epoch_.load(std::memory_order_relaxed),
+                 pool_.was_clean_shutdown(), [&a](const char* what) { a.corrupt(what); });
     find_segments();
     apply_log();
   }
@@ -590,25 +582,16 @@ class Checkpoints {
   // Whether this recovery leaves the borders to lazy recovery: unless the options say eager or
   // the record of failed epochs is full (then the eager recovery empties it).
   bool recovers_lazily() const {
-    return options_.lazy_recovery &&
-           stored_failed_ + (last_failed_stored() ? 0 : 1) <= checkpoint_detail::failed_capacity;
+    return options_.lazy_recovery && failed_.has_room();
   }
   // Lazy recovery, before any border is recovered: the failed epoch joins the record, durably.
   void record_failed_epoch() {
-    if (last_failed_stored()) return;  // none, or a crash during an earlier recovery stored it
-    const std::uint64_t f = failed_.back();
-    anchor_->failed.epochs[stored_failed_].store(f);
-    pm::persist(&anchor_->failed.epochs[stored_failed_], sizeof(std::uint64_t));
-    anchor_->failed.count.store(++stored_failed_);
-    pm::persist(&anchor_->failed.count, sizeof(std::uint64_t));
+    failed_.record();
   }
   // Eager recovery, once every border is recovered, flushed and fenced: no border carries a
-  // failed epoch any more.
+  // failed epoch any more (settle_block_lists left no link that reads by them).
   void forget_failed_epochs() {
-    anchor_->failed.count.store(0);
-    pm::persist(&anchor_->failed.count, sizeof(std::uint64_t));
-    stored_failed_ = 0;
-    failed32_.clear();  // (settle_block_lists left no link that reads by them)
+    failed_.forget();
   }
 
   // Recovery, before anything is written: every thread's free lists of blocks as they read after
@@ -724,7 +707,7 @@ class Checkpoints {
   }
   // The failed epochs the pool's record holds.
   std::size_t failed_epochs_recorded() const {
-    return stored_failed_;
+    return failed_.stored();
   }
 
   // Borders whose InCLL_p, and values whose InCLL, recovery has applied so far.
@@ -768,9 +751,7 @@ class Checkpoints {
   }
   // Whether a 32-bit epoch is a failed one (EpochLink's reads).
   auto failed32() const {
-    return [this](std::uint32_t e) {
-      return !failed32_.empty() && std::binary_search(failed32_.begin(), failed32_.end(), e);
-    };
+    return failed_.failed32();
   }
 
   // A block of `size` bytes from the thread's free list (nullptr when it has none); its list's
@@ -922,33 +903,6 @@ class Checkpoints {
                          std::memory_order_relaxed);
   }
 
-  // Recovery: the record of failed epochs (checked: at most failed_capacity, ascending, each
-  // before the current epoch) and the current one, the epoch this recovery finds failed.
-  void read_failed_epochs() {
-    const std::uint64_t f = epoch_.load(std::memory_order_relaxed);
-    stored_failed_ = anchor_->failed.count.load();
-    if (stored_failed_ > checkpoint_detail::failed_capacity)
-      pool_.allocator().corrupt("the record of failed epochs is longer than it can be");
-    for (std::size_t i = 0; i < stored_failed_; ++i) {
-      const std::uint64_t e = anchor_->failed.epochs[i].load();
-      if (e == 0 || e > f || (!failed_.empty() && e <= failed_.back()))
-        pool_.allocator().corrupt("the record of failed epochs is out of order");
-      failed_.push_back(e);
-    }
-    // After a clean shutdown nothing ran in the current epoch: it did not fail.
-    if (!pool_.was_clean_shutdown() && (failed_.empty() || failed_.back() != f)) {
-      if constexpr (Faults::planted == Fault::recovery_drops_last_epoch)
-        if (f > 1 && (failed_.empty() || failed_.back() < f - 1)) failed_.push_back(f - 1);
-      failed_.push_back(f);
-    }
-    for (std::uint64_t e : failed_) failed32_.push_back(static_cast<std::uint32_t>(e));
-    std::sort(failed32_.begin(), failed32_.end());
-  }
-  // Whether the record already holds the epoch this recovery finds failed (or it found none).
-  bool last_failed_stored() const {
-    return failed_.empty() || (stored_failed_ > 0 &&
-                               anchor_->failed.epochs[stored_failed_ - 1].load() == failed_.back());
-  }
   // The border's permutation (its logged one when `roll_back`), checked with the entries it
   // lists, the next link (a border of a strictly greater low key, so no walk along next links
   // can cycle) and the value InCLLs of a failed epoch.
@@ -1006,7 +960,7 @@ class Checkpoints {
   }
 
   bool is_failed(std::uint64_t e) const {
-    return e != 0 && std::binary_search(failed_.begin(), failed_.end(), e);
+    return failed_.is_failed(e);
   }
 
   // Recovery: every thread's chain of log segments, checked (a slot of the segment size, no
@@ -1100,12 +1054,10 @@ class Checkpoints {
   std::atomic<std::uint64_t> stats_flushed_{0};
   std::vector<const void*> applied_;   // recovery: the objects the log restored, sorted
   std::vector<const void*> segments_;  // recovery's list of the log segments, sorted
-  // Lazy recovery: this execution's first epoch, the failed epochs (the record's and the one
-  // this recovery found; ascending), how many the record holds, and the recovery locks.
+  // Lazy recovery: this execution's first epoch, the failed epochs (incll/failed_epochs.hpp),
+  // and the recovery locks.
   std::uint64_t exec_epoch_ = 0;
-  std::vector<std::uint64_t> failed_;
-  std::vector<std::uint32_t> failed32_;  // the same, as EpochLink compares them (sorted)
-  std::size_t stored_failed_ = 0;
+  FailedEpochRecord<Faults> failed_;
   std::uint64_t opened_epoch_ = 0;
   static constexpr std::size_t recovery_lock_count = 1024;
   mutable std::unique_ptr<std::mutex[]> recovery_locks_{new std::mutex[recovery_lock_count]};
