@@ -59,10 +59,8 @@
 #include <functional>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <source_location>
 #include <string>
-#include <string_view>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
