@@ -599,7 +599,8 @@ TEST(CrashlabWorkloadMix, VaryDrawsEachRunsMixFromItsSeed) {
 }
 
 // A survivor's reason is read from its site's source: "Mutant survives:" in the comment block
-// right above the site's line, or on the line itself; nothing for a site that gives none.
+// right above the site's line, or on the line itself, for every technique, or "Mutant survives
+// (a, b):" for techniques a and b alone; nothing for a site that gives none.
 TEST(CrashlabMutation, ASurvivorsReasonIsReadFromTheCommentAboveItsSite) {
   namespace fs = std::filesystem;
   const fs::path root = fs::temp_directory_path() / ("pmds_reason_" + std::to_string(::getpid()));
@@ -612,6 +613,10 @@ TEST(CrashlabMutation, ASurvivorsReasonIsReadFromTheCommentAboveItsSite) {
                                                 "  flush(b);  // Mutant survives: fenced below.\n"
                                                 "  // A comment without the marker.\n"
                                                 "  fence();\n"
+                                                "  // Mutant survives (izraelevitz, flit): the\n"
+                                                "  //   load below persists the line.\n"
+                                                "  // Mutant survives (soft): never read.\n"
+                                                "  load(a);\n"
                                                 "}\n";
   using pmds::crashlab::redundancy_reason;
   EXPECT_EQ(redundancy_reason("include/pmds/x.hpp:5:3", root),
@@ -621,6 +626,17 @@ TEST(CrashlabMutation, ASurvivorsReasonIsReadFromTheCommentAboveItsSite) {
   EXPECT_EQ(redundancy_reason("include/pmds/x.hpp:1:1", root), "");
   EXPECT_EQ(redundancy_reason("include/pmds/x.hpp:99:1", root), "") << "past the end";
   EXPECT_EQ(redundancy_reason("include/pmds/missing.hpp:5:3", root), "") << "no source";
+  // A reason that names techniques holds for those alone.
+  EXPECT_EQ(redundancy_reason("include/pmds/x.hpp:12:3", root, "izraelevitz"),
+            "the load below persists the line.");
+  EXPECT_EQ(redundancy_reason("include/pmds/x.hpp:12:3", root, "flit"),
+            "the load below persists the line.");
+  EXPECT_EQ(redundancy_reason("include/pmds/x.hpp:12:3", root, "soft"), "never read.");
+  EXPECT_EQ(redundancy_reason("include/pmds/x.hpp:12:3", root, "mirror"), "");
+  EXPECT_EQ(redundancy_reason("include/pmds/x.hpp:12:3", root), "") << "no technique given";
+  EXPECT_EQ(redundancy_reason("include/pmds/x.hpp:5:3", root, "flit"),
+            "the locked CAS that follows orders it.")
+      << "a reason that names none holds for every technique";
   fs::remove_all(root);
 }
 

@@ -55,14 +55,24 @@ if(PMDS_BUILD_TESTS)
   # Floors measured 2026-11-24 at this budget and the --mutate workload (50% reads, 8 keys):
   # list/linkfree 7/7, hash/linkfree 7/7, list/soft 4/4, hash/soft 4/4, list/izraelevitz 4/16
   # and hash/izraelevitz 4/14 (most of their survivors are covered one at a time by another
-  # persist: algo/policy.hpp); list/mirror and hash/mirror 6/8 (their survivors are patomic's
-  # two fences, which the next locked DWCAS makes redundant on x86: mirror/patomic.hpp).
+  # persist, and their sites say which: "Mutant survives (izraelevitz)" in
+  # algo/harris_michael_list.hpp. Not redundant, and open in the report: the two unlinking CASes'
+  # persists, whose window needs the retired node's slot reused before any thread reads the
+  # predecessor's link again, which test/algo/izraelevitz_sim_test.cpp builds and catches; and
+  # search's loads of the head, of the next link and of the found node's mark, whose windows
+  # need the key to meet an insert or remove in flight, and for the last two a second
+  # preemption between the key load and the link load); list/mirror and hash/mirror 6/8 (their
+  # survivors are patomic's two fences, which the next locked DWCAS makes redundant on x86:
+  # mirror/patomic.hpp).
   # list/mirror was 7/9 until its keys and values became immutable words (2026-11-25): its node
   # shrank to the anchor's slot size, so the allocator's chunk persist (caught) now runs at
   # creation, before the census, and left the mutant set; the same two fences still survive.
   # list/flit 5/13 and hash/flit 5/11 (2026-11-25): the survivors are loads' persists, which run
-  # only while a store to the word is in flight, and that store's own persist covers them, as
-  # Izraelevitz's reader persists are covered (algo/flit_policy.hpp).
+  # only while a store to the word is in flight. They are real windows, not redundant (a reader
+  # acts on a link or mark its writer has not written back; FliT has no key-load persist to
+  # cover them, as Izraelevitz has), which this budget does not reach: the reader must meet the
+  # key in flight and the crash must come before the writer's persist. The remover's
+  # load before its marking CAS is redundant for both (its site says why).
   # --grow 0: pools of a fixed size, as the floors were measured (with half the runs growing,
   # list/flit's runs change and one of its reader persists survived at this budget: 5/14, the
   # growth line's persist caught; the growth's own order is the planted growth bugs' to check).

@@ -56,6 +56,9 @@ class HmBucket {
     for (;;) {
       Node* curr = pointer_of<Node>(curr_word);
       if (curr == nullptr) return {prev, nullptr, false};
+      // Mutant survives (izraelevitz): a node is one slot within one cache line, and the key
+      // load below persists that line again, holding this word or a later one; a marked word
+      // leads only to the unlinking CAS, whose persist makes the node unreachable, or a retry.
       const std::uintptr_t next_word = curr->next.load();
       if (is_marked(next_word)) {
         // curr is logically deleted: unlink it. prev's link is unmarked in `expected`, so the
@@ -67,6 +70,9 @@ class HmBucket {
         curr_word = successor;
         continue;
       }
+      // Mutant survives (izraelevitz): the key is durable since Memory::publish flushed the node
+      // before its linking CAS, and never written after; the next-link load above persisted the
+      // rest of the line.
       const Key curr_key = curr->key.load();
       if (curr_key >= key) return {prev, curr, curr_key == key};
       prev = &curr->next;
@@ -100,8 +106,14 @@ class HmBucket {
     for (;;) {
       const Position pos = find(mem, head, key);
       if (!pos.found) return false;
+      // Mutant survives: the word read only feeds the marking CAS on the same word below, which
+      // persists it whether it succeeds or fails, or a retry when it is marked.
       std::uintptr_t next_word = pos.curr->next.load();
       if (is_marked(next_word)) continue;  // another remover won; find() unlinks it
+      // Mutant survives (izraelevitz): before remove returns, the unlinking CAS below (or, when
+      // it fails, the find() that unlinks the node or reads its predecessor's new link) persists
+      // a link that leaves the node unreachable in every later image; a reader that meets the
+      // mark first persists it itself, as every shared load does.
       if (!pos.curr->next.compare_exchange(next_word, next_word | mark_bit)) continue;
       // Logically deleted. Unlink it here, or let a find() do it (and retire it).
       std::uintptr_t expected = word_of(pos.curr);
@@ -118,6 +130,8 @@ class HmBucket {
   static Node* search(Link& head, Key key) {
     Node* curr = pointer_of<Node>(head.load());
     while (curr != nullptr) {
+      // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed
+      // the node before its linking CAS.
       const Key curr_key = curr->key.load();
       if (curr_key >= key) {
         if (curr_key != key || is_marked(curr->next.load())) return nullptr;
@@ -230,6 +244,8 @@ class HarrisMichaelList : public AnchoredStructure<P> {
     auto guard = mem_.pin();
     const Node* n = Bucket::search(anchor_->head, key);
     if (n == nullptr) return std::nullopt;
+    // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed
+    // the node before its linking CAS.
     return n->value.load();
   }
 

@@ -32,6 +32,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pmds/crashlab/mutant_text.hpp"
@@ -89,11 +90,15 @@ inline pm::sim::Mutant mutant_of(const SiteUse& site, pm::sim::MutationMode mode
 }
 
 // The reason the source gives for the site at `location` ("FILE:LINE:COLUMN", FILE relative to
-// `source_root`) being redundant: the text after "Mutant survives:" in the comment on its line
-// or in the comment block right above it, to the block's end, joined into one line. Empty when
-// it gives none, or when the source is not there to read (an installed lab).
+// `source_root`) being redundant under `technique`: the text after "Mutant survives:" in the
+// comment on its line or in the comment block right above it, to the block's end (or to the
+// next marker), joined into one line. A site written once over several memory policies may hold
+// for some of them only: "Mutant survives (izraelevitz):" or "(izraelevitz, flit)" gives a reason
+// for those techniques alone. Empty when it gives none that applies, or when the source is not
+// there to read (an installed lab).
 inline std::string redundancy_reason(const std::string& location,
-                                     const std::filesystem::path& source_root) {
+                                     const std::filesystem::path& source_root,
+                                     std::string_view technique = {}) {
   const auto colon2 = location.rfind(':');
   const auto colon1 = colon2 == std::string::npos ? colon2 : location.rfind(':', colon2 - 1);
   if (colon1 == std::string::npos) return {};
@@ -117,11 +122,35 @@ inline std::string redundancy_reason(const std::string& location,
   std::string block;
   for (std::size_t i = first; i < line; ++i)
     if (const auto c = comment_of(lines[i])) block += (block.empty() ? "" : " ") + *c;
-  constexpr std::string_view marker = "Mutant survives:";
-  const auto at = block.find(marker);
-  if (at == std::string::npos) return {};
-  const auto text = block.find_first_not_of(' ', at + marker.size());
-  return text == std::string::npos ? std::string() : block.substr(text);
+  constexpr std::string_view marker = "Mutant survives";
+  for (auto at = block.find(marker); at != std::string::npos;) {
+    const auto next = block.find(marker, at + marker.size());
+    std::string_view rest = std::string_view(block).substr(at + marker.size());
+    rest = rest.substr(0, next == std::string::npos ? rest.size() : next - at - marker.size());
+    bool applies = false;
+    if (rest.starts_with(":")) {
+      applies = true;
+      rest.remove_prefix(1);
+    } else if (rest.starts_with(" (") && rest.find("):") != std::string_view::npos) {
+      const auto close = rest.find("):");
+      // The techniques named, separated by commas and spaces.
+      std::string_view names = rest.substr(2, close - 2);
+      while (!names.empty() && !applies) {
+        const auto end = names.find_first_of(", ");
+        applies = !technique.empty() && names.substr(0, end) == technique;
+        names.remove_prefix(end == std::string_view::npos ? names.size() : end + 1);
+      }
+      rest.remove_prefix(close + 2);
+    }
+    if (applies) {
+      const auto first = rest.find_first_not_of(' ');
+      const auto last = rest.find_last_not_of(' ');
+      return first == std::string_view::npos ? std::string()
+                                             : std::string(rest.substr(first, last - first + 1));
+    }
+    at = next;
+  }
+  return {};
 }
 
 // `o.crashes` is the budget of each mutant; `census_crashes` that of the unmutated run.
@@ -184,7 +213,7 @@ inline MutationResult run_mutation(const registry::Entry& e, SimOptions o,
                       ? r.details.front().replay
                       : lab_command(e, ran) + " --crashes " + std::to_string(ran.crashes);
       if (!m.caught && m.errors.empty())
-        m.redundant = redundancy_reason(m.site.location, source_root);
+        m.redundant = redundancy_reason(m.site.location, source_root, e.technique);
       if (progress) progress(m);
       out.mutants.push_back(std::move(m));
     }
