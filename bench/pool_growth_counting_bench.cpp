@@ -12,13 +12,22 @@
 // that pool and removes it. N is sized so that the pre-sized pool is about 90% used: a
 // calibration fill of --calibrate keys measures the pool bytes per element first.
 //
+// Each fill starts --settle seconds (default 10) after the last pool was removed, so that both
+// start from the same memory: on a virtual machine with free page reporting (virtio-balloon, as
+// on the 2-core AMD EPYC host of 2026-12-04), memory freed just now is still backed by the host
+// and memory freed seconds ago is not, and the pre-sized pool, which allocates all its pages at
+// creation, took the warm pages the last fill had freed: its fills' kernel time was 2.8-5.5 s
+// without the wait and 7.3-7.6 s with it (4 GiB of hash-bytes/montage; the grown fills' 11.6-13.1
+// s either way). Each fill also reports its user and kernel time and minor faults (getrusage).
+//
 // Prints, per structure: fill throughput of each (median over rounds), the median and spread of
 // the per-round ratio grown / pre-sized, the growths, the p50/p99/max latency of the inserts
 // that triggered a growth against the p50 of all inserts, recovery time of each, and pool bytes
 // per element of each. Counting backend: the registry's compiled table (the same for both).
 //
 // Usage: pool_growth_counting_bench [--structures a,b] [--dir DIR] [--target BYTES]
-//          [--initial BYTES] [--rounds R] [--calibrate N] [--json FILE]
+//          [--initial BYTES] [--rounds R] [--calibrate N] [--settle SECONDS] [--json FILE]
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +38,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -55,7 +65,23 @@ struct Fill {
   std::vector<double> growth_op_us;  // the inserts during which the pool grew
   double op_p50_us = 0;
   double recovery_seconds = 0;
+  // The fill's own resource use (getrusage in the child, creation excluded): where a gap
+  // between the two pools goes (page faults, kernel time of the growths' fallocate and mmap).
+  double user_seconds = 0, system_seconds = 0;
+  double minor_faults = 0;
 };
+
+struct Usage {
+  double user = 0, system = 0, minor_faults = 0;
+};
+Usage usage_now() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  const auto s = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
+  };
+  return {s(ru.ru_utime), s(ru.ru_stime), static_cast<double>(ru.ru_minflt)};
+}
 
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -89,6 +115,7 @@ Fill fill(const registry::Entry& e, const std::string& path, std::size_t initial
       const pm::Pool& pool = *inst.pool();
       std::vector<float> op_us(n);
       std::vector<double> growth_us;
+      const Usage u0 = usage_now();
       const auto start = Clock::now();
       for (std::uint64_t i = 0; i < n; ++i) {
         const std::size_t before = pool.growths();
@@ -99,6 +126,10 @@ Fill fill(const registry::Entry& e, const std::string& path, std::size_t initial
         if (pool.growths() != before) growth_us.push_back(us);
       }
       out["seconds"] = std::chrono::duration<double>(Clock::now() - start).count();
+      const Usage u1 = usage_now();
+      out["user_s"] = u1.user - u0.user;
+      out["system_s"] = u1.system - u0.system;
+      out["minor_faults"] = u1.minor_faults - u0.minor_faults;
       out["growths"] = pool.growths();
       out["bytes"] =
           static_cast<double>(inst.pool()->allocator().allocated_bytes()) / static_cast<double>(n);
@@ -130,6 +161,9 @@ Fill fill(const registry::Entry& e, const std::string& path, std::size_t initial
   f.pool_bytes_per_element = j["bytes"];
   f.growth_op_us = j["growth_us"].get<std::vector<double>>();
   f.op_p50_us = j["p50_us"];
+  f.user_seconds = j["user_s"];
+  f.system_seconds = j["system_s"];
+  f.minor_faults = j["minor_faults"];
   const auto t0 = Clock::now();
   {
     auto inst = registry::Instance::open(e, path, co);
@@ -149,6 +183,7 @@ int main(int argc, char** argv) {
   std::size_t target = std::size_t{4} << 30, initial = std::size_t{16} << 20;
   int rounds = 3;
   std::uint64_t calibrate = 200000;
+  double settle_s = 10;
   app.add_option("--structures", structures, "registry names, comma separated");
   app.add_option("--dir", dir, "where the pool files go (default /dev/shm)");
   app.add_option("--target", target, "the size the fill reaches, bytes (default 4 GiB)");
@@ -156,6 +191,8 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", rounds, "rounds, each both fills (default 3)");
   app.add_option("--calibrate", calibrate, "keys of the calibration fill (default 200000)");
   app.add_option("--json", json_file, "write the results as JSON");
+  app.add_option("--settle", settle_s,
+                 "seconds to wait before each fill (default 10): see the comment at the top");
   CLI11_PARSE(app, argc, argv);
 
   nlohmann::json results = nlohmann::json::array();
@@ -182,6 +219,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < rounds; ++r) {
       for (int k = 0; k < 2; ++k) {
         const bool grown = (r + k) % 2 == 0;
+        std::this_thread::sleep_for(std::chrono::duration<double>(settle_s));
         const Fill f = grown ? fill(*e, path, initial, target, n) : fill(*e, path, target, 0, n);
         (grown ? grown_s : sized_s).push_back(f.seconds);
         if (grown) {
@@ -192,10 +230,10 @@ int main(int argc, char** argv) {
         }
         std::printf(
             "  round %d %-9s %7.2f s  %6.3f Mops/s  growths %llu  recovery %.2f s  "
-            "%.1f B/element\n",
+            "%.1f B/element  user %.2f s sys %.2f s  %.2fM minor faults\n",
             r, grown ? "grown" : "pre-sized", f.seconds, static_cast<double>(n) / f.seconds * 1e-6,
             static_cast<unsigned long long>(f.growths), f.recovery_seconds,
-            f.pool_bytes_per_element);
+            f.pool_bytes_per_element, f.user_seconds, f.system_seconds, f.minor_faults * 1e-6);
         std::fflush(stdout);
       }
       ratios.push_back(sized_s.back() / grown_s.back());  // throughput grown / pre-sized
