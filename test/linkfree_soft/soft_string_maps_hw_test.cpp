@@ -124,7 +124,10 @@ TYPED_TEST(SoftStringMapTest, ARandomRunMatchesAModelAcrossReopens) {
   for (int round = 0; round < 4; ++round) {
     Map& m = *this->map_;
     for (int i = 0; i < 3000; ++i) {
-      const std::string k = "key" + std::to_string(rng() % 300);
+      // Short keys, and keys past a shared prefix of 14 or 15 bytes (the bytes the ordered
+      // map's order words hold: byte_key_order.hpp).
+      static const std::string prefixes[] = {"", "session:000000", "session:0000000"};
+      const std::string k = prefixes[rng() % 3] + "key" + std::to_string(rng() % 300);
       const std::string v(rng() % 3 == 0 ? rng() % 3000 : rng() % 40,
                           static_cast<char>('a' + i % 26));
       switch (rng() % 5) {
@@ -340,15 +343,22 @@ class SoftStringSkipListOrderTest : public SoftStringMapTest<linkfree_soft::Soft
   }
 };
 
-// Keys that a slice of their first 8 bytes cannot tell apart (shared prefixes, zero bytes,
-// lengths around 8) and bytes over 0x7f, which byte order puts after ASCII: scan, range and
-// for_each return them in std::string's order (unsigned bytes), before and after a reopen.
+// Keys that the order words of their first 15 bytes cannot tell apart (shared prefixes, zero
+// bytes, lengths around 8 and 15) and bytes over 0x7f, which byte order puts after ASCII: scan,
+// range and for_each return them in std::string's order (unsigned bytes), before and after a
+// reopen.
 TEST_F(SoftStringSkipListOrderTest, KeysComeInByteOrder) {
   auto& m = create();
   Model model;
   std::mt19937_64 rng(3);
-  const std::vector<std::string> prefixes = {"",        std::string(1, '\0'), "abcdefgh",
-                                             "abcdefg", "\xff\xfe",           "zz"};
+  const std::vector<std::string> prefixes = {"",
+                                             std::string(1, '\0'),
+                                             "abcdefgh",
+                                             "abcdefg",
+                                             "abcdefghijklmn",
+                                             "abcdefghijklmno",
+                                             "\xff\xfe",
+                                             "zz"};
   for (int i = 0; i < 2000; ++i) {
     std::string k = prefixes[rng() % prefixes.size()];
     const std::size_t extra = rng() % 12;

@@ -1,15 +1,17 @@
 // labels: memory
 // nbMontage's maps over byte-string keys and values (montage/key_value_payload.hpp's
 // ByteStringKeys), on the hardware backend: the hash table (hash-bytes/montage) and the skip list
-// (skiplist-bytes/montage). Keys that share their first 8 bytes, differ only in length, hold zero
-// bytes or are empty; values from empty to the largest; a random run against a model, closed
-// and recovered (over one and two threads); a process killed after a sync; sizes over the limits
-// and a full pool, which change nothing; put against a model. Then the skip list's byte order
-// (for_each, scan), and the hash table's transient twin. The epoch rules themselves are
+// (skiplist-bytes/montage), after the order words their DRAM nodes keep (byte_key_order.hpp)
+// against std::string's order. Keys that share their first 8 or 15 bytes, differ only in length,
+// hold zero bytes or are empty; values from empty to the largest; a random run against a model,
+// closed and recovered (over one and two threads); a process killed after a sync; sizes over the
+// limits and a full pool, which change nothing; put against a model. Then the skip list's byte
+// order (for_each, scan), and the hash table's transient twin. The epoch rules themselves are
 // montage_map_hw_test.cpp's.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "montage/montage_test_support.hpp"
+#include "pmds/byte_key_order.hpp"
 #include "pmds/montage/hash_map.hpp"
 #include "pmds/montage/skip_list.hpp"
 #include "support/child_process.hpp"
@@ -38,17 +41,50 @@ Model contents(M& m) {
   return out;
 }
 
-// A key from a small alphabet (0, 'a', 'b') of 0 to 12 bytes: many share their first 8 bytes,
-// or are a prefix of another.
+// A key from a small alphabet (0, 'a', 'b') of 0 to 12 bytes, alone or after a shared prefix of
+// 14 or 15 bytes (either side of the 15 bytes a node's order words hold: byte_key_order.hpp):
+// many share their first 8 or 15 bytes, or are a prefix of another.
 std::string random_key(std::mt19937_64& rng) {
-  std::string k(rng() % 13, '\0');
-  for (char& c : k) c = "\0ab"[rng() % 3];
-  return k;
+  static const std::string prefixes[] = {"", std::string(14, 'a'), std::string(15, 'a')};
+  std::string tail(rng() % 13, '\0');
+  for (char& c : tail) c = "\0ab"[rng() % 3];
+  return prefixes[rng() % 3] + tail;
 }
 std::string random_value(std::mt19937_64& rng, std::uint64_t i) {
   std::string v(rng() % 3 == 0 ? rng() % 2000 : rng() % 40, '\0');
   for (char& c : v) c = static_cast<char>('A' + (i + (&c - v.data())) % 26);
   return v;
+}
+
+// The order words against std::string's order, on pairs that share a random prefix of 0 to 17
+// bytes (zero bytes, 0xff and lengths on both sides of 15 included): where the words differ they
+// order the keys as their bytes do; where they agree, the keys are equal, or both are at least
+// 15 bytes long and share their first 15 (ByteKeyOrder::bytes_decide says which).
+TEST(ByteKeyOrder, TheWordsOrderKeysAsTheirBytesDo) {
+  std::mt19937_64 rng(11);
+  const auto random_bytes = [&](std::size_t n) {
+    std::string s(n, '\0');
+    for (char& c : s) c = "\0\1a\xff"[rng() % 4];
+    return s;
+  };
+  int decided_by_bytes = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const std::string shared = random_bytes(rng() % 18);
+    const std::string a = shared + random_bytes(rng() % 4), b = shared + random_bytes(rng() % 4);
+    const ByteKeyOrder oa = ByteKeyOrder::of(a), ob = ByteKeyOrder::of(b);
+    const int bytes = a.compare(b);
+    if (oa != ob) {
+      ASSERT_EQ(oa < ob, bytes < 0)
+          << testing::PrintToString(a) << " " << testing::PrintToString(b);
+    } else if (ByteKeyOrder::bytes_decide(oa.tail)) {
+      ++decided_by_bytes;
+      ASSERT_GE(std::min(a.size(), b.size()), ByteKeyOrder::covered);
+      ASSERT_EQ(a.substr(0, ByteKeyOrder::covered), b.substr(0, ByteKeyOrder::covered));
+    } else {
+      ASSERT_EQ(a, b);
+    }
+  }
+  EXPECT_GT(decided_by_bytes, 1000);  // the pairs reach the case the bytes decide
 }
 
 template <class M>
@@ -249,14 +285,29 @@ TEST(TransientByteStringHash, ABucketCountOfZeroIsRefused) {
 
 class ByteStringSkipListOrder : public ByteStringMaps<montage::ByteStringSkipList<>> {};
 
-// Byte order: by unsigned bytes, a prefix before the keys it begins.
+// Byte order: by unsigned bytes, a prefix before the keys it begins; keys on both sides of the
+// 15 bytes the order words hold, which compare their bytes past those in the pool.
 TEST_F(ByteStringSkipListOrder, ForEachAndScanGoInByteOrder) {
   auto& m = make();
-  const std::vector<std::string> sorted = {"",         std::string("\0", 1),
-                                           "a",        "a\x01",
-                                           "abcdefgh", "abcdefgh\x01",
-                                           "abcdefgi", "\x7f",
-                                           "\x80",     "\xff\xff"};
+  const std::string p14 = "abcdefghijklmn";
+  const std::vector<std::string> sorted = {"",
+                                           std::string("\0", 1),
+                                           "a",
+                                           "a\x01",
+                                           "abcdefgh",
+                                           "abcdefgh\x01",
+                                           p14,
+                                           p14 + std::string("\0", 1),
+                                           p14 + "o",
+                                           p14 + "o" + std::string("\0", 1),
+                                           p14 + "o\x01",
+                                           p14 + "p",
+                                           "abcdefghijklmo",
+                                           "abcdefgi",
+                                           "\x7f",
+                                           "\x80",
+                                           "\xff\xff"};
+  ASSERT_TRUE(std::is_sorted(sorted.begin(), sorted.end()));
   for (std::size_t i = sorted.size(); i-- > 0;) ASSERT_TRUE(m.insert(sorted[i], sorted[i]));
   std::vector<std::string> seen;
   m.for_each([&](std::string_view k, std::string_view v) {
@@ -268,7 +319,10 @@ TEST_F(ByteStringSkipListOrder, ForEachAndScanGoInByteOrder) {
   EXPECT_EQ(
       m.scan("abcdefgh", 3, [&](std::string_view k, std::string_view) { seen.emplace_back(k); }),
       3u);
-  EXPECT_EQ(seen, (std::vector<std::string>{"abcdefgh", "abcdefgh\x01", "abcdefgi"}));
+  EXPECT_EQ(seen, (std::vector<std::string>{"abcdefgh", "abcdefgh\x01", p14}));
+  seen.clear();
+  m.scan(p14 + "o", 3, [&](std::string_view k, std::string_view) { seen.emplace_back(k); });
+  EXPECT_EQ(seen, (std::vector<std::string>(sorted.begin() + 8, sorted.begin() + 11)));
   seen.clear();
   const std::string after_h("abcdefgh\0", 9);  // between "abcdefgh" and "abcdefgh\x01"
   m.scan(after_h, 100, [&](std::string_view k, std::string_view) { seen.emplace_back(k); });

@@ -400,9 +400,9 @@ class SoftStringHashMap {
   void recover() {
     const detail::Stopwatch clock;
     std::string ka, kb;
-    const std::vector<V::Live> found = versions_.recover_live(
+    const auto found = versions_.recover_live(
         recovery_, [this](std::uint64_t h, std::string_view) { return index_(h); },
-        [&](const V::Live& a, const V::Live& b) {
+        [&](const auto& a, const auto& b) {
           if (a.hash != b.hash) return a.hash < b.hash;
           read_key(pnode_of(a.word), ka);
           read_key(pnode_of(b.word), kb);

@@ -10,20 +10,20 @@
 //   - the skip-list index (detail/soft_skip_index.hpp, shared with skiplist/soft): level 0 is the
 //     SOFT list, whose states decide membership; towers in DRAM only, rebuilt at open.
 // What is new here is the order: keys in byte order (std::string_view's, unsigned bytes). A
-// volatile node keeps the key's first 8 bytes big-endian (`slice`, zero-padded), so that most
-// comparisons are one integer comparison; equal slices compare the key bytes, read from the
-// persistent node (a key's bytes are the same in each of its versions).
+// volatile node keeps its key's ByteKeyOrder (the first 15 bytes and the length in two words:
+// byte_key_order.hpp), so that most comparisons are two integer comparisons; keys that share
+// their first 15 bytes compare the rest, read from the persistent node (a key's bytes are the
+// same in each of its versions).
 //
 // The linearization points are the hash map's: insert at the CAS to "inserted" (its node
 // durable first), remove at the CAS to "deleted" (the deletion durable first), a replacement at
 // the CAS of `current` to stable (after its fence). Reads never write or fence.
 //
 // Memory: a persistent node is a pool block of ChunkAllocator::block_size(32 + key + value)
-// bytes; per key in DRAM, one volatile node of 24 bytes plus 8 per tower level (two levels on
+// bytes; per key in DRAM, one volatile node of 32 bytes plus 8 per tower level (two levels on
 // average).
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -35,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pmds/byte_key_order.hpp"
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/linkfree_soft/detail/set_root.hpp"
@@ -52,20 +53,12 @@ namespace pmds::linkfree_soft {
 
 namespace detail {
 
-// A key's first 8 bytes big-endian, zero-padded: slice(a) < slice(b) implies a < b in byte
-// order, and equal slices leave the order to the bytes past them.
-inline std::uint64_t key_slice(std::string_view k) {
-  std::uint64_t w = 0;
-  const std::size_t n = std::min<std::size_t>(8, k.size());
-  for (std::size_t i = 0; i < 8; ++i) w = w << 8 | (i < n ? static_cast<unsigned char>(k[i]) : 0u);
-  return w;
-}
-
-// A volatile node: the key's slice, the current word (SoftStringVersions), the parties still
-// linking or marking it (SoftSkipIndex), its height, then `height` next words (link(0) carries
-// the SOFT state, link(i > 0) a mark bit). slice and height never change once it is published.
+// A volatile node: the key's order words, the current word (SoftStringVersions), the parties
+// still linking or marking it (SoftSkipIndex), its height, then `height` next words (link(0)
+// carries the SOFT state, link(i > 0) a mark bit). order and height never change once it is
+// published.
 struct SoftStringSkipNode {
-  std::uint64_t slice;
+  ByteKeyOrder order;
   std::atomic<std::uintptr_t> current;
   std::atomic<std::uint32_t> pending;
   std::uint32_t height;
@@ -78,11 +71,11 @@ struct SoftStringSkipNode {
   }
 
   // A node with every link null (unpublished): the caller fills the links before publishing.
-  static SoftStringSkipNode* make(std::uint64_t slice, std::uintptr_t current,
-                                  std::uint32_t pending, unsigned height) {
+  static SoftStringSkipNode* make(ByteKeyOrder order, std::uintptr_t current, std::uint32_t pending,
+                                  unsigned height) {
     void* raw =
         ::operator new(sizeof(SoftStringSkipNode) + height * sizeof(std::atomic<std::uintptr_t>));
-    auto* n = new (raw) SoftStringSkipNode{slice, {current}, {pending}, height};
+    auto* n = new (raw) SoftStringSkipNode{order, {current}, {pending}, height};
     for (unsigned i = 0; i < height; ++i) new (&n->link(i)) std::atomic<std::uintptr_t>(0);
     return n;
   }
@@ -91,19 +84,21 @@ struct SoftStringSkipNode {
     ::operator delete(static_cast<void*>(n));
   }
 };
-static_assert(sizeof(SoftStringSkipNode) == 24);
+static_assert(sizeof(SoftStringSkipNode) == 32);
 
-// A key looked for: its slice and its bytes.
+// A key looked for: its order words and its bytes.
 struct SoftStringProbe {
-  std::uint64_t slice;
+  ByteKeyOrder order;
   std::string_view key;
 };
 
 struct SoftStringSkipOrder {
   static constexpr bool tail_has_a_key = false;  // any byte string is a key
   static int compare(const SoftStringSkipNode* n, const SoftStringProbe& q) {
-    if (n->slice != q.slice) return n->slice < q.slice ? -1 : 1;
-    return SoftStringVersions::compare_key(n->current.load(std::memory_order_acquire), q.key);
+    if (const auto c = n->order <=> q.order; c != 0) return c < 0 ? -1 : 1;
+    if (!ByteKeyOrder::bytes_decide(q.order.tail)) return 0;
+    return SoftStringVersions::compare_key(n->current.load(std::memory_order_acquire), q.key,
+                                           ByteKeyOrder::covered);
   }
 };
 
@@ -326,7 +321,7 @@ class SoftStringSkipList {
  private:
   Probe probe(std::string_view k) const {
     versions_.check_key(k);
-    return {detail::key_slice(k), k};
+    return {ByteKeyOrder::of(k), k};
   }
   Probe probe(std::string_view k, std::string_view v) const {
     const Probe q = probe(k);
@@ -347,7 +342,7 @@ class SoftStringSkipList {
     Node* fresh;
     try {
       // pending: the inserter (tower) and the winning remover (marks).
-      fresh = Node::make(q.slice, word, 2, random_height<max_height>());
+      fresh = Node::make(q.order, word, 2, random_height<max_height>());
     } catch (...) {
       versions_.discard_pnode(word);
       throw;
@@ -388,14 +383,14 @@ class SoftStringSkipList {
   }
 
   // Quiescent, single-threaded, at open: the live persistent nodes, one per key
-  // (SoftStringVersions::recover_live), sorted by slice then bytes, each in a fresh "inserted"
-  // node with a fresh random tower, linked at every level by one pass; no flush.
+  // (SoftStringVersions::recover_live), sorted by order words then bytes, each in a fresh
+  // "inserted" node with a fresh random tower, linked at every level by one pass; no flush.
   void recover() {
     const detail::Stopwatch clock;
     std::string ka, kb;
-    const std::vector<V::Live> found = versions_.recover_live(
-        recovery_, [](std::uint64_t, std::string_view key) { return detail::key_slice(key); },
-        [&](const V::Live& a, const V::Live& b) {  // equal slices: the bytes decide
+    const auto found = versions_.recover_live(
+        recovery_, [](std::uint64_t, std::string_view key) { return ByteKeyOrder::of(key); },
+        [&](const auto& a, const auto& b) {  // equal order words: the bytes decide
           V::read_key(V::pnode_of(a.word), ka);
           V::read_key(V::pnode_of(b.word), kb);
           return ka < kb;
@@ -412,7 +407,7 @@ class SoftStringSkipList {
   // version record; retired nodes are the epoch domain's, destroyed after this. Persistent nodes
   // stay as they are.
   struct Nodes {
-    Node* head = Node::make(0, 0, 1, max_height);
+    Node* head = Node::make({}, 0, 1, max_height);
     Node* tail = make_tail(head);
     Nodes() {
       for (unsigned lvl = 0; lvl < max_height; ++lvl)
@@ -434,7 +429,7 @@ class SoftStringSkipList {
     }
     static Node* make_tail(Node* head) {
       try {
-        return Node::make(~std::uint64_t{0}, 0, 1, max_height);
+        return Node::make({~std::uint64_t{0}, ~std::uint64_t{0}}, 0, 1, max_height);
       } catch (...) {
         Node::free(head);
         throw;

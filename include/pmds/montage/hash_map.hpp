@@ -8,7 +8,7 @@
 // DRAM nodes — is transient and rebuilt at recovery. Each node points to its payload, a pool
 // block (montage::Block header + key + value) that never changes once linked (§3.2's
 // constraint 3). Byte-string keys go to buckets by their hash and lie in a bucket's list in
-// (first 8 bytes, bytes) order. The two linearizing CASes are lin_cas (epoch_system.hpp): an
+// (64-bit hash, bytes) order. The two linearizing CASes are lin_cas (epoch_system.hpp): an
 // insert's link of its node, and a remove's mark of the node's next word, after pdetach of its
 // payload. The unlinking of a marked node is a plain cas: it changes no payload. Reads never flush
 // or fence. With 8-byte keys a node keeps a copy of its key and value (immutable, like the payload:
@@ -64,7 +64,7 @@
 
 namespace pmds::montage {
 
-// Keys: WordKeys or ByteStringKeys (key_value_payload.hpp). Durable false: the transient twin
+// Keys: WordKeys or HashedByteStringKeys (key_value_payload.hpp). Durable false: the transient twin
 // (TransientSystem instead of the epoch system; byte strings only, the 8-byte table's twin being
 // algo/michael_hash.hpp's hash/transient). Use HashMap, ByteStringHashMap or
 // TransientByteStringHashMap.
@@ -366,7 +366,7 @@ class BasicHashMap {
       const std::uint64_t next = system_->load(curr->next);
       if (system_->load(*prev) != word_of(curr)) goto retry;
       if (!marked(next)) {
-        const int c = compare<Keys>(curr->order, curr->payload, key);
+        const int c = compare<Keys>(curr->order, curr->cached, curr->payload, key);
         if (c >= 0) return {prev, curr, next, c == 0};
         prev = &curr->next;
       } else {
@@ -383,7 +383,7 @@ class BasicHashMap {
     Node* n = node_of(system_->load(head));
     for (;;) {
       if (n == nullptr) return nullptr;
-      const int c = compare<Keys>(n->order, n->payload, key);
+      const int c = compare<Keys>(n->order, n->cached, n->payload, key);
       if (c > 0) return nullptr;
       const std::uint64_t next = system_->load(n->next);
       if (c == 0 && !marked(next)) return n;
@@ -393,7 +393,7 @@ class BasicHashMap {
 
   Node* make_node(const Probe& key, KeyArg k, ValueArg v) {
     Payload* p = Keys::make_payload(*system_, k, v);  // PoolFull: nothing changed
-    return new Node{key.order, {0}, Keys::cached(k, v), p, uid_of(p)};
+    return new Node{key.order, {0}, Keys::cached(key, v), p, uid_of(p)};
   }
 
   // A node never linked: nobody else saw it or its payload.
@@ -485,9 +485,9 @@ using HashMap = BasicHashMap<WordKeys, true, Faults>;
 // "hash-bytes/montage": byte-string keys and values (pmds::ByteStringMap), each key in a
 // ByteStringPayload of the size its bytes need.
 template <FaultPolicy Faults = NoFaults>
-using ByteStringHashMap = BasicHashMap<ByteStringKeys, true, Faults>;
+using ByteStringHashMap = BasicHashMap<HashedByteStringKeys, true, Faults>;
 
 // "hash-bytes/transient": its twin in DRAM, the payloads on the heap.
-using TransientByteStringHashMap = BasicHashMap<ByteStringKeys, false>;
+using TransientByteStringHashMap = BasicHashMap<HashedByteStringKeys, false>;
 
 }  // namespace pmds::montage

@@ -1,15 +1,19 @@
-// The persistent part of one key of an nbMontage map (Payload, Figure 7 of its paper), in the two
+// The persistent part of one key of an nbMontage map (Payload, Figure 7 of its paper), in the
 // forms a montage/ map is written over (its Keys parameter):
-//   WordKeys        8-byte keys and values (pmds::Map): a 64-byte KeyValuePayload;
-//   ByteStringKeys  byte-string keys and values (pmds::ByteStringMap, nbMontage §5's 32-byte keys
-//                   and 1 KB values): a ByteStringPayload of the size its bytes need.
+//   WordKeys              8-byte keys and values (pmds::Map): a 64-byte KeyValuePayload;
+//   ByteStringKeys        byte-string keys and values (pmds::ByteStringMap, nbMontage §5's
+//                         32-byte keys and 1 KB values) in byte order, for the skip list: a
+//                         ByteStringPayload of the size its bytes need;
+//   HashedByteStringKeys  the same payload, for the hash table, whose chains need no byte order.
 // Every montage/ map stores its keys in these, and reads them back the same way when it rebuilds
 // its index at recovery (sorted_entries). An algorithm is written once over Keys: a DRAM node
 // keeps an `order` word and Keys::Cached; two keys compare by order, then, on equal orders, by
 // Keys::tie (compare() below). For words the order is the key and Cached its value, so reads
-// touch DRAM only; for byte strings the order is the key's first 8 bytes (big-endian,
-// zero-padded, so word order agrees with byte order) and the value stays in the payload (a 1 KB
-// value is not copied to DRAM; reads go to the pool, as nbMontage's maps do).
+// touch DRAM only. For byte strings the value stays in the payload (a 1 KB value is not copied
+// to DRAM; reads go to the pool, as nbMontage's maps do), and the order is, in byte order, the
+// two words of the key's ByteKeyOrder (its first 15 bytes and its length: byte_key_order.hpp;
+// the second is Cached), so that only keys that share their first 15 bytes are compared in the
+// pool; hashed, the key's 64-bit hash, so that only keys of equal hashes are.
 #pragma once
 
 #include <algorithm>
@@ -18,8 +22,10 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
+#include "pmds/byte_key_order.hpp"
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/montage/epoch_system.hpp"
@@ -71,7 +77,7 @@ struct WordKeys {
   }
   static void check_value(Value) {}
   static std::uint64_t hash(const Probe& p) { return p.order; }  // BucketIndex takes low bits
-  static int tie(const Payload*, const Probe&) { return 0; }     // equal orders: equal keys
+  static int tie(const Cached&, const Payload*, const Probe&) { return 0; }  // equal keys
 
   template <class System>
   static Payload* make_payload(System& system, Key k, Value v) {
@@ -80,7 +86,7 @@ struct WordKeys {
     p->value.store(v, std::memory_order_relaxed);
     return p;
   }
-  static Cached cached(Key, Value v) { return v; }
+  static Cached cached(const Probe&, Value v) { return v; }
   static ValueOut value(const Cached& c, const Payload*) { return c; }
   // f(key, value) of a node.
   template <class F>
@@ -120,22 +126,30 @@ struct ByteStringPayload : Block {
 static_assert(sizeof(ByteStringPayload) == 56);
 
 struct ByteStringEntry {
-  std::uint64_t order;
+  std::uint64_t order, order_tail;  // ByteKeyOrder's head and tail; hashed: the hash, 0
   std::uint64_t hash;
   std::string key;
   ByteStringPayload* payload;
 };
 
-struct ByteStringKeys {
+template <bool InByteOrder>
+struct BasicByteStringKeys {
   static constexpr bool byte_strings = true;
   using KeyArg = std::string_view;
   using ValueArg = std::string_view;
   using ValueOut = std::string;
   using Payload = ByteStringPayload;
   using Entry = ByteStringEntry;
-  struct Cached {};  // the value stays in the payload
+  // The value stays in the payload; in byte order a node keeps the second word of its key's
+  // order.
+  struct OrderTail {
+    std::uint64_t order_tail;  // ByteKeyOrder::tail
+  };
+  struct Nothing {};
+  using Cached = std::conditional_t<InByteOrder, OrderTail, Nothing>;
   struct Probe {
-    std::uint64_t order;  // prefix_word(key)
+    std::uint64_t order;       // ByteKeyOrder::head; hashed: the hash
+    std::uint64_t order_tail;  // ByteKeyOrder::tail; hashed: 0
     std::string_view key;
   };
 
@@ -146,37 +160,47 @@ struct ByteStringKeys {
   static constexpr std::size_t max_value_size =
       max_payload_size - sizeof(Payload) - max_key_size;  // 7112
 
-  // The first 8 bytes, big-endian, zero-padded: keys in byte order have orders in word order.
-  static std::uint64_t prefix_word(std::string_view k) {
-    std::uint64_t w = 0;
-    for (std::size_t i = 0; i < 8; ++i)
-      w = w << 8 | (i < k.size() ? static_cast<unsigned char>(k[i]) : 0u);
-    return w;
-  }
-
   static Probe probe(std::string_view k) {
     if (k.size() > max_key_size)
       throw Error("pmds: montage maps take keys of at most " + std::to_string(max_key_size) +
                   " bytes; this one has " + std::to_string(k.size()));
-    return {prefix_word(k), k};
+    if constexpr (InByteOrder) {
+      const ByteKeyOrder o = ByteKeyOrder::of(k);
+      return {o.head, o.tail, k};
+    } else {
+      return {std::hash<std::string_view>{}(k), 0, k};
+    }
   }
   static void check_value(std::string_view v) {
     if (v.size() > max_value_size)
       throw Error("pmds: montage maps take values of at most " + std::to_string(max_value_size) +
                   " bytes; this one has " + std::to_string(v.size()));
   }
-  static std::uint64_t hash(const Probe& p) { return std::hash<std::string_view>{}(p.key); }
+  static std::uint64_t hash(const Probe& p) {
+    if constexpr (InByteOrder)
+      return std::hash<std::string_view>{}(p.key);
+    else
+      return p.order;
+  }
 
   static std::size_t key_size(const Payload* p) { return p->sizes.load() & 0xffffffff; }
   static std::size_t value_size(const Payload* p) { return p->sizes.load() >> 32; }
 
-  // The sign of (the payload's key - the probe's key), in byte order.
-  static int tie(const Payload* p, const Probe& q) {
-    char key[max_key_size];
-    const std::size_t n = key_size(p);
-    pm::read(key, p->bytes(), n);
-    const int c = std::string_view(key, n).compare(q.key);
-    return (c > 0) - (c < 0);
+  // For equal orders, the sign of (the node's key - the probe's key): in byte order the second
+  // word decides, else the bytes from ByteKeyOrder::covered on, read from the payload; hashed,
+  // the bytes (equal hashes: almost always the same key).
+  static int tie(const Cached& c, const Payload* p, const Probe& q) {
+    std::size_t from = 0;
+    if constexpr (InByteOrder) {
+      if (c.order_tail != q.order_tail) return c.order_tail < q.order_tail ? -1 : 1;
+      if (!ByteKeyOrder::bytes_decide(c.order_tail)) return 0;
+      from = ByteKeyOrder::covered;  // both keys have at least these bytes, equal
+    }
+    char rest[max_key_size];
+    const std::size_t n = key_size(p) - from;
+    pm::read(rest, p->bytes() + from, n);
+    const int r = std::string_view(rest, n).compare(q.key.substr(from));
+    return (r > 0) - (r < 0);
   }
 
   template <class System>
@@ -188,7 +212,12 @@ struct ByteStringKeys {
     if (!v.empty()) pm::write(p->bytes() + k.size(), v.data(), v.size());
     return p;
   }
-  static Cached cached(std::string_view, std::string_view) { return {}; }
+  static Cached cached(const Probe& q, std::string_view) {
+    if constexpr (InByteOrder)
+      return {q.order_tail};
+    else
+      return {};
+  }
   static ValueOut value(const Cached&, const Payload* p) {
     std::string out(value_size(p), '\0');
     pm::read(out.data(), p->bytes() + key_size(p), out.size());
@@ -198,7 +227,7 @@ struct ByteStringKeys {
   static void visit(std::uint64_t, const Cached&, const Payload* p, F& f) {
     std::string key(key_size(p), '\0');
     pm::read(key.data(), p->bytes(), key.size());
-    const std::string value = ByteStringKeys::value({}, p);
+    const std::string value = BasicByteStringKeys::value({}, p);
     f(std::string_view(key), std::string_view(value));
   }
 
@@ -216,13 +245,22 @@ struct ByteStringKeys {
     const std::size_t ks = key_size(p);
     std::string key(ks, '\0');
     pm::read(key.data(), p->bytes(), ks);
-    const std::uint64_t order = prefix_word(key);
     const std::uint64_t hash = std::hash<std::string_view>{}(key);
-    return {order, hash, std::move(key), p};
+    if constexpr (InByteOrder) {
+      const ByteKeyOrder o = ByteKeyOrder::of(key);
+      return {o.head, o.tail, hash, std::move(key), p};
+    } else {
+      return {hash, 0, hash, std::move(key), p};
+    }
   }
   static std::uint64_t order(const Entry& e) { return e.order; }
   static std::uint64_t hash(const Entry& e) { return e.hash; }
-  static Cached cached(const Entry&) { return {}; }
+  static Cached cached(const Entry& e) {
+    if constexpr (InByteOrder)
+      return {e.order_tail};
+    else
+      return {};
+  }
   static bool less(const Entry& a, const Entry& b) {
     return a.order != b.order ? a.order < b.order : a.key < b.key;
   }
@@ -230,13 +268,15 @@ struct ByteStringKeys {
     return a.order == b.order && a.key == b.key;
   }
 };
+using ByteStringKeys = BasicByteStringKeys<true>;
+using HashedByteStringKeys = BasicByteStringKeys<false>;
 
 // The sign of (a node's key - the probe's key): by order, then by Keys::tie.
 template <class Keys>
-int compare(std::uint64_t order, const typename Keys::Payload* payload,
-            const typename Keys::Probe& probe) {
+int compare(std::uint64_t order, const typename Keys::Cached& cached,
+            const typename Keys::Payload* payload, const typename Keys::Probe& probe) {
   if (order != probe.order) return order < probe.order ? -1 : 1;
-  return Keys::tie(payload, probe);
+  return Keys::tie(cached, payload, probe);
 }
 
 // The payloads recovery kept (in address order: the pool is read sequentially; checked by

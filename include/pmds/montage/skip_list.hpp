@@ -226,7 +226,8 @@ class BasicSkipList {
   static constexpr std::uint64_t mark_bit = 1;
 
   // A DRAM index node: the key's order word and Keys::Cached (for 8-byte keys, copies of the
-  // payload's key and value; key_value_payload.hpp), payload, height, the releases left before
+  // payload's key and value; for byte strings, the second word of the key's order:
+  // key_value_payload.hpp), payload, height, the releases left before
   // it is retired (algo/skip_list.hpp's header), then `height` link words (Node* | mark; at
   // level 0 also a lin_cas descriptor while one runs).
   struct Node {
@@ -365,7 +366,7 @@ class BasicSkipList {
           curr = node_of(succ);
           continue;
         }
-        const int c = compare<Keys>(curr->order, curr->payload, key);
+        const int c = compare<Keys>(curr->order, curr->cached, curr->payload, key);
         found = c == 0;
         if (c >= 0) break;
         pred = curr;
@@ -389,7 +390,7 @@ class BasicSkipList {
           curr = node_of(succ_link);
           continue;
         }
-        const int c = compare<Keys>(curr->order, curr->payload, key);
+        const int c = compare<Keys>(curr->order, curr->cached, curr->payload, key);
         if (c == 0) return curr;
         if (c > 0) break;
         pred = curr;
@@ -405,7 +406,7 @@ class BasicSkipList {
     Node* curr = nullptr;
     for (int level = levels_.load(std::memory_order_acquire) - 1; level >= 0; --level) {
       curr = node_of(load_link(pred, level));
-      while (curr != nullptr && compare<Keys>(curr->order, curr->payload, key) < 0) {
+      while (curr != nullptr && compare<Keys>(curr->order, curr->cached, curr->payload, key) < 0) {
         pred = curr;
         curr = node_of(load_link(curr, level));
       }
@@ -414,8 +415,8 @@ class BasicSkipList {
   }
 
   Node* make_node(const Probe& key, KeyArg k, ValueArg v, int height) {
-    Payload* p = Keys::make_payload(*system_, k, v);                 // PoolFull: nothing changed
-    return Node::make(key.order, Keys::cached(k, v), p, height, 2);  // inserter and remover
+    Payload* p = Keys::make_payload(*system_, k, v);                   // PoolFull: nothing changed
+    return Node::make(key.order, Keys::cached(key, v), p, height, 2);  // inserter and remover
   }
 
   // A node never linked: nobody else saw it or its payload.

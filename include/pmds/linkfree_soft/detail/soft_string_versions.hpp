@@ -44,6 +44,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "pmds/error.hpp"
@@ -237,13 +238,14 @@ class SoftStringVersions {
     pm::read(out.data(), p->bytes() + ks, out.size());
   }
   // The sign of (the key of the node whose current word is c) - k, reading the key's bytes from
-  // its persistent node (any version: a key's bytes are the same in all).
-  static int compare_key(std::uintptr_t c, std::string_view k) {
+  // its persistent node (any version: a key's bytes are the same in all). The caller knows the
+  // two keys agree on their first `from` bytes and both have that many: only the rest is read.
+  static int compare_key(std::uintptr_t c, std::string_view k, std::size_t from = 0) {
     const PNode* p = pnode_of(pnode_word_of(c));
-    const std::size_t ks = p->key_size.load(std::memory_order_relaxed);
-    char key[soft_string_max_key_size];
-    pm::read(key, p->bytes(), ks);
-    const int r = std::string_view(key, ks).compare(k);
+    const std::size_t n = p->key_size.load(std::memory_order_relaxed) - from;
+    char rest[soft_string_max_key_size];
+    pm::read(rest, p->bytes() + from, n);
+    const int r = std::string_view(rest, n).compare(k.substr(from));
     return (r > 0) - (r < 0);
   }
 
@@ -389,12 +391,13 @@ class SoftStringVersions {
   // ---- recovery (§4.6 with the three additions above) -----------------------------------------
 
   // A live persistent node the scan found.
+  template <class Order>
   struct Live {
     std::uint64_t hash;
     std::uint64_t version;
     std::uintptr_t word;  // PNode* | pValidity
-    std::uint64_t order;  // the map's own sort key (the hash map's bucket, the ordered map's
-                          // key prefix)
+    Order order;          // the map's own sort key (the hash map's bucket, the ordered map's
+                          // ByteKeyOrder)
   };
 
   // Quiescent, single-threaded, at open: scans every block and returns the live ones (flags,
@@ -403,9 +406,11 @@ class SoftStringVersions {
   // higher and durably deletes the other (else it would come back once the kept one is
   // removed). order_of(hash, key) is the map's sort key; less_key(a, b) orders two Lives of
   // equal `order` (the hash map: by hash, then bytes; the ordered map: by bytes).
-  template <class OrderOf, class LessKey>
-  std::vector<Live> recover_live(RecoveryStats& stats, OrderOf&& order_of, LessKey&& less_key) {
-    std::vector<Live> found;
+  template <class OrderOf, class LessKey,
+            class Order = std::invoke_result_t<OrderOf&, std::uint64_t, std::string_view>>
+  std::vector<Live<Order>> recover_live(RecoveryStats& stats, OrderOf&& order_of,
+                                        LessKey&& less_key) {
+    std::vector<Live<Order>> found;
     std::string body;
     allocator_.recover([&](void* slot, std::size_t size) {
       ++stats.slots_scanned;
@@ -420,7 +425,7 @@ class SoftStringVersions {
       return true;
     });
     // The highest version of a key first.
-    std::sort(found.begin(), found.end(), [&](const Live& a, const Live& b) {
+    std::sort(found.begin(), found.end(), [&](const Live<Order>& a, const Live<Order>& b) {
       if (a.order != b.order) return a.order < b.order;
       if (less_key(a, b)) return true;
       if (less_key(b, a)) return false;
