@@ -127,7 +127,6 @@ static_assert(sizeof(ByteStringPayload) == 56);
 
 struct ByteStringEntry {
   std::uint64_t order, order_tail;  // ByteKeyOrder's head and tail; hashed: the hash, 0
-  std::uint64_t hash;
   std::string key;
   ByteStringPayload* payload;
 };
@@ -176,12 +175,8 @@ struct BasicByteStringKeys {
       throw Error("pmds: montage maps take values of at most " + std::to_string(max_value_size) +
                   " bytes; this one has " + std::to_string(v.size()));
   }
-  static std::uint64_t hash(const Probe& p) {
-    if constexpr (InByteOrder)
-      return std::hash<std::string_view>{}(p.key);
-    else
-      return p.order;
-  }
+  // The hash table's bucket; only the hashed keys have one (a skip list never asks).
+  static std::uint64_t hash(const Probe& p) requires(!InByteOrder) { return p.order; }
 
   static std::size_t key_size(const Payload* p) { return p->sizes.load() & 0xffffffff; }
   static std::size_t value_size(const Payload* p) { return p->sizes.load() >> 32; }
@@ -245,16 +240,16 @@ struct BasicByteStringKeys {
     const std::size_t ks = key_size(p);
     std::string key(ks, '\0');
     pm::read(key.data(), p->bytes(), ks);
-    const std::uint64_t hash = std::hash<std::string_view>{}(key);
     if constexpr (InByteOrder) {
       const ByteKeyOrder o = ByteKeyOrder::of(key);
-      return {o.head, o.tail, hash, std::move(key), p};
+      return {o.head, o.tail, std::move(key), p};
     } else {
-      return {hash, 0, hash, std::move(key), p};
+      const std::uint64_t hash = std::hash<std::string_view>{}(key);
+      return {hash, 0, std::move(key), p};
     }
   }
   static std::uint64_t order(const Entry& e) { return e.order; }
-  static std::uint64_t hash(const Entry& e) { return e.hash; }
+  static std::uint64_t hash(const Entry& e) requires(!InByteOrder) { return e.order; }
   static Cached cached(const Entry& e) {
     if constexpr (InByteOrder)
       return {e.order_tail};

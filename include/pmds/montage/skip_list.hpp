@@ -227,9 +227,9 @@ class BasicSkipList {
 
   // A DRAM index node: the key's order word and Keys::Cached (for 8-byte keys, copies of the
   // payload's key and value; for byte strings, the second word of the key's order:
-  // key_value_payload.hpp), payload, height, the releases left before
-  // it is retired (algo/skip_list.hpp's header), then `height` link words (Node* | mark; at
-  // level 0 also a lin_cas descriptor while one runs).
+  // key_value_payload.hpp), payload, height, the releases left before it is retired
+  // (algo/skip_list.hpp's header), then `height` link words (Node* | mark; at level 0 also a
+  // lin_cas descriptor while one runs).
   struct Node {
     std::uint64_t order;
     [[no_unique_address]] typename Keys::Cached cached;
