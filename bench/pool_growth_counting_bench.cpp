@@ -6,10 +6,10 @@
 // order), alternating which goes first:
 //   grown      the pool created at --initial (16 MiB) with max_size = --target;
 //   pre-sized  the pool created at --target, fixed.
-// Each fill runs in a forked child on one thread, which times every insert (so the operation
-// that triggered each growth is known by its pool's growth count), reports, and exits WITHOUT
-// closing the pool (a crash); this process then times the structure's open (its recovery) on
-// that pool and removes it. N is sized so that the pre-sized pool is about 90% used: a
+// Each fill runs in a forked child on one thread, which times every insert (so the inserts
+// during which a growth completed are known by the pool's growth count), reports, and exits
+// WITHOUT closing the pool (a crash); this process then times the structure's open (its
+// recovery) on that pool and removes it. N is sized so that the pre-sized pool is about 90% used: a
 // calibration fill of --calibrate keys measures the pool bytes per element first.
 //
 // Each fill starts --settle seconds (default 10) after the last pool was removed, so that both
@@ -22,8 +22,10 @@
 //
 // Prints, per structure: fill throughput of each (median over rounds), the median and spread of
 // the per-round ratio grown / pre-sized, the growths, the p50/p99/max latency of the inserts
-// that triggered a growth against the p50 of all inserts, recovery time of each, and pool bytes
-// per element of each. Counting backend: the registry's compiled table (the same for both).
+// during which a growth completed against the p50 of all inserts, the slowest insert of each
+// fill (a growth ahead of need, pm/allocator.hpp, completes on a thread of its own, so an insert
+// that waited for it need not be one of those), recovery time of each, and pool bytes per
+// element of each. Counting backend: the registry's compiled table (the same for both).
 //
 // Usage: pool_growth_counting_bench [--structures a,b] [--dir DIR] [--target BYTES]
 //          [--initial BYTES] [--rounds R] [--calibrate N] [--settle SECONDS] [--json FILE]
@@ -64,6 +66,7 @@ struct Fill {
   double pool_bytes_per_element = 0;
   std::vector<double> growth_op_us;  // the inserts during which the pool grew
   double op_p50_us = 0;
+  double op_max_us = 0;  // the slowest insert: a stall on a growth, whichever insert it hit
   double recovery_seconds = 0;
   // The fill's own resource use (getrusage in the child, creation excluded): where a gap
   // between the two pools goes (page faults, kernel time of the growths' fallocate and mmap).
@@ -134,6 +137,7 @@ Fill fill(const registry::Entry& e, const std::string& path, std::size_t initial
       out["bytes"] =
           static_cast<double>(inst.pool()->allocator().allocated_bytes()) / static_cast<double>(n);
       out["growth_us"] = growth_us;
+      out["max_us"] = *std::max_element(op_us.begin(), op_us.end());
       std::nth_element(op_us.begin(), op_us.begin() + static_cast<std::ptrdiff_t>(n / 2),
                        op_us.end());
       out["p50_us"] = op_us[n / 2];
@@ -161,6 +165,7 @@ Fill fill(const registry::Entry& e, const std::string& path, std::size_t initial
   f.pool_bytes_per_element = j["bytes"];
   f.growth_op_us = j["growth_us"].get<std::vector<double>>();
   f.op_p50_us = j["p50_us"];
+  f.op_max_us = j["max_us"];
   f.user_seconds = j["user_s"];
   f.system_seconds = j["system_s"];
   f.minor_faults = j["minor_faults"];
@@ -214,7 +219,7 @@ int main(int argc, char** argv) {
                 name.c_str(), cal.pool_bytes_per_element, static_cast<unsigned long long>(n),
                 target >> 20);
     std::vector<double> ratios, grown_s, sized_s;
-    std::vector<double> growth_us;
+    std::vector<double> growth_us, max_us_grown, max_us_sized;
     Fill last_grown, last_sized;
     for (int r = 0; r < rounds; ++r) {
       for (int k = 0; k < 2; ++k) {
@@ -222,6 +227,7 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::duration<double>(settle_s));
         const Fill f = grown ? fill(*e, path, initial, target, n) : fill(*e, path, target, 0, n);
         (grown ? grown_s : sized_s).push_back(f.seconds);
+        (grown ? max_us_grown : max_us_sized).push_back(f.op_max_us);
         if (grown) {
           growth_us.insert(growth_us.end(), f.growth_op_us.begin(), f.growth_op_us.end());
           last_grown = f;
@@ -229,10 +235,10 @@ int main(int argc, char** argv) {
           last_sized = f;
         }
         std::printf(
-            "  round %d %-9s %7.2f s  %6.3f Mops/s  growths %llu  recovery %.2f s  "
-            "%.1f B/element  user %.2f s sys %.2f s  %.2fM minor faults\n",
+            "  round %d %-9s %7.2f s  %6.3f Mops/s  growths %llu  slowest insert %.0f us  "
+            "recovery %.2f s  %.1f B/element  user %.2f s sys %.2f s  %.2fM minor faults\n",
             r, grown ? "grown" : "pre-sized", f.seconds, static_cast<double>(n) / f.seconds * 1e-6,
-            static_cast<unsigned long long>(f.growths), f.recovery_seconds,
+            static_cast<unsigned long long>(f.growths), f.op_max_us, f.recovery_seconds,
             f.pool_bytes_per_element, f.user_seconds, f.system_seconds, f.minor_faults * 1e-6);
         std::fflush(stdout);
       }
@@ -242,12 +248,14 @@ int main(int argc, char** argv) {
     const double hi = *std::max_element(ratios.begin(), ratios.end());
     std::printf(
         "%s: throughput grown/pre-sized %.3fx (median of %d rounds, %.3f-%.3f); %llu growths, "
-        "their inserts p50 %.0f us p99 %.0f us max %.0f us (all inserts p50 %.2f us); recovery "
-        "%.2f s grown, %.2f s pre-sized; %.1f / %.1f B/element\n",
+        "their inserts p50 %.0f us p99 %.0f us max %.0f us (all inserts p50 %.2f us; slowest, "
+        "median over rounds: grown %.0f us, pre-sized %.0f us); recovery %.2f s grown, %.2f s "
+        "pre-sized; %.1f / %.1f B/element\n",
         name.c_str(), median(ratios), rounds, lo, hi,
         static_cast<unsigned long long>(last_grown.growths), median(growth_us),
         percentile(growth_us, 0.99), percentile(growth_us, 1.0), last_grown.op_p50_us,
-        last_grown.recovery_seconds, last_sized.recovery_seconds, last_grown.pool_bytes_per_element,
+        median(max_us_grown), median(max_us_sized), last_grown.recovery_seconds,
+        last_sized.recovery_seconds, last_grown.pool_bytes_per_element,
         last_sized.pool_bytes_per_element);
     results.push_back({{"structure", name},
                        {"dir", dir},
@@ -260,6 +268,8 @@ int main(int argc, char** argv) {
                        {"growths", last_grown.growths},
                        {"growth_op_us", growth_us},
                        {"op_p50_us", last_grown.op_p50_us},
+                       {"slowest_insert_us_grown", max_us_grown},
+                       {"slowest_insert_us_presized", max_us_sized},
                        {"recovery_seconds_grown", last_grown.recovery_seconds},
                        {"recovery_seconds_presized", last_sized.recovery_seconds},
                        {"bytes_per_element_grown", last_grown.pool_bytes_per_element},

@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <set>
@@ -113,6 +115,31 @@ TEST(PoolGrowth, GrowsInPlaceToItsLimitThenReportsFull) {
   }
   pool.allocator().free(slots.back());
   EXPECT_EQ(pool.allocator().allocate(kSlot), slots.back());
+}
+
+// Growth ahead of need (pm/allocator.hpp's header): the claim that leaves an eighth of the
+// chunks unclaimed starts the growth on a thread of its own; it completes with no further
+// allocation, before any thread finds the pool full.
+TEST(PoolGrowth, GrowsAheadOfNeedBeforeAnyClaimFindsThePoolFull) {
+  TempPath path("grow-ahead");
+  pm::Pool pool = pm::Pool::create(path, kInitial, "test/grow", growing());
+  pm::ChunkAllocator& a = pool.allocator();
+  const std::size_t count = a.chunk_count();
+  const std::size_t headroom = std::max<std::size_t>(1, count / 8);
+  ASSERT_GT(count, headroom + 1);
+  std::vector<void*> slots;
+  while (a.used_chunks() + headroom < count) slots.push_back(a.allocate(kSlot));
+  EXPECT_EQ(a.used_chunks(), count - headroom);  // the claim that started it
+  EXPECT_GT(a.free_chunks(), 0u);                // no claim has found the pool full
+  for (int i = 0; i < 1000 && pool.growths() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(pool.growths(), 1u);
+  EXPECT_EQ(a.chunk_count(), 2 * count);  // one step: the pool doubled
+  EXPECT_EQ(a.used_chunks(), count - headroom);
+  // The rest of the fill to the limit: every growth ahead, doubling, as on demand.
+  fill(pool);
+  EXPECT_EQ(pool.size(), pool.max_size());
+  EXPECT_LE(pool.growths(), 6u);
 }
 
 TEST(PoolGrowth, AGrownPoolReopensWithItsSizeContentsAndHistory) {

@@ -622,6 +622,7 @@ class Pool {
   void close() noexcept {
     if (!state_) return;
     State& st = *state_;
+    if (st.allocator) st.allocator->finish_growth();  // its size is final from here on
     // On a non-DAX file the page cache holds the stores: write it back before the flag says
     // clean, so "clean" never names a pool whose contents are not all on the media.
     st.persist_media(0, st.size.load());
