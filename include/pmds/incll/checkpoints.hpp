@@ -16,14 +16,12 @@
 // spans a boundary — InCLL leaves this to Masstree's epoch machinery; here it is explicit.
 // Read operations take no part: they write nothing.
 //
-// The external log (§4.2). Before an object that existed at the start of the epoch is first
-// written in it, the writer copies the whole object into its thread's log and persists the entry
-// (flush and fence) — then writes. Each object has a logging word, 2e once logged in epoch e;
-// only the holder of the object's lock logs it, so an object appears at most once per epoch and
-// the entries of an epoch have no order among them (§4.2). New objects are stamped 2e when
-// allocated: their state at the start of the epoch is "unreachable", nothing to log. The log is
-// discarded at the boundary: each thread's cursor restarts from its first segment in the next
-// epoch.
+// The external log (§4.2, incll/undo_log.hpp). Before an object that existed at the start of
+// the epoch is first written in it, the writer copies the whole object into its thread's log and
+// persists the entry — then writes. Each object has a logging word, 2e once logged in epoch e;
+// only the holder of the object's lock logs it, so an object appears at most once per epoch. New
+// objects are stamped 2e when allocated: their state at the start of the epoch is "unreachable",
+// nothing to log. The log is discarded at the boundary.
 //
 // InCLL (§4.1; the InCLLCheckpoints mode below): an insert or a remove changes only a border's
 // permutation (the new entry goes to a free slot), so the border logs its permutation in its own
@@ -36,18 +34,18 @@
 // bits the crash left, has f added to the pool's record of failed epochs (record_failed_epoch)
 // and reports its live objects to the allocator (every object allocated in f is unreachable
 // again and returns to the free lists); finish_recovery() makes epoch f+2
-// durable. Borders are recovered lazily, on first access (before_border_access, below), or all
-// at open (recover_border with flush; then the record is emptied). Nothing is consumed before
-// the record and the new epoch are durable, so a crash during recovery recovers again.
+// durable. Borders are recovered lazily, on first access (before_border_access), or all at open
+// (recover_border with flush; then the record is emptied): incll/border_recovery.hpp. Nothing is
+// consumed before the record and the new epoch are durable, so a crash during recovery recovers
+// again.
 //
-// Byte strings (InCLL §5). The byte-string tree's keys and values are pool blocks, each with
-// a 16-byte EpochLink before its bytes (incll/epoch_link.hpp, §5.1). A block the tree frees goes
-// on its thread's free list of that block size in an epoch after the one that freed it, and
-// make_bytes takes blocks from there first: the lists are objects the epochs checkpoint, written
-// with no flush or fence (their links and heads are recorded for the boundary flush), and read
-// after a crash as they were at the start of the failed epoch. Eager recovery walks them
-// (walk_block_lists: checked, and kept by the allocator) and rewrites their links before the
-// record of failed epochs is emptied (settle_block_lists).
+// Byte strings (InCLL §5, incll/byte_string_blocks.hpp). The byte-string tree's keys and values
+// are pool blocks, each with a 16-byte EpochLink before its bytes (incll/epoch_link.hpp, §5.1). A
+// block the tree frees goes on its thread's free list of that block size in an epoch after the
+// one that freed it, and make_bytes takes blocks from there first: the lists are objects the
+// epochs checkpoint, read after a crash as they were at the start of the failed epoch. Eager
+// recovery walks them (walk_block_lists) and rewrites their links before the record of failed
+// epochs is emptied (settle_block_lists).
 //
 // Room. A write operation must not fail half-way: begin_write() first makes sure the thread has
 // `reserve_per_size` free slots of each object size and room for `log_room` entries in its log
@@ -71,28 +69,25 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
-#include <system_error>
-#include <thread>
-#include <type_traits>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "pmds/backoff.hpp"
 #include "pmds/error.hpp"
 #include "pmds/faults.hpp"
-#include "pmds/incll/epoch_link.hpp"
+#include "pmds/incll/border_recovery.hpp"
+#include "pmds/incll/byte_string_blocks.hpp"
 #include "pmds/incll/failed_epochs.hpp"
 #include "pmds/incll/masstree.hpp"
+#include "pmds/incll/undo_log.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/periodic_thread.hpp"
 #include "pmds/pm/access.hpp"
@@ -129,51 +124,10 @@ struct CheckpointStats {
 
 namespace checkpoint_detail {
 
-inline constexpr std::size_t line = 64;
-inline constexpr std::size_t max_object_bytes = 512;  // a Masstree border node
-inline constexpr std::size_t entry_bytes = line + max_object_bytes;
-inline constexpr std::size_t segment_bytes = std::size_t{256} << 10;
-inline constexpr std::size_t entries_per_segment = (segment_bytes - line) / entry_bytes;
-inline constexpr std::size_t log_room = 128;  // entries one operation may need: see begin_write
 inline constexpr std::size_t reserve_per_size = 16;
 inline constexpr std::uint64_t magic_value = 0x33544f50484b4843;  // "CHKHPOT3"
 // Anchors of earlier pmds: before the record of failed epochs, before the block free lists.
 inline constexpr std::uint64_t old_magic_values[] = {0x54494f50484b4843, 0x32544f50484b4843};
-
-// A log entry: this header, alone in its line, then the object's image.
-struct EntryHeader {
-  std::uint64_t epoch;
-  std::uint64_t address;
-  std::uint64_t size;
-  std::uint64_t checksum;  // over the three words above and the image
-};
-
-// A log segment: a slot of segment_bytes; its first line holds the link to the next one.
-struct Segment {
-  pm::atomic<Segment*> next;
-
-  char* entry(std::size_t i) { return reinterpret_cast<char*>(this) + line + i * entry_bytes; }
-};
-
-// InCLL §5: each thread's free lists of byte-string blocks, one per block size
-// (pm::ChunkAllocator::block_size: 64 to 512 bytes by lines, then four sizes per doubling up to
-// 8 KiB). A block starts with its EpochLink; the Bytes follow.
-inline constexpr std::size_t block_classes = 24;
-inline constexpr std::size_t block_header = sizeof(EpochLink);
-struct alignas(64) BlockLists {
-  EpochLink heads[block_classes];
-  // To a border's 512 bytes: the records share the borders' chunks instead of taking a chunk of
-  // a slot size of their own (a small pool has few chunks).
-  unsigned char unused[512 - block_classes * sizeof(EpochLink)];
-};
-static_assert(sizeof(BlockLists) == 512);
-// The list of blocks of `size` bytes (a block_size).
-inline std::size_t block_class(std::size_t size) {
-  if (size <= 512) return size / line - 1;
-  const std::size_t group_start = std::bit_floor(size - 1);  // 512, 1024, 2048, 4096
-  return 8 + 4 * static_cast<std::size_t>(std::countr_zero(group_start) - 9) +
-         (size - group_start) / (group_start / 4) - 1;
-}
 
 // The top layer's root pointer, logged like a node when a root split replaces it.
 struct alignas(64) RootBox {
@@ -185,34 +139,19 @@ struct alignas(64) Anchor {
   RootBox root_box;
   pm::atomic<std::uint64_t> magic;
   pm::atomic<std::uint64_t> epoch;  // the current epoch: a crash makes it the failed one
-  pm::atomic<Segment*> logs[pmds::max_threads];  // each thread's first log segment
+  pm::atomic<LogSegment*> logs[pmds::max_threads];  // each thread's first log segment
   FailedEpochs failed;
   pm::atomic<BlockLists*> block_lists[pmds::max_threads];  // each thread's, once it made a block
 };
-
-inline std::uint64_t checksum(const EntryHeader& h, const unsigned char* image) {
-  std::uint64_t x = 0x9e3779b97f4a7c15 ^ h.epoch;
-  auto mix = [&x](std::uint64_t w) {
-    x = (x ^ w) * 0xff51afd7ed558ccd;
-    x ^= x >> 32;
-  };
-  mix(h.address);
-  mix(h.size);
-  for (std::size_t i = 0; i + 8 <= h.size; i += 8) {
-    std::uint64_t w;
-    std::memcpy(&w, image + i, 8);
-    mix(w);
-  }
-  return x;
-}
 
 }  // namespace checkpoint_detail
 
 template <FaultPolicy Faults = NoFaults>
 class Checkpoints {
   using Anchor = checkpoint_detail::Anchor;
-  using Segment = checkpoint_detail::Segment;
-  using EntryHeader = checkpoint_detail::EntryHeader;
+  using RootBox = checkpoint_detail::RootBox;
+  using Log = UndoLog<Faults>;
+  using Blocks = ByteStringBlocks<Faults>;
 
  public:
   static constexpr bool owns_nodes = false;  // nodes live in the pool
@@ -227,29 +166,17 @@ class Checkpoints {
   static constexpr std::uint32_t retires_per_collect = reclaim::EpochDomain::default_collect_every;
 #endif
   static constexpr bool recovers_borders = true;  // lazily: before_border_access
-  static constexpr std::size_t segment_bytes = checkpoint_detail::segment_bytes;
+  static constexpr std::size_t segment_bytes = Log::segment_bytes;
+  static constexpr std::size_t block_header = Blocks::block_header;
 
   // A new anchor in `pool`, which must hold no structure; `object_sizes` are the sizes the
   // structure allocates (each at most 512 bytes), `byte_strings` whether its entries are byte
   // strings (make_bytes; else 8-byte keys and values). The structure then builds its empty state
   // and calls finish_create().
   Checkpoints(CreateTag, pm::Pool& pool, const char* name, const Options& options,
-              std::vector<std::size_t> object_sizes, bool byte_strings)
-      : pool_(pool),
-        options_(options),
-        sizes_(std::move(object_sizes)),
-        byte_strings_(byte_strings) {
-    check_sizes();
-    pm::StructureRoot::check_unused(pool, name);
-    anchor_ = static_cast<Anchor*>(pool.allocator().allocate(sizeof(Anchor)));
-    anchor_->root_box.logged.store(0, std::memory_order_relaxed);
-    anchor_->root_box.root.store(0, std::memory_order_relaxed);
-    anchor_->epoch.store(1, std::memory_order_relaxed);
-    for (auto& l : anchor_->logs) l.store(nullptr, std::memory_order_relaxed);
-    for (auto& l : anchor_->block_lists) l.store(nullptr, std::memory_order_relaxed);
-    anchor_->failed.count.store(0, std::memory_order_relaxed);
-    anchor_->magic.store(checkpoint_detail::magic_value, std::memory_order_relaxed);
-    pm::persist(anchor_, sizeof(Anchor));
+              const std::vector<std::size_t>& object_sizes, bool byte_strings)
+      : Checkpoints(pool, options, object_sizes, byte_strings,
+                    new_anchor(pool, name, object_sizes)) {
     epoch_.store(1, std::memory_order_relaxed);
   }
 
@@ -257,30 +184,17 @@ class Checkpoints {
   // step). The structure then clears its nodes' locks, calls recover_allocator() and
   // finish_recovery().
   Checkpoints(OpenTag, pm::Pool& pool, void* area, const char* name, const Options& options,
-              std::vector<std::size_t> object_sizes, bool byte_strings)
-      : pool_(pool),
-        options_(options),
-        sizes_(std::move(object_sizes)),
-        byte_strings_(byte_strings) {
-    check_sizes();
+              const std::vector<std::size_t>& object_sizes, bool byte_strings)
+      : Checkpoints(pool, options, object_sizes, byte_strings,
+                    existing_anchor(pool, area, name, object_sizes)) {
+    const std::uint64_t e = anchor_->epoch.load();
+    epoch_.store(e, std::memory_order_relaxed);
+    opened_epoch_ = e;
+    borders_.set_execution_epoch(e + 1);
     const pm::ChunkAllocator& a = pool.allocator();
-    if (a.is_slot(area, sizeof(checkpoint_detail::RootBox)) &&
-        std::ranges::count(checkpoint_detail::old_magic_values,
-                           static_cast<Anchor*>(area)->magic.load()) != 0)
-      a.corrupt(std::string(name) +
-                ": the pool was written by an earlier pmds, in a format "
-                "this one does not read (docs/ARCHITECTURE.md §5)");
-    if (!a.is_slot(area, sizeof(Anchor)) ||
-        static_cast<Anchor*>(area)->magic.load() != checkpoint_detail::magic_value)
-      a.corrupt(std::string(name) + ": its root does not name a checkpoint anchor");
-    anchor_ = static_cast<Anchor*>(area);
-    epoch_.store(anchor_->epoch.load(), std::memory_order_relaxed);
-    opened_epoch_ = epoch_.load(std::memory_order_relaxed);
-    exec_epoch_ = epoch_.load(std::memory_order_relaxed) + 1;
-    failed_.read(anchor_->failed, epoch_.load(std::memory_order_relaxed),
-                 pool_.was_clean_shutdown(), [&a](const char* what) { a.corrupt(what); });
-    find_segments();
-    apply_log();
+    failed_.read(anchor_->failed, e, pool_.was_clean_shutdown(),
+                 [&a](const char* what) { a.corrupt(what); });
+    log_.recover(e, &anchor_->root_box, sizeof(RootBox));
   }
 
   Checkpoints(const Checkpoints&) = delete;
@@ -316,7 +230,7 @@ class Checkpoints {
       t.active.store(0, std::memory_order_seq_cst);
       for (int spins = 0; barrier_.load(std::memory_order_acquire) != 0;) pmds::backoff(spins);
     }
-    release_freed(t, epoch());  // (inside the operation: it writes the free lists)
+    blocks_.release_freed(t.blocks, epoch(), t.written);  // (inside: it writes the free lists)
     return WriteScope(&t.active);
   }
 
@@ -337,41 +251,29 @@ class Checkpoints {
   void release(void*) {}  // never called: owns_nodes is false
 
   // Byte strings (the byte-string tree's keys and values): a pool block each, its EpochLink
-  // then the Bytes (pm::ChunkAllocator::block_size of both: at most 8 KiB), taken from the
-  // thread's free list of that size (InCLL §5), else from the allocator; written and recorded
-  // for the boundary flush like a new node — new in this epoch, nothing to log. Called inside a
-  // write operation, before it changes anything (PoolFull then changes nothing).
-  static constexpr std::size_t max_bytes_block = 8192;
+  // then the Bytes (at most 8 KiB), taken from the thread's free list of that size (InCLL §5),
+  // else from the allocator; written and recorded for the boundary flush like a new node — new
+  // in this epoch, nothing to log. Called inside a write operation, before it changes anything
+  // (PoolFull then changes nothing).
   static constexpr std::size_t max_key_size = 1024;
   static constexpr std::size_t max_value_size =
-      max_bytes_block - checkpoint_detail::block_header - sizeof(masstree_detail::Bytes);
-  // The block a byte string of `length` bytes takes.
+      Blocks::max_block - block_header - sizeof(masstree_detail::Bytes);
   static std::size_t block_size_for(std::size_t length) {
-    return pm::ChunkAllocator::block_size(checkpoint_detail::block_header +
-                                          sizeof(masstree_detail::Bytes) + length);
+    return Blocks::block_size_for(length);
   }
   masstree_detail::Bytes* make_bytes(std::string_view s) {
     ThreadState& t = state();
-    const std::size_t bytes = sizeof(masstree_detail::Bytes) + s.size();
-    const std::size_t size = block_size_for(s.size());
-    void* block = pop_block(t, size);
-    if (block == nullptr) block = allocate_in_operation(size);
-    auto* b = bytes_in(block);
-    const std::uint64_t length = s.size();
-    pm::write(&b->size, &length, sizeof length);
-    if (!s.empty()) pm::write(b + 1, s.data(), s.size());
-    t.written.push_back({b, bytes});
-    return b;
+    return blocks_.make(t.blocks, s, epoch(), t.written,
+                        [this](std::size_t bytes) { return allocate_in_operation(bytes); });
   }
-  // A byte string the tree no longer names (once no reader can hold it). Its block goes on the
-  // thread's free list only in an epoch after the one it was freed in: until that one ends a
-  // crash rolls the tree back to a state that may name it, with its bytes. (Blocks freed but not
-  // yet listed when a crash comes are named by nothing: recovery returns them to the
-  // allocator.) Pushed at once when the thread is inside a write operation, else by its next.
+  // A byte string the tree no longer names (once no reader can hold it): its block is listed in
+  // an epoch after this one (incll/byte_string_blocks.hpp), at once when the thread is inside a
+  // write operation, else by its next.
   void free_bytes(masstree_detail::Bytes* b) {
     ThreadState& t = state();
-    t.freed.push_back({b, epoch()});
-    if (t.active.load(std::memory_order_relaxed) != 0) release_freed(t, epoch());
+    Blocks::free(t.blocks, b, epoch());
+    if (t.active.load(std::memory_order_relaxed) != 0)
+      blocks_.release_freed(t.blocks, epoch(), t.written);
   }
   // A new object counts as logged in the current epoch.
   std::uint64_t new_node_stamp() const {
@@ -388,12 +290,12 @@ class Checkpoints {
   // Before the first write in this epoch to an object that existed before it: log it (above).
   // The caller holds the object's lock.
   void before_write(pm::atomic<std::uint64_t>& logged, const void* object, std::size_t bytes) {
-    const std::uint64_t done = epoch_.load(std::memory_order_relaxed) << 1;
-    if (logged.load(std::memory_order_relaxed) == done) return;
+    const std::uint64_t e = epoch_.load(std::memory_order_relaxed);
+    if (logged.load(std::memory_order_relaxed) == e << 1) return;
     ThreadState& t = state();
-    write_entry(t, object, bytes);
+    log_.write(t.log, e, object, bytes);
     t.written.push_back({object, bytes});
-    logged.store(done, std::memory_order_relaxed);
+    logged.store(e << 1, std::memory_order_relaxed);
   }
   // Before an insert or a remove changes a border's permutation, or an update one of its values:
   // the logging mode logs the border whole.
@@ -413,7 +315,11 @@ class Checkpoints {
     return anchor_->root_box.root;
   }
   void before_root_write() {
-    before_write(anchor_->root_box.logged, &anchor_->root_box, sizeof(checkpoint_detail::RootBox));
+    before_write(anchor_->root_box.logged, &anchor_->root_box, sizeof(RootBox));
+  }
+
+  void before_border_access(masstree_detail::Border& b) const {
+    borders_.before_access(b);
   }
 
   // ---- epochs ---------------------------------------------------------------------------------
@@ -474,8 +380,8 @@ class Checkpoints {
     s.epochs = stats_epochs_.load(std::memory_order_relaxed);
     s.flushed_objects = stats_flushed_.load(std::memory_order_relaxed);
     for (std::size_t i = 0; i < pmds::max_threads; ++i) {
-      s.logged_objects += states_[i].logged_count.load(std::memory_order_relaxed);
-      s.reused_blocks += states_[i].reused_count.load(std::memory_order_relaxed);
+      s.logged_objects += states_[i].log.logged.load(std::memory_order_relaxed);
+      s.reused_blocks += states_[i].blocks.reused.load(std::memory_order_relaxed);
     }
     return s;
   }
@@ -489,13 +395,13 @@ class Checkpoints {
   void finish_create(std::uint64_t tag) {
     for (auto& [p, n] : state().written) pm::flush_range(p, n);
     state().written.clear();
-    pm::persist(&anchor_->root_box, sizeof(checkpoint_detail::RootBox));
+    pm::persist(&anchor_->root_box, sizeof(RootBox));
     if constexpr (Faults::planted != Fault::creation_epoch_not_ended) {
       anchor_->epoch.store(2);
       pm::persist(&anchor_->epoch, sizeof(std::uint64_t));
       epoch_.store(2, std::memory_order_release);
     }
-    exec_epoch_ = 1;  // (a new tree has no border to recover)
+    borders_.set_execution_epoch(1);  // (a new tree has no border to recover)
     pm::StructureRoot::write(pool_, tag, 0, anchor_);
     start();
   }
@@ -521,21 +427,20 @@ class Checkpoints {
   // allocation is tried again). Set before operations start.
   void set_lazy_open_hooks(std::function<void(masstree_detail::Border&)> check,
                            std::function<bool()> pool_full) {
-    before_border_recovery_ = std::move(check);
+    borders_.set_before_recovery(std::move(check));
     when_pool_full_ = std::move(pool_full);
   }
 
   // The anchor and the log segments: the slots recover_allocator() keeps besides the objects.
   std::size_t own_slots() const {
-    return 1 + segments_.size();
+    return 1 + log_.segments().size();
   }
   // is_object, and the anchor and the log segments found at open.
   template <class IsObject>
   auto with_own_slots(IsObject& is_object) const {
     return [this, &is_object](void* slot, std::size_t size) {
       if (slot == anchor_) return true;
-      if (size == segment_bytes)
-        return std::binary_search(segments_.begin(), segments_.end(), slot);
+      if (size == segment_bytes) return log_.is_segment(slot);
       return static_cast<bool>(is_object(slot));
     };
   }
@@ -546,7 +451,7 @@ class Checkpoints {
   // with an operations' epoch would count as logged in it (InCLLCheckpoints) and miss the
   // boundary flush.
   void finish_recovery() {
-    const std::uint64_t e = exec_epoch_ + 1;
+    const std::uint64_t e = borders_.execution_epoch() + 1;
     anchor_->epoch.store(e);
     pm::persist(&anchor_->epoch, sizeof(std::uint64_t));
     epoch_.store(e, std::memory_order_release);
@@ -554,30 +459,18 @@ class Checkpoints {
   }
 
   std::size_t log_entries_applied() const {
-    return applied_.size();
+    return log_.restored_objects().size();
   }
   // Whether the object at `p` was restored from the log (recovery only).
   bool restored_from_log(const void* p) const {
-    return std::binary_search(applied_.begin(), applied_.end(), p);
+    return log_.restored(p);
   }
   // The objects the log restored, in address order (recovery only).
   const std::vector<const void*>& restored_objects() const {
-    return applied_;
+    return log_.restored_objects();
   }
 
-  // ---- lazy recovery (InCLL §4.3) -------------------------------------------------------------
-  //
-  // A border is recovered on its first access in an execution (its node_epoch names an epoch
-  // before this execution's first): under one of a transient array of recovery locks (its own
-  // lock word may be in any state after a crash), its permutation comes back from InCLL_p when
-  // node_epoch names a failed epoch, each value from its line's InCLL when that names one, its
-  // lock and dirty bits are cleared, and node_epoch is set to the execution's first epoch with
-  // InCLL_p holding the permutation now — true, since nothing changed the border in this
-  // execution before (InCLL Listing 4 sets nodeEpoch alone: a permutationInCLL left from an
-  // old epoch would then be taken for this one's). Nothing is flushed: a failed epoch stays in
-  // the record, so a crash before these stores persist recovers the border again, and each line
-  // persists its stores in order. The border is checked as the eager walk checks it (PoolCorrupt
-  // from the operation that reaches a damaged one).
+  // ---- lazy and eager recovery of borders and block lists (InCLL §4.3, §5) -------------------
 
   // Whether this recovery leaves the borders to lazy recovery: unless the options say eager or
   // the record of failed epochs is full (then the eager recovery empties it).
@@ -593,129 +486,37 @@ class Checkpoints {
   void forget_failed_epochs() {
     failed_.forget();
   }
-
-  // Recovery, before anything is written: every thread's free lists of blocks as they read after
-  // the crash (InCLL §5), checked — each block a slot of its list's size, reached once (so a
-  // block the tree also names, or a cycle, is PoolCorrupt) — and their slots set in `reached`,
-  // the lists' own included. Returns how many of each.
-  struct ListedBlocks {
-    std::size_t blocks = 0;
-    std::size_t lists = 0;  // the threads' records of list heads
-  };
-  ListedBlocks walk_block_lists(pm::ChunkAllocator::SlotBits& reached) const {
-    using checkpoint_detail::BlockLists;
-    const pm::ChunkAllocator& a = pool_.allocator();
-    ListedBlocks listed;
-    for (const auto& link : anchor_->block_lists) {
-      const BlockLists* lists = link.load();
-      if (lists == nullptr) continue;
-      a.checked_slot(lists, sizeof(BlockLists), "a thread's block free lists");
-      if (a.slot_size_of(lists) != pm::ChunkAllocator::slot_size_for(sizeof(BlockLists)) ||
-          !reached.set(lists))
-        a.corrupt("a thread's block free lists are not a slot of their own");
-      ++listed.lists;
-      for (std::size_t c = 0; c < checkpoint_detail::block_classes; ++c) {
-        for (auto* p = static_cast<const EpochLink*>(lists->heads[c].read(failed32()));
-             p != nullptr; p = static_cast<const EpochLink*>(p->read(failed32()))) {
-          a.checked_slot(p, sizeof(EpochLink), "a free block's link");
-          const std::size_t size = a.slot_size_of(p);
-          if (pm::ChunkAllocator::block_size(size) != size ||
-              checkpoint_detail::block_class(size) != c)
-            a.corrupt("a free list holds a block of another size");
-          if (!reached.set(p)) a.corrupt("a free block is on a list twice, or named by the tree");
-          ++listed.blocks;
-        }
-      }
-    }
-    return listed;
-  }
-  // Eager recovery, before the record of failed epochs is emptied: every link of the free lists
-  // rewritten as it reads now, in this execution's first epoch, and flushed (the caller
-  // fences), so that none reads otherwise once the record is gone.
-  void settle_block_lists() {
-    for (auto& link : anchor_->block_lists) {
-      checkpoint_detail::BlockLists* lists = link.load();
-      if (lists == nullptr) continue;
-      for (EpochLink& head : lists->heads) {
-        for (EpochLink* p = &head; p != nullptr;) {
-          void* next = p->read(failed32());
-          p->write(next, exec_epoch_, failed32());
-          pm::flush_range(p, sizeof *p);
-          p = static_cast<EpochLink*>(next);
-        }
-      }
-    }
-  }
-
-  void before_border_access(masstree_detail::Border& b) const {
-    if ((b.node_epoch.load(std::memory_order_acquire) >> 1) >= exec_epoch_) [[likely]]
-      return;
-    std::lock_guard<std::mutex> hold(
-        recovery_locks_[reinterpret_cast<std::uintptr_t>(&b) / 512 % recovery_lock_count]);
-    if ((b.node_epoch.load(std::memory_order_acquire) >> 1) >= exec_epoch_) return;
-    if (before_border_recovery_) before_border_recovery_(b);
-    recover_border(b, /*flush=*/false);
-  }
-
-  // Checks a border as recover_border() would find it (PoolCorrupt when damaged), writing
-  // nothing, and returns the permutation it will have: the eager recovery checks every border
-  // before it writes the first.
-  masstree_detail::Permutation check_border(const masstree_detail::Border& b) const {
-    return check_border(b, is_failed(b.node_epoch.load(std::memory_order_relaxed) >> 1));
-  }
-  // The value word `slot` of a border will hold once recover_border() has run.
-  std::uint64_t value_after_recovery(const masstree_detail::Border& b, int slot) const {
-    constexpr int per_line = masstree_detail::ValueLine::values;
-    const masstree_detail::ValueLine& line = b.value_lines[slot / per_line];
-    const std::uint64_t tag = line.log_tag.load(std::memory_order_relaxed);
-    if (tag != 0 && is_failed(tag >> 3) && static_cast<int>(tag & 7) == slot % per_line)
-      return line.log_value.load(std::memory_order_relaxed);
-    return line.value[slot % per_line].load(std::memory_order_relaxed);
-  }
-
-  // Recovers one border (above); the eager recovery calls it for every border, with `flush`.
-  void recover_border(masstree_detail::Border& b, bool flush) const {
-    constexpr int width = masstree_detail::width;
-    constexpr int per_line = masstree_detail::ValueLine::values;
-    bool roll_back = is_failed(b.node_epoch.load(std::memory_order_relaxed) >> 1);
-    if constexpr (Faults::planted == Fault::lazy_recovery_skips_node)
-      if (roll_back && !skipped_.exchange(true)) roll_back = false;
-    const masstree_detail::Permutation perm = check_border(b, roll_back);
-    std::size_t values = 0;
-    for (int l = 0; l * per_line < width; ++l) {
-      masstree_detail::ValueLine& line = b.value_lines[l];
-      const std::uint64_t tag = line.log_tag.load(std::memory_order_relaxed);
-      if (tag == 0 || !is_failed(tag >> 3)) continue;
-      const int index = static_cast<int>(tag & 7);
-      line.value[index].store(line.log_value.load(std::memory_order_relaxed),
-                              std::memory_order_relaxed);
-      line.log_tag.store(0, std::memory_order_relaxed);
-      if (flush) pm::flush_range(&line, sizeof line);
-      ++values;
-    }
-    constexpr std::uint64_t transient_bits =
-        masstree_detail::locked_bit | masstree_detail::dirty_bits;
-    const std::uint64_t v = b.version.load(std::memory_order_relaxed);
-    if (v & transient_bits) b.version.store(v & ~transient_bits, std::memory_order_relaxed);
-    // One line: the permutation, then its log, then the epoch that vouches for the log.
-    if (roll_back) b.permutation.store(perm.word, std::memory_order_relaxed);
-    b.permutation_log.store(perm.word, std::memory_order_relaxed);
-    b.node_epoch.store(exec_epoch_ << 1 | 1, std::memory_order_release);
-    if (flush) pm::flush_range(&b.permutation, sizeof b.permutation);  // the first line
-    permutations_restored_.fetch_add(roll_back ? 1 : 0, std::memory_order_relaxed);
-    values_restored_.fetch_add(values, std::memory_order_relaxed);
-  }
   // The failed epochs the pool's record holds.
   std::size_t failed_epochs_recorded() const {
     return failed_.stored();
   }
 
-  // Borders whose InCLL_p, and values whose InCLL, recovery has applied so far.
+  // Recovery, before anything is written: the free lists of blocks, checked and set in `reached`
+  // (ByteStringBlocks::walk); eager recovery then rewrites their links (settle).
+  using ListedBlocks = typename Blocks::Listed;
+  ListedBlocks walk_block_lists(pm::ChunkAllocator::SlotBits& reached) const {
+    return blocks_.walk(reached);
+  }
+  void settle_block_lists() {
+    blocks_.settle(borders_.execution_epoch());
+  }
+
+  // Borders (incll/border_recovery.hpp): checked as recovery will find them, the value a slot
+  // will hold, recovered (the eager recovery, with `flush`), and the counts of what was restored.
+  masstree_detail::Permutation check_border(const masstree_detail::Border& b) const {
+    return borders_.check(b);
+  }
+  std::uint64_t value_after_recovery(const masstree_detail::Border& b, int slot) const {
+    return borders_.value_after_recovery(b, slot);
+  }
+  void recover_border(masstree_detail::Border& b, bool flush) const {
+    borders_.recover(b, flush);
+  }
   std::size_t permutations_restored() const {
-    return permutations_restored_.load(std::memory_order_relaxed);
+    return borders_.permutations_restored();
   }
   std::size_t values_restored() const {
-    return values_restored_.load(std::memory_order_relaxed);
+    return borders_.values_restored();
   }
 
  protected:
@@ -727,83 +528,60 @@ class Checkpoints {
  private:
   struct alignas(64) ThreadState {
     pm::atomic<std::uint64_t> active{0};  // DRAM; a pm::atomic so the crash lab schedules it
-    std::atomic<std::uint64_t> logged_count{0};
-    std::atomic<std::uint64_t> reused_count{0};
-    Segment* segment = nullptr;  // the log cursor: segment and entry
-    std::size_t next_entry = 0;
-    std::uint64_t log_epoch = 0;  // the epoch the cursor's entries belong to
-    std::vector<std::pair<const void*, std::size_t>> written;  // this epoch's objects
-    std::array<std::vector<void*>, 4> spare;                   // per declared size
-    // Byte strings freed by this thread, with the epoch each was freed in (nondecreasing).
-    std::vector<std::pair<masstree_detail::Bytes*, std::uint64_t>> freed;
-    checkpoint_detail::BlockLists* lists = nullptr;  // its free lists (byte strings only)
+    typename Log::Cursor log;
+    typename Blocks::Local blocks;            // byte strings only
+    typename Blocks::Written written;         // this epoch's objects
+    std::array<std::vector<void*>, 4> spare;  // per declared size
   };
 
-  // ---- the block free lists (InCLL §5) ----------------------------------------------------
+  Checkpoints(pm::Pool& pool, const Options& options, const std::vector<std::size_t>& sizes,
+              bool byte_strings, Anchor* anchor)
+      : pool_(pool),
+        options_(options),
+        sizes_(sizes),
+        byte_strings_(byte_strings),
+        anchor_(anchor),
+        log_(pool, anchor->logs),
+        blocks_(pool, anchor->block_lists, failed_),
+        borders_(pool, byte_strings, failed_) {}
 
-  static masstree_detail::Bytes* bytes_in(void* block) {
-    return reinterpret_cast<masstree_detail::Bytes*>(static_cast<char*>(block) +
-                                                     checkpoint_detail::block_header);
-  }
-  static EpochLink* link_of(masstree_detail::Bytes* b) {
-    return reinterpret_cast<EpochLink*>(reinterpret_cast<char*>(b) -
-                                        checkpoint_detail::block_header);
-  }
-  // Whether a 32-bit epoch is a failed one (EpochLink's reads).
-  auto failed32() const {
-    return failed_.failed32();
-  }
-
-  // A block of `size` bytes from the thread's free list (nullptr when it has none); its list's
-  // head is recorded for the boundary flush.
-  void* pop_block(ThreadState& t, std::size_t size) {
-    EpochLink& head = t.lists->heads[checkpoint_detail::block_class(size)];
-    if (head.read(failed32()) == nullptr) return nullptr;
-    const std::uint64_t e = epoch();
-    record_link(t, head, e);  // before the pop writes it
-    EpochLink* block = EpochFreeList(head).pop(e, failed32());
-    t.reused_count.store(t.reused_count.load(std::memory_order_relaxed) + 1,
-                         std::memory_order_relaxed);
-    return block;
-  }
-  // A link about to be written in epoch e, recorded for the boundary flush the first time.
-  static void record_link(ThreadState& t, const EpochLink& link, std::uint64_t e) {
-    if (!link.written_in(e)) t.written.push_back({&link, sizeof link});
-  }
-  // The blocks of byte strings freed in an epoch before `now` go on the thread's free lists
-  // (inside a write operation: the lists are written, and recorded for the boundary flush).
-  void release_freed(ThreadState& t, std::uint64_t now) {
-    std::uint64_t limit = now;
-    if constexpr (Faults::planted == Fault::bytes_freed_in_their_epoch) ++limit;
-    std::size_t n = 0;
-    for (; n < t.freed.size() && t.freed[n].second < limit; ++n) {
-      masstree_detail::Bytes* b = t.freed[n].first;
-      EpochLink& head = t.lists->heads[checkpoint_detail::block_class(block_size_for(b->size))];
-      record_link(t, *link_of(b), now);
-      record_link(t, head, now);
-      EpochFreeList(head).push(link_of(b), now, failed32());
-    }
-    if (n != 0) t.freed.erase(t.freed.begin(), t.freed.begin() + static_cast<std::ptrdiff_t>(n));
-  }
-  // The thread's free lists, made (and named from the anchor, persisted) the first time.
-  void find_lists(ThreadState& t) {
-    pm::atomic<checkpoint_detail::BlockLists*>& link = anchor_->block_lists[pmds::thread_id()];
-    t.lists = link.load();
-    if (t.lists != nullptr) return;
-    auto* lists = static_cast<checkpoint_detail::BlockLists*>(
-        allocate_in_operation(sizeof(checkpoint_detail::BlockLists)));
-    for (EpochLink& head : lists->heads) head.init();
-    pm::persist(lists, sizeof *lists);
-    link.store(lists);
-    pm::persist(&link, sizeof link);
-    t.lists = lists;
+  static Anchor* new_anchor(pm::Pool& pool, const char* name,
+                            const std::vector<std::size_t>& sizes) {
+    check_sizes(sizes);
+    pm::StructureRoot::check_unused(pool, name);
+    auto* anchor = static_cast<Anchor*>(pool.allocator().allocate(sizeof(Anchor)));
+    anchor->root_box.logged.store(0, std::memory_order_relaxed);
+    anchor->root_box.root.store(0, std::memory_order_relaxed);
+    anchor->epoch.store(1, std::memory_order_relaxed);
+    for (auto& l : anchor->logs) l.store(nullptr, std::memory_order_relaxed);
+    for (auto& l : anchor->block_lists) l.store(nullptr, std::memory_order_relaxed);
+    anchor->failed.count.store(0, std::memory_order_relaxed);
+    anchor->magic.store(checkpoint_detail::magic_value, std::memory_order_relaxed);
+    pm::persist(anchor, sizeof(Anchor));
+    return anchor;
   }
 
-  void check_sizes() {
-    if (sizes_.empty() || sizes_.size() > 4)
+  static Anchor* existing_anchor(pm::Pool& pool, void* area, const char* name,
+                                 const std::vector<std::size_t>& sizes) {
+    check_sizes(sizes);
+    const pm::ChunkAllocator& a = pool.allocator();
+    if (a.is_slot(area, sizeof(RootBox)) &&
+        std::ranges::count(checkpoint_detail::old_magic_values,
+                           static_cast<Anchor*>(area)->magic.load()) != 0)
+      a.corrupt(std::string(name) +
+                ": the pool was written by an earlier pmds, in a format "
+                "this one does not read (docs/ARCHITECTURE.md §5)");
+    if (!a.is_slot(area, sizeof(Anchor)) ||
+        static_cast<Anchor*>(area)->magic.load() != checkpoint_detail::magic_value)
+      a.corrupt(std::string(name) + ": its root does not name a checkpoint anchor");
+    return static_cast<Anchor*>(area);
+  }
+
+  static void check_sizes(const std::vector<std::size_t>& sizes) {
+    if (sizes.empty() || sizes.size() > 4)
       throw Error("pmds: incll::Checkpoints takes 1 to 4 object sizes");
-    for (std::size_t s : sizes_)
-      if (s > checkpoint_detail::max_object_bytes || s % checkpoint_detail::line != 0)
+    for (std::size_t s : sizes)
+      if (s > Log::max_object_bytes || s % 64 != 0)
         throw Error("pmds: incll::Checkpoints: object size " + std::to_string(s) +
                     " is not a multiple of 64 up to 512");
   }
@@ -829,38 +607,15 @@ class Checkpoints {
       background_.start(options_.epoch_length, [this] { try_advance(); });
   }
 
-  // Spare slots of every size, and log_room free entries ahead of the cursor. log_room bounds
-  // the objects one operation logs: per tree level a node and the children an interior split
-  // moves (8), over at most 14 levels.
+  // Before a write operation changes anything: the thread's block lists (byte strings), spare
+  // slots of every size, and room in its log (UndoLog::room entries).
   void make_room(ThreadState& t) {
-    if (byte_strings_ && t.lists == nullptr) find_lists(t);
+    const auto allocate = [this](std::size_t bytes) { return allocate_in_operation(bytes); };
+    if (byte_strings_) blocks_.find_lists(t.blocks, allocate);
     for (std::size_t i = 0; i < sizes_.size(); ++i)
       while (t.spare[i].size() < checkpoint_detail::reserve_per_size)
-        t.spare[i].push_back(allocate_in_operation(sizes_[i]));
-    if (t.segment == nullptr || t.log_epoch != epoch_.load(std::memory_order_relaxed)) {
-      rewind(t);
-      if (t.segment == nullptr) t.segment = new_segment(anchor_->logs[pmds::thread_id()]);
-    }
-    if (checkpoint_detail::entries_per_segment - t.next_entry < checkpoint_detail::log_room) {
-      Segment* next = t.segment->next.load();
-      t.segment = next != nullptr ? next : new_segment(t.segment->next);
-      t.next_entry = 0;
-    }
-  }
-  // The cursor back to the thread's first segment (the previous epoch's entries are discarded).
-  void rewind(ThreadState& t) {
-    t.segment = anchor_->logs[pmds::thread_id()].load();
-    t.next_entry = 0;
-    t.log_epoch = epoch_.load(std::memory_order_relaxed);
-  }
-  // A fresh segment linked from `link` (persisted: recovery walks the links).
-  Segment* new_segment(pm::atomic<Segment*>& link) {
-    auto* s = static_cast<Segment*>(allocate_in_operation(segment_bytes));
-    s->next.store(nullptr);
-    pm::persist(s, sizeof(Segment));
-    link.store(s);
-    pm::persist(&link, sizeof(Segment*));
-    return s;
+        t.spare[i].push_back(allocate(sizes_[i]));
+    log_.make_room(t.log, epoch_.load(std::memory_order_relaxed), allocate);
   }
 
   // A slot from the allocator for an operation, taken before it changes anything (PoolFull then
@@ -875,197 +630,23 @@ class Checkpoints {
     return pool_.allocator().allocate(bytes);
   }
 
-  void write_entry(ThreadState& t, const void* object, std::size_t bytes) {
-    if (t.log_epoch != epoch_.load(std::memory_order_relaxed)) rewind(t);
-    alignas(64) unsigned char buffer[checkpoint_detail::entry_bytes];
-    unsigned char* image = buffer + checkpoint_detail::line;
-    // The object's first three words are the only ones another thread may write meanwhile (a
-    // lock word, `logged`, a node's parent link: incll/masstree.hpp); they are copied atomically.
-    const auto* words = static_cast<const pm::atomic<std::uint64_t>*>(object);
-    const std::uint64_t first[3] = {words[0].load(std::memory_order_acquire),
-                                    words[1].load(std::memory_order_acquire),
-                                    words[2].load(std::memory_order_acquire)};
-    std::memcpy(image, first, sizeof first);
-    std::memcpy(image + sizeof first, static_cast<const char*>(object) + sizeof first,
-                bytes - sizeof first);
-    EntryHeader h{epoch_.load(std::memory_order_relaxed), reinterpret_cast<std::uint64_t>(object),
-                  bytes, 0};
-    h.checksum = checkpoint_detail::checksum(h, image);
-    std::memset(buffer, 0, checkpoint_detail::line);
-    std::memcpy(buffer, &h, sizeof h);
-    char* entry = t.segment->entry(t.next_entry++);
-    pm::write(entry, buffer, checkpoint_detail::line + bytes);
-    if constexpr (Faults::planted == Fault::log_entry_not_fenced)
-      pm::flush_range(entry, checkpoint_detail::line + bytes);
-    else
-      pm::persist(entry, checkpoint_detail::line + bytes);  // InCLL §3: log, sfence, write
-    t.logged_count.store(t.logged_count.load(std::memory_order_relaxed) + 1,
-                         std::memory_order_relaxed);
-  }
-
-  // The border's permutation (its logged one when `roll_back`), checked with the entries it
-  // lists, the next link (a border of a strictly greater low key, so no walk along next links
-  // can cycle) and the value InCLLs of a failed epoch.
-  masstree_detail::Permutation check_border(const masstree_detail::Border& b,
-                                            bool roll_back) const {
-    constexpr int width = masstree_detail::width;
-    constexpr int per_line = masstree_detail::ValueLine::values;
-    const pm::ChunkAllocator& a = pool_.allocator();
-    const masstree_detail::Permutation perm{roll_back
-                                                ? b.permutation_log.load(std::memory_order_relaxed)
-                                                : b.permutation.load(std::memory_order_relaxed)};
-    std::uint32_t slots = 0;
-    for (int p = 0; p < width; ++p) slots |= 1u << perm.slot(p);
-    if (perm.size() > width || slots != (1u << width) - 1)
-      a.corrupt("a border's permutation is not a permutation");
-    for (int p = 0; p < perm.size(); ++p) {
-      const int s = perm.slot(p);
-      const std::uint8_t kind = b.kind[s].load(std::memory_order_relaxed);
-      const bool suffix = b.suffix[s].load(std::memory_order_relaxed) != nullptr;
-      if (!byte_strings_ && (kind != 8 || suffix))
-        a.corrupt("a border entry that is not an 8-byte key");
-      if (byte_strings_ &&
-          (kind > masstree_detail::has_layer || suffix != (kind == masstree_detail::has_suffix)))
-        a.corrupt("a border entry of no kind");
-    }
-    const masstree_detail::Border* next = b.next.load(std::memory_order_relaxed);
-    if (next != nullptr) {
-      a.checked_slot(next, sizeof(masstree_detail::Border), "a border's next link");
-      if (a.slot_size_of(next) !=
-              pm::ChunkAllocator::slot_size_for(sizeof(masstree_detail::Border)) ||
-          !masstree_detail::is_border(next->version.load(std::memory_order_relaxed)) ||
-          !(b.low() < next->low()))
-        a.corrupt("a border's next link does not lead right to a border");
-    }
-    // The keys, in the permutation's order, ascend within [low, next's low): a split of a
-    // border whose keys do not would hand its sibling a low key out of order.
-    masstree_detail::LayerKey previous = b.low();
-    for (int p = 0; p < perm.size(); ++p) {
-      const int s = perm.slot(p);
-      const masstree_detail::LayerKey k{
-          b.slice[s].load(std::memory_order_relaxed),
-          masstree_detail::length_class_of(b.kind[s].load(std::memory_order_relaxed))};
-      if (k < previous || (p > 0 && !(previous < k)) || (next != nullptr && !(k < next->low())))
-        a.corrupt("a border's keys are out of order or out of its range");
-      previous = k;
-    }
-    for (int l = 0; l * per_line < width; ++l) {
-      const std::uint64_t tag = b.value_lines[l].log_tag.load(std::memory_order_relaxed);
-      if (tag == 0 || !is_failed(tag >> 3)) continue;
-      const int index = static_cast<int>(tag & 7);
-      if (index >= per_line || l * per_line + index >= width)
-        a.corrupt("a value InCLL names no value of its line");
-    }
-    return perm;
-  }
-
-  bool is_failed(std::uint64_t e) const {
-    return failed_.is_failed(e);
-  }
-
-  // Recovery: every thread's chain of log segments, checked (a slot of the segment size, no
-  // cycle, no segment in two chains), sorted in segments_.
-  void find_segments() {
-    const pm::ChunkAllocator& a = pool_.allocator();
-    const std::size_t limit = a.slot_capacity();
-    for (auto& first : anchor_->logs) {
-      for (Segment* s = first.load(); s != nullptr; s = s->next.load()) {
-        a.checked_slot(s, segment_bytes, "log segment link");
-        if (a.slot_size_of(s) != segment_bytes || segments_.size() >= limit)
-          a.corrupt("a log segment link names no segment, or the segments form a cycle");
-        segments_.push_back(s);
-      }
-    }
-    std::sort(segments_.begin(), segments_.end());
-    if (std::adjacent_find(segments_.begin(), segments_.end()) != segments_.end())
-      a.corrupt("a log segment belongs to two threads' logs");
-  }
-
-  // Recovery's first step: every whole entry of the failed epoch back to its object. The
-  // entries are all checked before the first is applied.
-  void apply_log() {
-    const std::uint64_t failed = epoch_.load(std::memory_order_relaxed);
-    const auto* root_box = reinterpret_cast<const char*>(&anchor_->root_box);
-    std::vector<const char*> entries;
-    for (const void* segment : segments_) {
-      auto* s = static_cast<Segment*>(const_cast<void*>(segment));
-      for (std::size_t i = 0; i < checkpoint_detail::entries_per_segment; ++i) {
-        const char* entry = s->entry(i);
-        EntryHeader h;
-        std::memcpy(&h, entry, sizeof h);
-        if (h.epoch != failed || h.size > checkpoint_detail::max_object_bytes) break;
-        const auto* image = reinterpret_cast<const unsigned char*>(entry) + checkpoint_detail::line;
-        if (checkpoint_detail::checksum(h, image) != h.checksum) break;  // torn: never applied
-        const auto* target = reinterpret_cast<const void*>(h.address);
-        if (target == root_box ? h.size != sizeof(checkpoint_detail::RootBox)
-                               : !pool_.allocator().is_slot(target, h.size))
-          pool_.allocator().corrupt("a log entry names no object of the pool");
-        entries.push_back(entry);
-        applied_.push_back(target);
-      }
-    }
-    // No two entries name one object: an object is logged once in an epoch (before_write), and
-    // one made in the epoch is not logged at all.
-    std::sort(applied_.begin(), applied_.end());
-    if (std::adjacent_find(applied_.begin(), applied_.end()) != applied_.end())
-      pool_.allocator().corrupt("two log entries of one epoch name one object");
-    // InCLL §4.2: the entries are applied in parallel, each thread copying its share back
-    // and fencing its own flushes. Not under the simulator, whose crash lab schedules every
-    // thread that touches a pool, nor for a short log.
-    const auto apply = [](std::span<const char* const> share) {
-      for (const char* entry : share) {
-        EntryHeader h;
-        std::memcpy(&h, entry, sizeof h);
-        auto* target = reinterpret_cast<void*>(h.address);
-        pm::write(target, entry + checkpoint_detail::line, h.size);
-        pm::flush_range(target, h.size);
-      }
-      pm::fence();
-    };
-    const std::size_t threads =
-        pm::backend == pm::Backend::simulated || entries.size() < 1024
-            ? 1
-            : std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 8);
-    const std::span<const char* const> all(entries);
-    const auto share = [&all, threads](std::size_t t) {
-      return all.subspan(all.size() * t / threads,
-                         all.size() * (t + 1) / threads - all.size() * t / threads);
-    };
-    std::vector<std::jthread> helpers;
-    for (std::size_t t = 1; t < threads; ++t) try {
-        helpers.emplace_back(apply, share(t));
-      } catch (const std::system_error&) {  // no thread to be had: this one applies the share
-        apply(share(t));
-      }
-    apply(share(0));
-    helpers.clear();  // (joins them)
-  }
-
   pm::Pool& pool_;
   Options options_;
   std::vector<std::size_t> sizes_;
   bool byte_strings_;
-  Anchor* anchor_ = nullptr;
+  Anchor* anchor_;
+  FailedEpochRecord<Faults> failed_;  // recovery's (incll/failed_epochs.hpp)
+  Log log_;
+  Blocks blocks_;
+  BorderRecovery<Faults> borders_;
   std::atomic<std::uint64_t> epoch_{0};   // the volatile copy; the pool's is never behind it
   pm::atomic<std::uint64_t> barrier_{0};  // DRAM; 1 while a boundary is passed
   std::atomic<std::size_t> threads_seen_{0};
   std::unique_ptr<ThreadState[]> states_{new ThreadState[pmds::max_threads]};
   std::atomic<std::uint64_t> stats_epochs_{0};
   std::atomic<std::uint64_t> stats_flushed_{0};
-  std::vector<const void*> applied_;   // recovery: the objects the log restored, sorted
-  std::vector<const void*> segments_;  // recovery's list of the log segments, sorted
-  // Lazy recovery: this execution's first epoch, the failed epochs (incll/failed_epochs.hpp),
-  // and the recovery locks.
-  std::uint64_t exec_epoch_ = 0;
-  FailedEpochRecord<Faults> failed_;
   std::uint64_t opened_epoch_ = 0;
-  static constexpr std::size_t recovery_lock_count = 1024;
-  mutable std::unique_ptr<std::mutex[]> recovery_locks_{new std::mutex[recovery_lock_count]};
-  std::function<void(masstree_detail::Border&)> before_border_recovery_;  // set_lazy_open_hooks
-  std::function<bool()> when_pool_full_;
-  mutable std::atomic<std::size_t> permutations_restored_{0};
-  mutable std::atomic<std::size_t> values_restored_{0};
-  mutable std::atomic<bool> skipped_{false};  // Fault::lazy_recovery_skips_node
+  std::function<bool()> when_pool_full_;  // set_lazy_open_hooks
   bool running_ = false;
   PeriodicThread background_;
 };

@@ -159,7 +159,7 @@ class DurableMasstree : public durable_detail::TreeOf<M, Faults, ByteStrings> {
   static constexpr Criterion criterion = Criterion::buffered;
   static constexpr EpochBound epoch_bound = EpochBound::failed_epoch;
   // The largest block it takes from its pool: a segment of its external log.
-  static constexpr std::size_t largest_block = checkpoint_detail::segment_bytes;
+  static constexpr std::size_t largest_block = Memory::segment_bytes;
   static constexpr std::uint64_t tag = ByteStrings
                                            ? (M == Mode::incll ? 0x4c434e495942544d    // "MTBYINCL"
                                                                : 0x47474f4c5942544d)   // "MTBYLOGG"
@@ -486,8 +486,8 @@ class DurableMasstree : public durable_detail::TreeOf<M, Faults, ByteStrings> {
                                   pm::ChunkAllocator::SlotBits& reached, Walk& walk,
                                   std::uint64_t word, const char* what) {
     // A block is its free-list link (InCLL §5), then the Bytes.
-    const auto* block = reinterpret_cast<const void*>(word - checkpoint_detail::block_header);
-    a.checked_slot(block, checkpoint_detail::block_header + sizeof(Bytes), what);
+    const auto* block = reinterpret_cast<const void*>(word - Memory::block_header);
+    a.checked_slot(block, Memory::block_header + sizeof(Bytes), what);
     const auto* p = reinterpret_cast<const Bytes*>(word);
     const std::uint64_t size = p->size;
     if (size > Memory::max_value_size || a.slot_size_of(block) != Memory::block_size_for(size))
