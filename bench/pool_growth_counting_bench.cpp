@@ -19,6 +19,9 @@
 // creation, took the warm pages the last fill had freed: its fills' kernel time was 2.8-5.5 s
 // without the wait and 7.3-7.6 s with it (4 GiB of hash-bytes/montage; the grown fills' 11.6-13.1
 // s either way). Each fill also reports its user and kernel time and minor faults (getrusage).
+// Before round 0, --warmup-fills (default 1) untimed fills of the full N into a growing pool: the
+// first full fill of a run was the slowest of the run in every run of 2026-12-04 (more user
+// time, the same faults), which biased round 0 against whichever fill came first.
 //
 // Prints, per structure: fill throughput of each (median over rounds), the median and spread of
 // the per-round ratio grown / pre-sized, the growths, the p50/p99/max latency of the inserts
@@ -28,7 +31,8 @@
 // element of each. Counting backend: the registry's compiled table (the same for both).
 //
 // Usage: pool_growth_counting_bench [--structures a,b] [--dir DIR] [--target BYTES]
-//          [--initial BYTES] [--rounds R] [--calibrate N] [--settle SECONDS] [--json FILE]
+//          [--initial BYTES] [--rounds R] [--calibrate N] [--settle SECONDS]
+//          [--warmup-fills K] [--json FILE]
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -186,7 +190,7 @@ int main(int argc, char** argv) {
   std::string structures = "hash/linkfree,hash-bytes/montage,masstree-bytes/incll";
   std::string dir = "/dev/shm", json_file;
   std::size_t target = std::size_t{4} << 30, initial = std::size_t{16} << 20;
-  int rounds = 3;
+  int rounds = 3, warmup_fills = 1;
   std::uint64_t calibrate = 200000;
   double settle_s = 10;
   app.add_option("--structures", structures, "registry names, comma separated");
@@ -195,6 +199,8 @@ int main(int argc, char** argv) {
   app.add_option("--initial", initial, "the growing pool's initial size (default 16 MiB)");
   app.add_option("--rounds", rounds, "rounds, each both fills (default 3)");
   app.add_option("--calibrate", calibrate, "keys of the calibration fill (default 200000)");
+  app.add_option("--warmup-fills", warmup_fills,
+                 "untimed fills before round 0 (default 1): see the comment at the top");
   app.add_option("--json", json_file, "write the results as JSON");
   app.add_option("--settle", settle_s,
                  "seconds to wait before each fill (default 10): see the comment at the top");
@@ -218,6 +224,12 @@ int main(int argc, char** argv) {
     std::printf("%s: %.1f pool bytes per element (calibration), %llu keys to fill %zu MiB\n",
                 name.c_str(), cal.pool_bytes_per_element, static_cast<unsigned long long>(n),
                 target >> 20);
+    for (int w = 0; w < warmup_fills; ++w) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(settle_s));
+      const Fill f = fill(*e, path, initial, target, n);
+      std::printf("  warm-up %d %7.2f s (not counted)\n", w, f.seconds);
+      std::fflush(stdout);
+    }
     std::vector<double> ratios, grown_s, sized_s;
     std::vector<double> growth_us, max_us_grown, max_us_sized;
     Fill last_grown, last_sized;
@@ -262,6 +274,7 @@ int main(int argc, char** argv) {
                        {"target_bytes", target},
                        {"initial_bytes", initial},
                        {"keys", n},
+                       {"warmup_fills", warmup_fills},
                        {"ratios", ratios},
                        {"grown_seconds", grown_s},
                        {"presized_seconds", sized_s},
