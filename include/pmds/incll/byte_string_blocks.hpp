@@ -65,8 +65,6 @@ class ByteStringBlocks {
  public:
   static constexpr std::size_t block_header = sizeof(EpochLink);
   static constexpr std::size_t max_block = 8192;
-  // The objects an epoch wrote, for its boundary flush.
-  using Written = std::vector<std::pair<const void*, std::size_t>>;
 
   // A thread's share (DRAM).
   struct Local {
@@ -108,7 +106,7 @@ class ByteStringBlocks {
   // A byte string holding `s`, made in epoch e: a block from the thread's list of its size, else
   // from allocate(size); recorded in `written`.
   template <class Allocate>
-  Bytes* make(Local& t, std::string_view s, std::uint64_t e, Written& written,
+  Bytes* make(Local& t, std::string_view s, std::uint64_t e, EpochWrites& written,
               Allocate&& allocate) {
     const std::size_t size = block_size_for(s.size());
     void* block = pop(t, size, e, written);
@@ -127,7 +125,7 @@ class ByteStringBlocks {
 
   // Inside a write operation of epoch `now`: the blocks freed before `now` go on the thread's
   // lists (their links and heads recorded in `written`).
-  void release_freed(Local& t, std::uint64_t now, Written& written) {
+  void release_freed(Local& t, std::uint64_t now, EpochWrites& written) {
     std::uint64_t limit = now;
     if constexpr (Faults::planted == Fault::bytes_freed_in_their_epoch) ++limit;
     std::size_t n = 0;
@@ -202,7 +200,7 @@ class ByteStringBlocks {
 
   // A block of `size` bytes from the thread's list (nullptr when it has none); the head is
   // recorded for the boundary flush before the pop writes it.
-  void* pop(Local& t, std::size_t size, std::uint64_t e, Written& written) {
+  void* pop(Local& t, std::size_t size, std::uint64_t e, EpochWrites& written) {
     EpochLink& head = t.lists->heads[block_class(size)];
     const auto failed32 = failed_.failed32();
     if (head.read(failed32) == nullptr) return nullptr;
@@ -213,7 +211,7 @@ class ByteStringBlocks {
   }
 
   // A link about to be written in epoch e, recorded for the boundary flush the first time.
-  static void record_link(Written& written, const EpochLink& link, std::uint64_t e) {
+  static void record_link(EpochWrites& written, const EpochLink& link, std::uint64_t e) {
     if (!link.written_in(e)) written.push_back({&link, sizeof link});
   }
 

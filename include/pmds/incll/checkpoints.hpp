@@ -530,7 +530,7 @@ class Checkpoints {
     pm::atomic<std::uint64_t> active{0};  // DRAM; a pm::atomic so the crash lab schedules it
     typename Log::Cursor log;
     typename Blocks::Local blocks;            // byte strings only
-    typename Blocks::Written written;         // this epoch's objects
+    EpochWrites written;                      // this epoch's objects
     std::array<std::vector<void*>, 4> spare;  // per declared size
   };
 

@@ -29,11 +29,19 @@
 // and not logged.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "pmds/pm/access.hpp"
 
 namespace pmds::incll {
+
+// What one thread wrote in the current epoch and has not flushed (address, bytes): new objects,
+// EpochLinks written for the first time in it. The epoch boundary flushes them all (InCLL §3);
+// Checkpoints keeps one per thread and hands it to whatever writes on its behalf.
+using EpochWrites = std::vector<std::pair<const void*, std::size_t>>;
 
 struct alignas(16) EpochLink {
   pm::atomic<std::uint64_t> next;
