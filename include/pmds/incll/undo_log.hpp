@@ -133,7 +133,7 @@ class UndoLog {
     h.checksum = undo_log_detail::checksum(h, image);
     std::memset(buffer, 0, line);
     std::memcpy(buffer, &h, sizeof h);
-    char* entry = entry_at(c.segment, c.next_entry++);
+    char* entry = reinterpret_cast<char*>(c.segment) + entry_offset(c.next_entry++);
     pm::write(entry, buffer, line + bytes);
     if constexpr (Faults::planted == Fault::log_entry_not_fenced)
       pm::flush_range(entry, line + bytes);
@@ -153,7 +153,7 @@ class UndoLog {
     std::vector<const char*> entries;
     for (const void* segment : segments_) {
       for (std::size_t i = 0; i < entries_per_segment; ++i) {
-        const char* entry = entry_at(static_cast<const LogSegment*>(segment), i);
+        const char* entry = static_cast<const char*>(segment) + entry_offset(i);
         EntryHeader h;
         std::memcpy(&h, entry, sizeof h);
         if (h.epoch != failed || h.size > max_object_bytes) break;
@@ -186,12 +186,8 @@ class UndoLog {
   }
 
  private:
-  static char* entry_at(LogSegment* s, std::size_t i) {
-    return reinterpret_cast<char*>(s) + line + i * entry_bytes;
-  }
-  static const char* entry_at(const LogSegment* s, std::size_t i) {
-    return reinterpret_cast<const char*>(s) + line + i * entry_bytes;
-  }
+  // Entry i of a segment: the first line is the segment's header.
+  static constexpr std::size_t entry_offset(std::size_t i) { return line + i * entry_bytes; }
 
   // The cursor back to the thread's first segment (the previous epoch's entries are discarded).
   void rewind(Cursor& c, std::uint64_t e) {
