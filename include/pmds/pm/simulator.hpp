@@ -39,38 +39,30 @@
 //     TSan and ASan; a fork that has to wait in the prepare handler for a busy lock is not.
 //   * A crash handler must not throw (access-layer operations are noexcept).
 //
-// Optional diagnostic (docs/ARCHITECTURE.md §3, "a thread acting on a value it read that is not
-// yet durable"): when a thread loads bytes last written by ANOTHER thread's store that is not yet
-// certainly durable, the simulator remembers that store; if at this thread's next recorded store
-// or RMW (after the RMW's own fence effect) the remembered store is still not durable and lies on
-// another line, warning_count() grows by one. It is a heuristic: it over-approximates "acting on"
-// (the later store need not depend on the value) and looks only at the next act; it never
-// changes the model.
+// Optional diagnostic, "a thread acting on a value it read that is not yet durable":
+// warning_count() (pm/sim/load_taint.hpp says what it counts).
 #pragma once
 
-#include <pthread.h>
-
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <mutex>
-#include <optional>
 #include <source_location>
 #include <string>
 #include <type_traits>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "pmds/error.hpp"
 #include "pmds/pm/backend.hpp"
 #include "pmds/pm/instructions.hpp"
+#include "pmds/pm/sim/load_taint.hpp"
+#include "pmds/pm/sim/px86.hpp"
 #include "pmds/pm/sim/sites.hpp"
 #include "pmds/pm/sim/snapshot.hpp"
+#include "pmds/pm/sim/state.hpp"
 #include "pmds/pm/site.hpp"
 
 namespace pmds::pm::sim {
@@ -182,364 +174,12 @@ void set_warning_tracking(bool on);
 
 namespace detail {
 
-inline constexpr std::uintptr_t line_mask = ~(std::uintptr_t{cache_line_size} - 1);
-inline constexpr std::uint64_t no_crash = ~std::uint64_t{0};
-// A thread remembers at most this many loaded-but-not-durable stores for the diagnostic.
-inline constexpr std::size_t max_taints = 64;
-
-// One recorded store to one line.
-struct Store {
-  std::uint64_t seq;     // position among all recorded stores (visibility order)
-  std::uint32_t writer;  // ThreadState::id of the storing thread
-  std::uint8_t offset;   // first byte within the line
-  std::uint8_t len;      // 1..64
-  std::uint32_t pos;     // first byte in Line::bytes
-};
-
-// The history of a line that has stores not certainly durable; a line without such stores has
-// no record (its memory content is its durable content).
-struct Line {
-  std::array<unsigned char, cache_line_size> base;  // durable content: memory before stores[0]
-  std::vector<Store> stores;                        // above the floor, in visibility order
-  std::vector<unsigned char> bytes;                 // the stores' bytes, in the same order
-};
-
-// A flush waiting for this thread's next fence: stores to `line` with seq < `seq` (those visible
-// at the flush) become durable then. Sequence numbers rather than per-line counts, so an entry
-// stays right when the line's record is dropped and re-created.
-struct PendingFlush {
-  std::uintptr_t line;
-  std::uint64_t seq;
-  std::uint32_t site;  // index in State::sites
-};
-
-// A not-yet-durable store by another thread whose bytes this thread loaded (the diagnostic).
-struct Taint {
-  std::uintptr_t line;
-  std::uint64_t seq;
-};
-
-struct ThreadState {
-  std::uint32_t id;  // >= 1; 0 means "no thread" in Store::writer comparisons
-  std::vector<PendingFlush> pending;
-  std::vector<Taint> taints;
-};
-
-struct Region {
-  std::uintptr_t begin, end;
-};
-
-// A persistence site; the file pointer is the compiler's string (one per translation unit, so
-// one site may have several records: site_counts() merges them).
-struct SiteKey {
-  const char* file;
-  std::uint32_t line, column;
-  bool operator==(const SiteKey&) const = default;
-};
-struct SiteKeyHash {
-  std::size_t operator()(const SiteKey& k) const noexcept {
-    return std::hash<const void*>()(k.file) ^ (std::size_t{k.line} << 20) ^ k.column;
-  }
-};
-struct SiteRecord {
-  SiteKey key;
-  SiteKind kind;
-  std::uint64_t executions = 0;
-  bool drains_other_sites = false;
-  std::optional<MutationMode> mutation;  // a mutant matches this site
-};
-
-struct State {
-  std::mutex mutex;
-  bool locked_for_fork = false;  // the atfork prepare handler took the mutex
-  std::vector<Region> regions;
-  using LineMap = std::unordered_map<std::uintptr_t, Line>;
-  LineMap lines;
-  // Records of lines that became durable, kept for reuse: the common store-flush-fence cycle
-  // then creates and drops a record without allocating.
-  std::vector<LineMap::node_type> spare_lines;
-  std::vector<ThreadState*> threads;
-  std::uint32_t next_thread_id = 1;
-  std::uint64_t next_seq = 0;
-  std::uint64_t events = 0;
-  std::uint64_t crash_at = no_crash;
-  std::function<void()> handler;
-  bool warning_tracking = true;
-  std::uint64_t warnings = 0;
-  std::unordered_map<SiteKey, std::uint32_t, SiteKeyHash> site_index;
-  std::vector<SiteRecord> sites;
-  std::vector<Mutant> mutants;
-};
-
-// How many Guards this thread holds: the lock is re-entrant for its holder, so a crash handler
-// (which runs inside an operation) can call snapshot() and any other operation.
-inline thread_local unsigned lock_depth = 0;
-
-inline void fork_prepare();
-inline void fork_after();
-
-// Created on first use and never destroyed: threads may still use the simulator while static
-// destructors run, and a fork child keeps using it.
-inline State& state() {
-  static State* const s = [] {
-    auto* created = new State;
-    ::pthread_atfork(&fork_prepare, &fork_after, &fork_after);
-    return created;
-  }();
-  return *s;
-}
-
-class Guard {
- public:
-  explicit Guard(State& s) : s_(s) {
-    if (lock_depth++ == 0) s_.mutex.lock();
-  }
-  ~Guard() {
-    if (--lock_depth == 0) s_.mutex.unlock();
-  }
-  Guard(const Guard&) = delete;
-  Guard& operator=(const Guard&) = delete;
-
- private:
-  State& s_;
-};
-
-// Before fork: hold the lock so the child copies a model no thread is halfway through changing.
-// A thread already holding it (a crash handler forking) keeps it in the child too.
-inline void fork_prepare() {
-  State& s = state();
-  if (lock_depth != 0) return;
-  s.mutex.lock();
-  s.locked_for_fork = true;
-}
-inline void fork_after() {
-  State& s = state();
-  if (!s.locked_for_fork) return;
-  s.locked_for_fork = false;
-  s.mutex.unlock();
-}
-
-// Per-thread state, registered in State::threads so detach/mark_all_durable can reach it. At
-// thread exit its pending flushes are dropped: they stay "may or may not", as Px86 allows.
-struct ThreadSlot {
-  ThreadState* ts = nullptr;
-  ~ThreadSlot() {
-    if (ts == nullptr) return;
-    State& s = state();
-    Guard g(s);
-    std::erase(s.threads, ts);
-    delete ts;
-    ts = nullptr;
-  }
-};
-inline thread_local ThreadSlot thread_slot;
-
-// Lock held.
-inline ThreadState& this_thread(State& s) {
-  ThreadSlot& slot = thread_slot;
-  if (slot.ts == nullptr) {
-    slot.ts = new ThreadState{s.next_thread_id++, {}, {}};
-    s.threads.push_back(slot.ts);
-  }
-  return *slot.ts;
-}
-inline ThreadState* this_thread_if_any() {
-  return thread_slot.ts;
-}
-
-inline bool in_region(const State& s, std::uintptr_t a) {
-  for (const Region& r : s.regions)
-    if (a >= r.begin && a < r.end) return true;
-  return false;
-}
-
-// The attached region that starts at `base`, or s.regions.end() (lock held).
-inline std::vector<Region>::iterator region_at(State& s, std::uintptr_t base) {
-  return std::find_if(s.regions.begin(), s.regions.end(),
-                      [&](const Region& r) { return r.begin == base; });
-}
-
-// A crash-point event is about to take effect (lock held).
-inline void event(State& s) {
-  if (s.events == s.crash_at) [[unlikely]] {
-    std::function<void()> h = std::move(s.handler);
-    s.handler = nullptr;
-    s.crash_at = no_crash;
-    h();
-  }
-  ++s.events;
-}
-
-// Drops a line's record (its stores are all durable now), keeping the node for reuse.
-inline void retire_line(State& s, State::LineMap::iterator it) {
-  constexpr std::size_t max_spare_lines = 64;
-  if (s.spare_lines.size() >= max_spare_lines) {
-    s.lines.erase(it);
-    return;
-  }
-  State::LineMap::node_type node = s.lines.extract(it);
-  node.mapped().stores.clear();
-  node.mapped().bytes.clear();
-  s.spare_lines.push_back(std::move(node));
-}
-
-// The record of line, created (with the line's current, durable, content as base) if absent.
-inline Line& line_record(State& s, std::uintptr_t line) {
-  auto it = s.lines.find(line);
-  if (it != s.lines.end()) return it->second;
-  if (!s.spare_lines.empty()) {
-    State::LineMap::node_type node = std::move(s.spare_lines.back());
-    s.spare_lines.pop_back();
-    node.key() = line;
-    it = s.lines.insert(std::move(node)).position;
-  } else {
-    it = s.lines.try_emplace(line).first;
-  }
-  std::memcpy(it->second.base.data(), reinterpret_cast<const void*>(line), cache_line_size);
-  return it->second;
-}
-
-// Raises line's floor: every store to it with seq < seq becomes durable and is folded into the
-// base; a line left with no undetermined store loses its record.
-inline void make_durable(State& s, std::uintptr_t line, std::uint64_t seq) {
-  auto it = s.lines.find(line);
-  if (it == s.lines.end()) return;
-  Line& l = it->second;
-  std::size_t k = 0;
-  while (k < l.stores.size() && l.stores[k].seq < seq) ++k;
-  if (k == 0) return;
-  if (k == l.stores.size()) {  // memory holds the durable content now
-    retire_line(s, it);
-    return;
-  }
-  for (std::size_t i = 0; i < k; ++i) {
-    const Store& st = l.stores[i];
-    std::memcpy(l.base.data() + st.offset, l.bytes.data() + st.pos, st.len);
-  }
-  const std::uint32_t consumed = l.stores[k].pos;
-  l.stores.erase(l.stores.begin(), l.stores.begin() + static_cast<std::ptrdiff_t>(k));
-  l.bytes.erase(l.bytes.begin(), l.bytes.begin() + consumed);
-  for (Store& st : l.stores) st.pos -= consumed;
-}
-
-// A fence (or locked RMW) by this thread: its pending flushes take effect.
-inline void drain(State& s) {
-  ThreadState* ts = this_thread_if_any();
-  if (ts == nullptr) return;
-  for (const PendingFlush& p : ts->pending) make_durable(s, p.line, p.seq);
-  ts->pending.clear();
-}
-
-inline void add_pending(State& s, ThreadState& ts, std::uintptr_t line, std::uint32_t site) {
-  if (!ts.pending.empty() && ts.pending.back().line == line) {
-    ts.pending.back().seq = s.next_seq;
-    return;
-  }
-  ts.pending.push_back({line, s.next_seq, site});
-}
-
-// The mode of the first mutant that matches the site, if any (lock held).
-inline std::optional<MutationMode> mutation_of(const State& s, const SiteKey& key) {
-  for (const Mutant& m : s.mutants)
-    if (m.matches(key.file, key.line, key.column)) return m.mode;
-  return std::nullopt;
-}
-
-// The index of site's record in State::sites, created on first use (lock held).
-inline std::uint32_t site_record(State& s, const std::source_location& site, SiteKind kind) {
-  const SiteKey key{site.file_name(), site.line(), site.column()};
-  auto it = s.site_index.find(key);
-  if (it != s.site_index.end()) return it->second;
-  const auto index = static_cast<std::uint32_t>(s.sites.size());
-  s.sites.push_back({key, kind, 0, false, mutation_of(s, key)});
-  s.site_index.emplace(key, index);
-  return index;
-}
-
-// Is the site the mutant, in this mode?
-inline bool mutated(const State& s, std::uint32_t site, MutationMode mode) {
-  return s.sites[site].mutation == mode;
-}
-
-// Is the store (line, seq) still not certainly durable?
-inline bool undetermined(const State& s, std::uintptr_t line, std::uint64_t seq) {
-  auto it = s.lines.find(line);
-  return it != s.lines.end() && it->second.stores.front().seq <= seq;
-}
-
-// This thread is about to act (store or RMW) on acting_line: report loaded values that are still
-// not durable. A value on the same line is safe: a later store to a line persists only after
-// every earlier one.
-inline void check_taints(State& s, ThreadState& ts, std::uintptr_t acting_line) {
-  for (const Taint& t : ts.taints)
-    if (t.line != acting_line && undetermined(s, t.line, t.seq)) ++s.warnings;
-  ts.taints.clear();
-}
-
-// This thread read [a, a+n): remember the latest overlapping not-yet-durable store by another
-// thread, per line.
-inline void note_load(State& s, std::uintptr_t a, std::size_t n) {
-  if (!s.warning_tracking || s.lines.empty()) return;
-  const std::uintptr_t end = a + n;
-  for (std::uintptr_t line = a & line_mask; line < end; line += cache_line_size) {
-    auto it = s.lines.find(line);
-    if (it == s.lines.end()) continue;
-    const std::size_t lo = std::max(a, line) - line;
-    const std::size_t hi = std::min(end, line + cache_line_size) - line;
-    ThreadState* me = this_thread_if_any();
-    const std::uint32_t my_id = me != nullptr ? me->id : 0;
-    const std::vector<Store>& stores = it->second.stores;
-    for (auto st = stores.rbegin(); st != stores.rend(); ++st) {
-      if (st->writer == my_id || st->offset >= hi || st->offset + st->len <= lo) continue;
-      ThreadState& ts = this_thread(s);
-      if (ts.taints.size() >= max_taints) ts.taints.erase(ts.taints.begin());
-      ts.taints.push_back({line, st->seq});
-      break;
-    }
-  }
-}
-
 inline std::atomic<ScheduleHook> schedule_hook{nullptr};
 
 // First thing in every access-layer operation (lock not held).
 inline void before_operation(Operation op, const void* addr) {
   if (lock_depth != 0) return;
   if (ScheduleHook h = schedule_hook.load(std::memory_order_acquire)) h(op, addr);
-}
-
-// Performs and records a store of n bytes (lock held).
-// `site`: the non-temporal store's site (unused for a plain store).
-inline void write(State& s, void* addr, const void* src, std::size_t n, bool nontemporal,
-                  std::uint32_t site = 0) {
-  if (n == 0) return;
-  if (s.regions.empty() || pm::eadr()) {  // nothing recorded; under eADR a store is durable
-    std::memcpy(addr, src, n);
-    return;
-  }
-  auto a = reinterpret_cast<std::uintptr_t>(addr);
-  const auto* from = static_cast<const unsigned char*>(src);
-  ThreadState* ts = nullptr;
-  while (n > 0) {
-    const std::uintptr_t line = a & line_mask;
-    const std::size_t offset = a - line;
-    const std::size_t len = std::min(n, cache_line_size - offset);
-    if (in_region(s, line)) {  // regions are whole lines
-      if (ts == nullptr) {
-        ts = &this_thread(s);
-        if (!ts->taints.empty()) check_taints(s, *ts, line);
-      }
-      Line& l = line_record(s, line);
-      l.stores.push_back({s.next_seq++, ts->id, static_cast<std::uint8_t>(offset),
-                          static_cast<std::uint8_t>(len),
-                          static_cast<std::uint32_t>(l.bytes.size())});
-      l.bytes.insert(l.bytes.end(), from, from + len);
-      if (nontemporal) add_pending(s, *ts, line, site);
-    }
-    std::memcpy(reinterpret_cast<void*>(a), from, len);
-    a += len;
-    from += len;
-    n -= len;
-  }
 }
 
 }  // namespace detail
