@@ -15,6 +15,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -425,6 +426,28 @@ void set_recovery_after_kill(Make make, Key own_keys, std::uint64_t min_ops = 30
 
 inline std::uint64_t tagged_value(int producer, std::uint64_t seq) {
   return (static_cast<std::uint64_t>(producer + 1) << 40) | seq;
+}
+
+// 5000 random puts and takes (2:1) of random values, each take checked against `model`: a queue
+// takes from the model's front (fifo), a stack from its back. `model` keeps what is left.
+template <class Put, class Take>
+void sequential_against_model(Put put, Take take, std::deque<Value>& model, bool fifo,
+                              std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < 5000; ++i) {
+    if (rng() % 3 != 0) {
+      const Value v = rng();
+      put(v);
+      model.push_back(v);
+    } else {
+      std::optional<Value> expected;
+      if (!model.empty()) {
+        expected = fifo ? model.front() : model.back();
+        fifo ? model.pop_front() : model.pop_back();
+      }
+      ASSERT_EQ(take(), expected);
+    }
+  }
 }
 
 // Every thread puts its own increasing values and takes values out; `put`/`take` are the

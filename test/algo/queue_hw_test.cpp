@@ -25,21 +25,9 @@ TYPED_TEST(QueueTest, SequentialFifo) {
   Instance<MichaelScottQueue<TypeParam>> q;
   EXPECT_EQ(q->dequeue(), std::nullopt);
   std::deque<Value> model;
-  std::mt19937_64 rng(3);
-  for (int i = 0; i < 5000; ++i) {
-    if (rng() % 3 != 0) {
-      const Value v = rng();
-      q->enqueue(v);
-      model.push_back(v);
-    } else {
-      std::optional<Value> expected;
-      if (!model.empty()) {
-        expected = model.front();
-        model.pop_front();
-      }
-      ASSERT_EQ(q->dequeue(), expected);
-    }
-  }
+  sequential_against_model([&](Value v) { q->enqueue(v); }, [&] { return q->dequeue(); }, model,
+                           true, 3);
+  if (::testing::Test::HasFatalFailure()) return;
   std::vector<Value> contents;
   q->for_each([&](Value v) { contents.push_back(v); });
   EXPECT_EQ(contents, std::vector<Value>(model.begin(), model.end()));

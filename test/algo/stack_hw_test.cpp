@@ -1,8 +1,10 @@
 // labels: concurrent
-// The Treiber stack under every policy: sequential LIFO against std::vector, concurrent
+// The Treiber stack under every policy: sequential LIFO against a model, concurrent
 // pushers/poppers (every value popped exactly once), and (Izraelevitz) recovery in a new
 // process after a dirty exit and after a clean close.
 #include <gtest/gtest.h>
+
+#include <deque>
 
 #include "algo/algo_test_support.hpp"
 #include "pmds/algo/treiber_stack.hpp"
@@ -22,22 +24,9 @@ TYPED_TEST_SUITE(StackTest, AllPolicies);
 TYPED_TEST(StackTest, SequentialLifo) {
   Instance<TreiberStack<TypeParam>> s;
   EXPECT_EQ(s->pop(), std::nullopt);
-  std::vector<Value> model;
-  std::mt19937_64 rng(5);
-  for (int i = 0; i < 5000; ++i) {
-    if (rng() % 3 != 0) {
-      const Value v = rng();
-      s->push(v);
-      model.push_back(v);
-    } else {
-      std::optional<Value> expected;
-      if (!model.empty()) {
-        expected = model.back();
-        model.pop_back();
-      }
-      ASSERT_EQ(s->pop(), expected);
-    }
-  }
+  std::deque<Value> model;
+  sequential_against_model([&](Value v) { s->push(v); }, [&] { return s->pop(); }, model, false, 5);
+  if (::testing::Test::HasFatalFailure()) return;
   std::vector<Value> contents;
   s->for_each([&](Value v) { contents.push_back(v); });
   EXPECT_EQ(contents, std::vector<Value>(model.rbegin(), model.rend()));

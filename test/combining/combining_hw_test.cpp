@@ -30,6 +30,7 @@ namespace pmds::combining {
 namespace {
 
 using algo::testing::pool_stress;
+using algo::testing::sequential_against_model;
 using algo::testing::TempPath;
 using algo::testing::work_scale;
 
@@ -89,22 +90,9 @@ TYPED_TEST_SUITE(StackTest, Stacks);
 TYPED_TEST(StackTest, SequentialLifo) {
   Holder<TypeParam> s;
   EXPECT_EQ(s->pop(), std::nullopt);
-  std::vector<Value> model;
-  std::mt19937_64 rng(5);
-  for (int i = 0; i < 5000; ++i) {
-    if (rng() % 3 != 0) {
-      const Value v = rng();
-      s->push(v);
-      model.push_back(v);
-    } else {
-      std::optional<Value> expected;
-      if (!model.empty()) {
-        expected = model.back();
-        model.pop_back();
-      }
-      ASSERT_EQ(s->pop(), expected);
-    }
-  }
+  std::deque<Value> model;
+  sequential_against_model([&](Value v) { s->push(v); }, [&] { return s->pop(); }, model, false, 5);
+  if (::testing::Test::HasFatalFailure()) return;
   if constexpr (Holder<TypeParam>::durable) {
     s.reopen();
     EXPECT_EQ(s->recovery_stats().live_slots, model.size() + 1);  // nodes and the anchor
@@ -133,21 +121,9 @@ TYPED_TEST(QueueTest, SequentialFifo) {
   Holder<TypeParam> q;
   EXPECT_EQ(q->dequeue(), std::nullopt);
   std::deque<Value> model;
-  std::mt19937_64 rng(7);
-  for (int i = 0; i < 5000; ++i) {
-    if (rng() % 3 != 0) {
-      const Value v = rng();
-      q->enqueue(v);
-      model.push_back(v);
-    } else {
-      std::optional<Value> expected;
-      if (!model.empty()) {
-        expected = model.front();
-        model.pop_front();
-      }
-      ASSERT_EQ(q->dequeue(), expected);
-    }
-  }
+  sequential_against_model([&](Value v) { q->enqueue(v); }, [&] { return q->dequeue(); }, model,
+                           true, 7);
+  if (::testing::Test::HasFatalFailure()) return;
   if constexpr (Holder<TypeParam>::durable) {
     q.reopen();
     EXPECT_EQ(q->recovery_stats().live_slots, model.size() + 2);  // nodes, the dummy, the anchor
