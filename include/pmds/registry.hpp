@@ -29,6 +29,9 @@ using Registered = TypeList<
     Describe<"list/transient", Kind::map,
              factories::Plain<algo::HarrisMichaelList<algo::transient>>,
              "Harris-Michael lock-free list in DRAM (the transient baseline)">,
+    Describe<"list/xenium", Kind::map, factories::Plain<comparators::XeniumList>,
+             "comparator, not pmds's code: xenium's harris_michael_list_based_set in DRAM, the "
+             "independent check of list/transient">,
     Describe<"list/izraelevitz", Kind::map,
              factories::Plain<algo::HarrisMichaelList<algo::izraelevitz>>,
              "Harris-Michael list, Izraelevitz transform: flush+fence after every shared access">,
@@ -55,6 +58,9 @@ using Registered = TypeList<
     // Michael's hash table: a fixed array of buckets, one list each (algo/michael_hash.hpp)
     Describe<"hash/transient", Kind::map, factories::Hash<algo::MichaelHashTable<algo::transient>>,
              "Michael lock-free hash table in DRAM (the transient baseline)">,
+    Describe<"hash/xenium", Kind::map, factories::Plain<comparators::XeniumHash>,
+             "comparator, not pmds's code: xenium's harris_michael_hash_map in DRAM, 2^20 "
+             "buckets (hash/transient's at --key-range 1048576, the default suite's)">,
     Describe<"hash/izraelevitz", Kind::map,
              factories::Hash<algo::MichaelHashTable<algo::izraelevitz>>,
              "Michael hash table, Izraelevitz transform: flush+fence after every shared access">,
@@ -182,6 +188,9 @@ using Registered = TypeList<
     Describe<"queue/transient", Kind::queue,
              factories::Plain<algo::MichaelScottQueue<algo::transient>>,
              "Michael-Scott lock-free queue in DRAM (the transient baseline)">,
+    Describe<"queue/xenium", Kind::queue, factories::Plain<comparators::XeniumQueue>,
+             "comparator, not pmds's code: xenium's michael_scott_queue in DRAM, the "
+             "independent check of queue/transient">,
     Describe<"queue/izraelevitz", Kind::queue,
              factories::Plain<algo::MichaelScottQueue<algo::izraelevitz>>,
              "Michael-Scott queue, Izraelevitz transform">,

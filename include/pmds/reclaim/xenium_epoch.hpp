@@ -30,21 +30,10 @@
 #include <string>
 #include <utility>
 
-// xenium orders a relaxed flag store before its epoch load with a seq_cst fence; GCC warns that
-// ThreadSanitizer does not model fences (-Wtsan). xenium compensates under TSan with stronger
-// orders on the loads (TSAN_MEMORY_ORDER), so the warning is silenced here.
-#if defined(__SANITIZE_THREAD__) && defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wtsan"
-#endif
-#include <xenium/reclamation/generic_epoch_based.hpp>
-#if defined(__SANITIZE_THREAD__) && defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
 #include "pmds/error.hpp"
 #include "pmds/pm/backend.hpp"
 #include "pmds/reclaim/retired.hpp"
+#include "pmds/reclaim/xenium_generic_epoch.hpp"
 #include "pmds/thread_registry.hpp"
 
 namespace pmds::reclaim {

@@ -22,6 +22,7 @@
 #include "pmds/combining/queue.hpp"
 #include "pmds/combining/stack.hpp"
 #include "pmds/combining/wait_free_queue.hpp"
+#include "pmds/comparators/xenium.hpp"
 #include "pmds/incll/durable_masstree.hpp"
 #include "pmds/incll/masstree.hpp"
 #include "pmds/linkfree_soft/hash_set.hpp"
