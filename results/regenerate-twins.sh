@@ -7,16 +7,16 @@
 #   queue/transient vs queue/xenium  pairs workload, key range 1024
 # at 1 and 2 threads, REPS interleaved repetitions (each its own round); the ratio table is the
 # median of the per-round ratios xenium/twin with their min and max (pmds bench --ratios): a
-# twin at least as fast as its counterpart shows 1.0 or less. About 5 minutes on the idle
+# twin at least as fast as its counterpart shows 1.0 or less. About 2 minutes on the idle
 # 2-core machine. The twins are the denominators of every ratio pmds reports
 # (docs/ARCHITECTURE.md §6, "Independent comparators").
 #
 # usage: results/regenerate-twins.sh       (from anywhere; builds nothing)
 # environment: PMDS_BIN (default build/release/bin/pmds), DURATION (s per repetition, default
-#              0.25, the default suite's), WARMUP (default 0.1), REPS (default 11)
+#              0.25, the default suite's), WARMUP (default 0.1), REPS (default 21)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-timing=(--duration "${DURATION:-0.25}" --warmup "${WARMUP:-0.1}" --reps "${REPS:-11}")
+timing=(--duration "${DURATION:-0.25}" --warmup "${WARMUP:-0.1}" --reps "${REPS:-21}")
 results_begin twins "${timing[*]}"
 
 twin() {
