@@ -2,7 +2,7 @@
 // libxenium-dev), registered as comparator entries (list/xenium, hash/xenium, queue/xenium) so
 // that every suite shows each twin beside code pmds did not write. The twins are the
 // denominators of every ratio pmds reports; these entries are how a reader checks that a twin is
-// not slow (docs/ARCHITECTURE.md §1, "Honest twins").
+// not slow (docs/ARCHITECTURE.md §6, "Independent comparators"; results/README.md, "twins/").
 //
 // Each adapter only translates pmds's interface (interfaces.hpp) to xenium's; the algorithm,
 // its memory orders and its reclamation are xenium's own, with the reclaimer xenium's users
