@@ -441,9 +441,12 @@ void sequential_against_model(Put put, Take take, std::deque<Value>& model, bool
       model.push_back(v);
     } else {
       std::optional<Value> expected;
-      if (!model.empty()) {
-        expected = fifo ? model.front() : model.back();
-        fifo ? model.pop_front() : model.pop_back();
+      if (!model.empty() && fifo) {
+        expected = model.front();
+        model.pop_front();
+      } else if (!model.empty()) {
+        expected = model.back();
+        model.pop_back();
       }
       ASSERT_EQ(take(), expected);
     }
