@@ -11,6 +11,7 @@
 // which compares every node's link with the walk, counts the wrong ones.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <random>
@@ -122,6 +123,90 @@ TYPED_TEST(ParentLinks, ThoseALazyRecoveryMendedAreDurable) {
   EXPECT_GT(this->open(/*lazy=*/true).parent_links_mended(), 0u)
       << "the failed epoch moved no link: a vacuous test";
   EXPECT_EQ(this->crash_and_count_wrong_links(), 0u);
+}
+
+// InCLL §3, §4.3: a lazy recovery leaves the borders of the failed epoch f for their first
+// access and keeps f in the pool's record of failed epochs; an eager recovery after it (the record
+// full, or the pool reopened without the option) rolls every such border back and then empties the
+// record. It must empty it only once those borders are durable: were the record's emptying to
+// reach the pool first, a crash would leave borders of f that no recovery rolls back any more.
+// Here the eager recovery of a lazily recovered pool is crashed at each of its events (each image
+// kind, random ones from several seeds), and every recovery must find the state at the start of f.
+TEST(EagerAfterLazyRecovery, EmptiesTheRecordOnlyOnceTheBordersItRecoveredAreDurable) {
+  using Tree = pmds::incll::InCLLMasstree<>;
+  pmds::test::TempPath path{"masstree-eager-after-lazy"};
+  const std::string saved = path.str() + ".lazily-recovered";
+  std::map<Key, Value> at_sync;
+  {
+    pm::Pool pool = pm::Pool::create(path.str(), kPoolSize, Tree::name);
+    std::optional<Tree> tree(std::in_place, pmds::create_new, pool, options(false));
+    std::mt19937_64 rng(11);
+    while (at_sync.size() < 600) {
+      const Key k = 1 + rng() % 1'000'000;
+      if (tree->insert(k, k + 1)) at_sync.emplace(k, k + 1);
+    }
+    tree->sync();
+    // The failed epoch: in-place updates (each saved in its value line's InCLL) and removes
+    // (each a border's permutation, saved in its InCLL_p) over most borders.
+    int n = 0;
+    for (const auto& [k, v] : at_sync) {
+      if (n++ % 3 == 0)
+        tree->remove(k);
+      else
+        tree->put(k, v + 7);
+    }
+    const sim::Snapshot snap = sim::snapshot();
+    const void* base = pool.base();
+    tree.reset();
+    pool.close();
+    ASSERT_NO_FATAL_FAILURE(
+        pmds::test::write_crash_image(snap, base, path.str(), sim::ImageKind::maximum));
+  }
+  {  // The lazy recovery, closed cleanly with no border read: each still carries f.
+    pm::Pool pool = pm::Pool::open(path.str(), Tree::name);
+    Tree tree(pmds::open_existing, pool, options(true));
+    ASSERT_EQ(tree.failed_epochs_recorded(), 1u);
+  }
+  std::filesystem::copy_file(path.str(), saved, std::filesystem::copy_options::overwrite_existing);
+  // The eager recovery's events, counted on an uncrashed run (it must roll borders back).
+  std::uint64_t events = 0;
+  {
+    pm::Pool pool = pm::Pool::open(path.str(), Tree::name);
+    const std::uint64_t start = sim::event_count();
+    Tree tree(pmds::open_existing, pool, options(false));
+    events = sim::event_count() - start;
+    ASSERT_GT(tree.permutations_restored() + tree.values_restored(), 100u) << "a vacuous test";
+    EXPECT_EQ(tree.failed_epochs_recorded(), 0u);
+    EXPECT_EQ(contents(tree), at_sync);
+  }
+  ASSERT_GT(events, 0u);
+  for (std::uint64_t event = 0; event < events; ++event) {
+    for (std::uint64_t image = 0; image < 5; ++image) {
+      std::filesystem::copy_file(saved, path.str(),
+                                 std::filesystem::copy_options::overwrite_existing);
+      std::optional<sim::Snapshot> crashed;
+      const void* base = nullptr;
+      {
+        pm::Pool pool = pm::Pool::open(path.str(), Tree::name);
+        base = pool.base();
+        sim::set_crash_handler(sim::event_count() + event,
+                               [&crashed] { crashed.emplace(sim::snapshot()); });
+        Tree tree(pmds::open_existing, pool, options(false));
+        sim::clear_crash_handler();
+      }
+      ASSERT_TRUE(crashed.has_value()) << "event " << event;
+      const auto kind = image == 0   ? sim::ImageKind::minimum
+                        : image == 1 ? sim::ImageKind::maximum
+                                     : sim::ImageKind::random;
+      ASSERT_NO_FATAL_FAILURE(
+          pmds::test::write_crash_image(*crashed, base, path.str(), kind, image));
+      pm::Pool pool = pm::Pool::open(path.str(), Tree::name);
+      const Tree tree(pmds::open_existing, pool, options(image % 2 == 0));
+      ASSERT_EQ(contents(tree), at_sync) << "crash at event " << event << " of " << events
+                                         << " of the eager recovery, image " << image;
+    }
+  }
+  std::filesystem::remove(saved);
 }
 
 }  // namespace

@@ -33,7 +33,7 @@
 // whole) is copied back to its object, flushed, one fence. The structure then clears the lock
 // bits the crash left, has f added to the pool's record of failed epochs (record_failed_epoch)
 // and reports its live objects to the allocator (every object allocated in f is unreachable
-// again and returns to the free lists); finish_recovery() makes epoch f+2
+// again and returns to the free lists); finish_recovery() makes epoch f+3
 // durable. Borders are recovered lazily, on first access (before_border_access), or all at open
 // (recover_border with flush; then the record is emptied): incll/border_recovery.hpp. Nothing is
 // consumed before the record and the new epoch are durable, so a crash during recovery recovers
@@ -190,10 +190,17 @@ class Checkpoints {
     const std::uint64_t e = anchor_->epoch.load();
     epoch_.store(e, std::memory_order_relaxed);
     opened_epoch_ = e;
-    borders_.set_execution_epoch(e + 1);
     const pm::ChunkAllocator& a = pool.allocator();
     failed_.read(anchor_->failed, e, pool_.was_clean_shutdown(),
                  [&a](const char* what) { a.corrupt(what); });
+    // This execution's first epoch, the mark of a border recovered in it: e + 1 when every border
+    // is recovered at open, e + 2 when each is on its first access. Two recoveries of one failed
+    // epoch (the first crashed before finish_recovery) must not share a mark: an eager one marks
+    // each border it recovers, and a crash may keep a mark without the value lines recovered
+    // before it (each line persists alone), which a lazy one with that mark would take for
+    // recovered in its own execution (test/incll/durable_masstree_sim_test.cpp,
+    // EagerAfterLazyRecovery). Lazy ones mark only after finish_recovery, past both.
+    borders_.set_execution_epoch(e + (recovers_lazily() ? 2 : 1));
     log_.recover(e, &anchor_->root_box, sizeof(RootBox));
   }
 
@@ -446,12 +453,12 @@ class Checkpoints {
   }
 
   // Quiescent, last step of recovery: the failed epoch f is left behind, durably. Operations
-  // start in f + 2: f + 1, this execution's first epoch, is the mark of a border recovered in it
-  // (node_epoch), and must name no epoch whose writes it could be taken for — a border marked
-  // with an operations' epoch would count as logged in it (InCLLCheckpoints) and miss the
-  // boundary flush.
+  // start in f + 3: f + 1 and f + 2 are the marks of a border recovered in this execution
+  // (node_epoch; eager and lazy, above), and must name no epoch whose writes they could be taken
+  // for — a border marked with an operations' epoch would count as logged in it
+  // (InCLLCheckpoints) and miss the boundary flush.
   void finish_recovery() {
-    const std::uint64_t e = borders_.execution_epoch() + 1;
+    const std::uint64_t e = opened_epoch_ + 3;
     anchor_->epoch.store(e);
     pm::persist(&anchor_->epoch, sizeof(std::uint64_t));
     epoch_.store(e, std::memory_order_release);

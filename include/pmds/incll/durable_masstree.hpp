@@ -32,7 +32,7 @@
 // made in the failed epoch or freed before it); a layer (byte strings) is walked from the node its
 // entry names, its root found by climbing parent links along its left edge (a layer's first node
 // stays its leftmost, and its ancestors' parent links change only in root splits, which log them);
-// operations start two epochs on (Checkpoints::finish_recovery says why). Each border is then
+// operations start three epochs on (Checkpoints::finish_recovery says why). Each border is then
 // recovered on its first access (Checkpoints::before_border_access: InCLL_p and the value
 // InCLLs of a failed epoch put back, the border checked), so opening a tree of 10M keys reads
 // its interior nodes (a tenth of its nodes, in chunks of their own), not its borders. That is
