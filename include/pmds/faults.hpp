@@ -77,6 +77,7 @@ enum class Fault : std::uint8_t {
   recovery_ignores_anti_nodes,   // recovery keeps every in-use payload, canceled or not
   sync_advances_once,            // sync() returns after one epoch advance
   close_without_sync,            // the hash table's clean close does not sync (hash_map.hpp)
+  clock_not_persisted,           // advance() moves the clock without persisting it (sync() does)
 
   // InCLL and nbMontage: recovery falls back one epoch further than the paper's bound (InCLL:
   // it finds the epoch before the failed one failed too, §3; nbMontage: it keeps epochs <= e-3,

@@ -36,8 +36,9 @@ struct Options {
   double switch_probability = 0.01, persist_switch_probability = 0.2;
   bool stop_at_first = false, keep_histories = false, quiet = false, json_line = false;
   std::string json_file, replay;
-  bool mutate = false;         // the mutation run (crashlab/mutation.hpp)
-  bool planned_rerun = false;  // --mutate without --pct: survivors run again under PCT alone
+  bool mutate = false;               // the mutation run (crashlab/mutation.hpp)
+  bool mutate_default_keys = false;  // --mutate without --keys (Masstrees then take more)
+  bool planned_rerun = false;        // --mutate without --pct: survivors run again under PCT alone
   std::string mix;       // "fixed" or "vary" (SimOptions::vary_mix); empty: vary with --mutate
   std::string mutant;    // one lab run with these sites mutated (comma separated)
   double min_score = 0;  // --mutate: exit 1 when a structure's score is below
@@ -105,10 +106,11 @@ inline void add_options(CLI::App& app, Options& o) {
                  "a queue, stack or priority queue, whose history is one object)")
       ->type_name("N")
       ->transform(whole_number(0, any));
-  CLI::Option* keys =
-      app.add_option("--keys", o.keys, "key range of sets and maps (default 16; 8 with --mutate)")
-          ->type_name("R")
-          ->transform(whole_number(1, any));
+  CLI::Option* keys = app.add_option("--keys", o.keys,
+                                     "key range of sets and maps (default 16; 8 with --mutate,\n"
+                                     "32 for a Masstree there)")
+                          ->type_name("R")
+                          ->transform(whole_number(1, any));
   CLI::Option* reads = app.add_option("--reads", o.reads,
                                       "percent of read operations (default 20; 50 with --mutate)")
                            ->type_name("P")
@@ -252,7 +254,10 @@ inline void add_options(CLI::App& app, Options& o) {
       // (skiplist/linkfree's insert-helps-an-existing-node psync: 79 crash points with 8 keys,
       // not caught in 300 with 16).
       if (reads->count() == 0) o.reads = 50;
-      if (keys->count() == 0) o.keys = 8;
+      if (keys->count() == 0) {
+        o.keys = 8;
+        o.mutate_default_keys = true;
+      }
       // The random scheduler only: a removed persistence site is caught by a reader inside a
       // writer's window, which the random switches and the window switches open; planned
       // preemptions and one hash bucket (--pct) aim at logic windows, and in a mutant's 100

@@ -9,6 +9,7 @@
 
 #include "crashtest_options.hpp"
 #include "pmds/crashlab/entries.hpp"
+#include "pmds/crashlab/workload.hpp"
 
 namespace pmds::crashtest {
 
@@ -62,7 +63,7 @@ inline std::optional<std::vector<const registry::Entry*>> select(const Options& 
   }
   if (o.lazy_recovery) {
     const auto other = std::find_if(out.begin(), out.end(), [](const registry::Entry* e) {
-      return e->structure != "masstree" && e->structure != "masstree-bytes";
+      return !crashlab::recovers_lazily_on_request(*e);
     });
     if (other != out.end()) {
       std::cerr << "pmds crashtest: --lazy-recovery applies to the InCLL Masstrees "

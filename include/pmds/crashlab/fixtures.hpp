@@ -73,6 +73,10 @@
 //   recovery_drops_last_epoch     recovery keeps the epochs up to e-3: a prefix (the buffered
 //                                 criterion accepts it), not Theorem 2's e-2 (the epoch bound
 //                                 does not)
+//   clock_not_persisted           an epoch advance moves the clock without persisting it, so a
+//                                 crash finds an older epoch than the operations saw and the
+//                                 bound is measured from it (the check of the clock sees it:
+//                                 crashlab/verdict.hpp, clock_behind)
 //
 // InCLL (incll/) with each of its planted bugs, on masstree/logging or
 // masstree/incll (the controls):
@@ -342,6 +346,10 @@ using Fixtures = registry::TypeList<
         "hash/montage-bug-recovery-drops-last-epoch", registry::Kind::map,
         registry::factories::Montage<montage::HashMap<Planted<Fault::recovery_drops_last_epoch>>>,
         "fixture: nbMontage's recovery keeps epochs <= e-3 only">,
+    registry::Describe<
+        "hash/montage-bug-clock-not-persisted", registry::Kind::map,
+        registry::factories::Montage<montage::HashMap<Planted<Fault::clock_not_persisted>>>,
+        "fixture: nbMontage's epoch advance does not persist the clock">,
     registry::Describe<
         "masstree/logging-bug-log-entry-not-fenced", registry::Kind::map,
         registry::factories::Incll<incll::LoggingMasstree<Planted<Fault::log_entry_not_fenced>>>,

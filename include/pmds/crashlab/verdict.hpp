@@ -206,6 +206,24 @@ inline std::optional<std::uint64_t> epochs_lost(const registry::Entry& e,
   return deepest;
 }
 
+// The epoch a crash's first recovery found (RecoveryStats::crash_epoch) must not be behind the
+// epochs the workload saw before the crash, or the entry's epoch bound would be measured from a
+// clock that lost advances: a message when it is. nbMontage's clock is its pool word, which an
+// operation may read between an advance's CAS and its persist (one epoch ahead of what a crash
+// then keeps); InCLL publishes an epoch only once the anchor holds it durably.
+inline std::optional<std::string> clock_behind(const registry::Entry& e,
+                                               const std::vector<Record>& records,
+                                               std::uint64_t crash_epoch) {
+  if (e.epoch_bound == EpochBound::none) return std::nullopt;
+  const std::uint64_t in_flight = e.epoch_bound == EpochBound::two_epochs ? 1 : 0;
+  std::uint64_t seen = 0;
+  for (const Record& r : records) seen = std::max({seen, r.call_epoch, r.ret_epoch});
+  if (seen <= crash_epoch + in_flight) return std::nullopt;
+  return "recovery found the crash in epoch " + std::to_string(crash_epoch) +
+         ", but an operation saw epoch " + std::to_string(seen) +
+         " before it: an advance of the epoch clock was not durable";
+}
+
 // The history of what a recovery process did on the structure it recovered (its continuation,
 // crashlab/child.hpp): from the contents it read (`rec.items`), its operations (reading a
 // queue, stack or priority queue took its elements: those takes first), then a crash

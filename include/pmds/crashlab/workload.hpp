@@ -38,6 +38,12 @@ struct WorkloadOptions {
   bool lazy_recovery = false;
 };
 
+// Whether the entry's recovery can open lazily (registry::CreateOptions::lazy_recovery): the
+// InCLL Masstrees.
+inline bool recovers_lazily_on_request(const registry::Entry& e) {
+  return e.structure == "masstree" || e.structure == "masstree-bytes";
+}
+
 // The creation options the lab's processes use for a workload (every open of one pool must name
 // the same key and value sizes: they are how its byte strings were written).
 inline registry::CreateOptions create_options(const WorkloadOptions& w) {
