@@ -600,7 +600,7 @@ TEST(CrashlabWorkloadMix, VaryDrawsEachRunsMixFromItsSeed) {
 
 // A survivor's reason is read from its site's source: "Mutant survives:" in the comment block
 // right above the site's line, or on the line itself, for every technique, or "Mutant survives
-// (a, b):" for techniques a and b alone; nothing for a site that gives none.
+// (a, b):" for techniques (or structures) a and b alone; nothing for a site that gives none.
 TEST(CrashlabMutation, ASurvivorsReasonIsReadFromTheCommentAboveItsSite) {
   namespace fs = std::filesystem;
   const fs::path root = fs::temp_directory_path() / ("pmds_reason_" + std::to_string(::getpid()));
@@ -617,6 +617,9 @@ TEST(CrashlabMutation, ASurvivorsReasonIsReadFromTheCommentAboveItsSite) {
                                                 "  //   load below persists the line.\n"
                                                 "  // Mutant survives (soft): never read.\n"
                                                 "  load(a);\n"
+                                                "  // Mutant survives (masstree/logging): no\n"
+                                                "  //   InCLL.\n"
+                                                "  flush(c);\n"
                                                 "}\n";
   using pmds::crashlab::redundancy_reason;
   EXPECT_EQ(redundancy_reason("include/pmds/x.hpp:5:3", root),
@@ -637,6 +640,11 @@ TEST(CrashlabMutation, ASurvivorsReasonIsReadFromTheCommentAboveItsSite) {
   EXPECT_EQ(redundancy_reason("include/pmds/x.hpp:5:3", root, "flit"),
             "the locked CAS that follows orders it.")
       << "a reason that names none holds for every technique";
+  // ... or one structure, by its name.
+  EXPECT_EQ(redundancy_reason("include/pmds/x.hpp:15:3", root, "logging", "masstree/logging"),
+            "no InCLL.");
+  EXPECT_EQ(redundancy_reason("include/pmds/x.hpp:15:3", root, "logging", "masstree-bytes/logging"),
+            "");
   fs::remove_all(root);
 }
 

@@ -94,11 +94,13 @@ inline pm::sim::Mutant mutant_of(const SiteUse& site, pm::sim::MutationMode mode
 // comment on its line or in the comment block right above it, to the block's end (or to the
 // next marker), joined into one line. A site written once over several memory policies may hold
 // for some of them only: "Mutant survives (izraelevitz):" or "(izraelevitz, flit)" gives a reason
-// for those techniques alone. Empty when it gives none that applies, or when the source is not
-// there to read (an installed lab).
+// for those techniques alone, "(masstree/logging)" for that structure alone (`structure`: the
+// entry's name). Empty when it gives none that applies, or when the source is not there to read
+// (an installed lab).
 inline std::string redundancy_reason(const std::string& location,
                                      const std::filesystem::path& source_root,
-                                     std::string_view technique = {}) {
+                                     std::string_view technique = {},
+                                     std::string_view structure = {}) {
   const auto colon2 = location.rfind(':');
   const auto colon1 = colon2 == std::string::npos ? colon2 : location.rfind(':', colon2 - 1);
   if (colon1 == std::string::npos) return {};
@@ -133,11 +135,12 @@ inline std::string redundancy_reason(const std::string& location,
       rest.remove_prefix(1);
     } else if (rest.starts_with(" (") && rest.find("):") != std::string_view::npos) {
       const auto close = rest.find("):");
-      // The techniques named, separated by commas and spaces.
+      // The techniques or structures named, separated by commas and spaces.
       std::string_view names = rest.substr(2, close - 2);
       while (!names.empty() && !applies) {
         const auto end = names.find_first_of(", ");
-        applies = !technique.empty() && names.substr(0, end) == technique;
+        const std::string_view name = names.substr(0, end);
+        applies = !name.empty() && (name == technique || name == structure);
         names.remove_prefix(end == std::string_view::npos ? names.size() : end + 1);
       }
       rest.remove_prefix(close + 2);
@@ -213,7 +216,7 @@ inline MutationResult run_mutation(const registry::Entry& e, SimOptions o,
                       ? r.details.front().replay
                       : lab_command(e, ran) + " --crashes " + std::to_string(ran.crashes);
       if (!m.caught && m.errors.empty())
-        m.redundant = redundancy_reason(m.site.location, source_root, e.technique);
+        m.redundant = redundancy_reason(m.site.location, source_root, e.technique, e.name);
       if (progress) progress(m);
       out.mutants.push_back(std::move(m));
     }

@@ -111,6 +111,9 @@ class BorderRecovery {
     if (roll_back) b.permutation.store(perm.word, std::memory_order_relaxed);
     b.permutation_log.store(perm.word, std::memory_order_relaxed);
     b.node_epoch.store(exec_epoch_ << 1 | 1, std::memory_order_release);
+    // Mutant survives (logging): the logging mode's borders carry no InCLL, so these stores are
+    // the lock bits cleared, InCLL_p set to the permutation unchanged, and the mark, in one line
+    // in that order: a crash keeps a prefix, and a border without the mark is recovered again.
     if (flush) pm::flush_range(&b.permutation, sizeof b.permutation);  // the first line
     permutations_restored_.fetch_add(roll_back ? 1 : 0, std::memory_order_relaxed);
     values_restored_.fetch_add(values, std::memory_order_relaxed);

@@ -67,8 +67,15 @@ class FailedEpochRecord {
   void record() {
     if (last_stored()) return;  // none, or a crash during an earlier recovery stored it
     durable_->epochs[stored_].store(failed_.back());
+    // Mutant survives: the first seven epochs share the count's line, whose stores persist in
+    // order, and no lab run records seven; from the eighth on, this orders the epoch before the
+    // count that includes it.
     pm::persist(&durable_->epochs[stored_], sizeof(std::uint64_t));
     durable_->count.store(++stored_);
+    // Mutant survives (masstree/logging): nothing it reads asks the record. Its borders carry no
+    // InCLL (node_epoch is a creation or a recovery mark, and a border made in a failed epoch is
+    // unreachable after it) and its 8-byte entries no EpochLink (the byte-string tree's block
+    // lists do).
     pm::persist(&durable_->count, sizeof(std::uint64_t));
   }
 
@@ -76,6 +83,10 @@ class FailedEpochRecord {
   // rewritten): no node carries a failed epoch any more.
   void forget() {
     durable_->count.store(0);
+    // Mutant survives: a record a crash brings back names only epochs no border or block-list
+    // link carries any more (the eager recovery recovered, flushed and fenced them all before;
+    // later epochs are larger): recovery undoes nothing more for them, and the record fills
+    // sooner.
     pm::persist(&durable_->count, sizeof(std::uint64_t));
     stored_ = 0;
     failed32_.clear();

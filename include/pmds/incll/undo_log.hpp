@@ -201,6 +201,10 @@ class UndoLog {
   static LogSegment* new_segment(pm::atomic<LogSegment*>& link, Allocate& allocate) {
     auto* s = static_cast<LogSegment*>(allocate(segment_bytes));
     s->next.store(nullptr);
+    // Mutant survives: the word is zero in the pool already. A segment is a slot of its own size
+    // (no other object shares its chunks); one that was ever linked stays linked, and one freed
+    // unlinked held only this null: every such slot reads zero (the pool is zero-filled at
+    // create). Kept: a segment must not depend on how its slot was last used.
     pm::persist(s, sizeof(LogSegment));
     link.store(s);
     pm::persist(&link, sizeof(LogSegment*));
@@ -236,6 +240,11 @@ class UndoLog {
         pm::write(target, entry + line, h.size);
         pm::flush_range(target, h.size);
       }
+      // Mutant survives: under the simulator the calling thread applies every entry, and its
+      // next fence (DurableMasstree's open, before the epoch moves) completes these flushes;
+      // until the epoch moves a crash applies this same log again. A helper thread must fence
+      // its own flushes (a fence orders only its thread's), which the lab, one thread here,
+      // cannot see.
       pm::fence();
     };
     const std::size_t threads =
