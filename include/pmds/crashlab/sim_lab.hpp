@@ -350,8 +350,8 @@ struct RecoveryPhases {
     const std::size_t i = with_events[rng() % with_events.size()];
     const std::uint64_t length = bounds[i + 1] - bounds[i];
     // A quarter at one of the phase's last events: where a recovery commits what it did (the
-    // record of failed epochs emptied, the epoch moved, the pool marked open), whose order
-    // against the phase's earlier writes a uniform draw over a long phase rarely tests.
+    // record of failed epochs emptied, the epoch moved), whose order against the phase's
+    // earlier writes a uniform draw over a long phase rarely tests.
     if (rng() % 4 == 0) {
       const std::uint64_t last = std::min<std::uint64_t>(length, 4);
       return RecoveryCrash{static_cast<RecoveryPhase>(i), length - 1 - rng() % last};
