@@ -479,6 +479,10 @@ class EpochSystem {
       b->epoch.store(0);
       pm::flush(b);
     }
+    // Durable before recovery returns: a recent anti-node whose reset stayed pending on this
+    // thread while others move the clock twice would, after a second crash, be old enough to
+    // cancel a payload kept here (test/montage/epoch_recovery_sim_test.cpp; the crash lab's
+    // continuations run on this thread and fence it first).
     if (!stale_antis.empty()) pm::fence();
     for (std::size_t t = 0; t < pmds::max_threads; ++t) {
       states_[t]->next_uid = next_uid[t];

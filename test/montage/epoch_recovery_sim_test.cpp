@@ -1,0 +1,101 @@
+// labels: memory
+// nbMontage's recovery (§3.4) under the simulated backend: a block recovery does not keep is
+// reset (its epoch word zeroed) so that no later recovery keeps it, and those resets must be
+// durable before recovery returns. An anti-node too recent to count at the crash still names a
+// payload that recovery keeps; were its reset to stay pending on the recovering thread while
+// other threads move the clock twice, a second crash would find it old enough, and it would
+// cancel that payload. The crash lab cannot build this: its continuations run on the recovering
+// thread, whose first fence completes the resets, and it has no advancer beside them.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "montage/montage_test_support.hpp"
+#include "pmds/montage/epoch_system.hpp"
+#include "pmds/pm/pool.hpp"
+#include "support/crash_image.hpp"
+#include "support/temp_path.hpp"
+
+namespace pm = pmds::pm;
+namespace sim = pmds::pm::sim;
+using pmds::montage::Block;
+using pmds::montage::EpochSystem;
+
+namespace {
+
+struct Payload : Block {
+  pm::atomic<std::uint64_t> value;
+};
+
+constexpr const char* kName = "test/montage-recovery";
+
+class EpochRecoverySim : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    saved_ = pm::detail::flush_instruction;
+    pm::detail::flush_instruction = pm::FlushInstruction::clwb;  // the model, not the host
+  }
+  void TearDown() override { pm::detail::flush_instruction = saved_; }
+  // The pool at `path` opened, its system recovered: the payloads it kept.
+  static std::vector<Block*> reopen(const std::string& path) {
+    pm::Pool pool = pm::Pool::open(path, kName);
+    EpochSystem<> system(pmds::open_existing, pool, reinterpret_cast<void*>(pool.root(0).load()),
+                         montage_test::manual_clock());
+    return system.recover().payloads;
+  }
+  pmds::test::TempPath path_{"montage_recovery"};
+  pmds::test::TempPath image_{"montage_recovery_image"};
+
+ private:
+  pm::FlushInstruction saved_{};
+};
+
+TEST_F(EpochRecoverySim, ResetsARecentAntiNodeDurablyBeforeItReturns) {
+  const Block* kept = nullptr;
+  {
+    pm::Pool pool = pm::Pool::create(path_, 4u << 20, kName);
+    EpochSystem<> system(pmds::create_new, pool, montage_test::manual_clock());
+    pool.root(0).store(reinterpret_cast<std::uint64_t>(system.area()));
+    pm::persist(&pool.root(0), sizeof(std::uint64_t));
+    std::atomic<std::uint64_t> word{0};
+    auto* p = system.pnew<Payload>();
+    p->value.store(1);
+    ASSERT_TRUE(system.lin_cas(word, 0, reinterpret_cast<std::uint64_t>(p)));
+    system.sync();  // p is old enough to survive any later crash
+    kept = p;
+    // The remove: its anti-node is tagged with the current epoch, and the crash comes before
+    // that epoch is two behind the clock. Every store kept, as after kill -9.
+    system.pdetach(p);
+    ASSERT_TRUE(system.lin_cas(word, reinterpret_cast<std::uint64_t>(p), 0));
+    ASSERT_NO_FATAL_FAILURE(pmds::test::write_crash_image(sim::snapshot(), pool.base(), path_,
+                                                         sim::ImageKind::maximum));
+  }
+  {
+    pm::Pool pool = pm::Pool::open(path_, kName);
+    EpochSystem<> system(pmds::open_existing, pool, reinterpret_cast<void*>(pool.root(0).load()),
+                         montage_test::manual_clock());
+    const std::vector<Block*> payloads = system.recover().payloads;
+    ASSERT_EQ(payloads.size(), 1u) << "the recent remove counted, or the payload was lost";
+    ASSERT_EQ(payloads[0], kept);
+    // Another thread commits an insert and moves the clock twice; this thread does nothing
+    // more. Then a crash keeps only what is certainly durable.
+    std::thread other([&system] {
+      std::atomic<std::uint64_t> word{0};
+      auto* q = system.pnew<Payload>();
+      q->value.store(2);
+      ASSERT_TRUE(system.lin_cas(word, 0, reinterpret_cast<std::uint64_t>(q)));
+      system.sync();
+    });
+    other.join();
+    ASSERT_NO_FATAL_FAILURE(pmds::test::write_crash_image(sim::snapshot(), pool.base(), image_,
+                                                         sim::ImageKind::minimum));
+  }
+  const std::vector<Block*> payloads = reopen(image_);
+  ASSERT_EQ(payloads.size(), 2u) << "the old anti-node came back and canceled the kept payload";
+  EXPECT_TRUE(payloads[0] == kept || payloads[1] == kept);
+}
+
+}  // namespace
