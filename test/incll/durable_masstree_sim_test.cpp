@@ -125,6 +125,62 @@ TYPED_TEST(ParentLinks, ThoseALazyRecoveryMendedAreDurable) {
   EXPECT_EQ(this->crash_and_count_wrong_links(), 0u);
 }
 
+// ... and durable before the epoch moves: the lazy recovery is crashed at each of its events
+// (minimum, maximum and random images), and an eager recovery of the image that finds the epoch
+// moved finds every link right.
+TYPED_TEST(ParentLinks, ThoseALazyRecoveryMendedAreDurableBeforeTheEpochMoves) {
+  auto& tree = this->create();
+  ASSERT_NO_FATAL_FAILURE(this->insert_random(2'000));
+  tree.sync();
+  const std::map<Key, Value> at_sync = this->model_;
+  ASSERT_NO_FATAL_FAILURE(this->insert_random(2'000));  // the failed epoch
+  ASSERT_NO_FATAL_FAILURE(this->crash(sim::ImageKind::maximum));
+  const std::string saved = this->path_.str() + ".crashed";
+  std::filesystem::copy_file(this->path_.str(), saved,
+                             std::filesystem::copy_options::overwrite_existing);
+  std::uint64_t failed = 0, events = 0;
+  {
+    pm::Pool pool = pm::Pool::open(this->path_.str(), TypeParam::name);
+    const std::uint64_t start = sim::event_count();
+    const TypeParam lazy(pmds::open_existing, pool, options(/*lazy=*/true));
+    events = sim::event_count() - start;
+    failed = lazy.recovery_stats().crash_epoch;
+    ASSERT_GT(lazy.parent_links_mended(), 0u) << "the failed epoch moved no link: a vacuous test";
+  }
+  std::size_t moved = 0;
+  for (std::uint64_t event = 0; event < events; ++event) {
+    for (std::uint64_t image = 0; image < 6; ++image) {
+      std::filesystem::copy_file(saved, this->path_.str(),
+                                 std::filesystem::copy_options::overwrite_existing);
+      std::optional<sim::Snapshot> crashed;
+      const void* base = nullptr;
+      {
+        pm::Pool pool = pm::Pool::open(this->path_.str(), TypeParam::name);
+        base = pool.base();
+        sim::set_crash_handler(sim::event_count() + event,
+                               [&crashed] { crashed.emplace(sim::snapshot()); });
+        const TypeParam lazy(pmds::open_existing, pool, options(/*lazy=*/true));
+        sim::clear_crash_handler();
+      }
+      ASSERT_TRUE(crashed.has_value()) << "event " << event;
+      const auto kind = image == 0   ? sim::ImageKind::minimum
+                        : image == 1 ? sim::ImageKind::maximum
+                                     : sim::ImageKind::random;
+      ASSERT_NO_FATAL_FAILURE(
+          pmds::test::write_crash_image(*crashed, base, this->path_.str(), kind, image));
+      pm::Pool pool = pm::Pool::open(this->path_.str(), TypeParam::name);
+      const TypeParam eager(pmds::open_existing, pool, options(/*lazy=*/false));
+      ASSERT_EQ(contents(eager), at_sync) << "crash at event " << event << ", image " << image;
+      if (eager.recovery_stats().crash_epoch == failed) continue;  // the epoch had not moved
+      ++moved;
+      EXPECT_EQ(eager.parent_links_mended(), 0u)
+          << "crash at event " << event << " of " << events << ", image " << image;
+    }
+  }
+  EXPECT_GT(moved, 0u) << "no crash image found the epoch moved: a vacuous test";
+  std::filesystem::remove(saved);
+}
+
 // InCLL §3, §4.3: a lazy recovery leaves the borders of the failed epoch f for their first
 // access and keeps f in the pool's record of failed epochs; an eager recovery after it (the record
 // full, or the pool reopened without the option) rolls every such border back and then empties the

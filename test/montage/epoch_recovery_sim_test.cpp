@@ -71,7 +71,7 @@ TEST_F(EpochRecoverySim, ResetsARecentAntiNodeDurablyBeforeItReturns) {
     system.pdetach(p);
     ASSERT_TRUE(system.lin_cas(word, reinterpret_cast<std::uint64_t>(p), 0));
     ASSERT_NO_FATAL_FAILURE(pmds::test::write_crash_image(sim::snapshot(), pool.base(), path_,
-                                                         sim::ImageKind::maximum));
+                                                          sim::ImageKind::maximum));
   }
   {
     pm::Pool pool = pm::Pool::open(path_, kName);
@@ -91,7 +91,7 @@ TEST_F(EpochRecoverySim, ResetsARecentAntiNodeDurablyBeforeItReturns) {
     });
     other.join();
     ASSERT_NO_FATAL_FAILURE(pmds::test::write_crash_image(sim::snapshot(), pool.base(), image_,
-                                                         sim::ImageKind::minimum));
+                                                          sim::ImageKind::minimum));
   }
   const std::vector<Block*> payloads = reopen(image_);
   ASSERT_EQ(payloads.size(), 2u) << "the old anti-node came back and canceled the kept payload";
