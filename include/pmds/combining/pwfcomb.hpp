@@ -306,6 +306,7 @@ class PWFComb {
       detail::before_persist(*object_, work, p);
       detail::write_changed_lines(area_ + record_base(target), area_ + record_base(target), work,
                                   layout_.words(), layout_.persisted_words(Mode));
+      // Mutant survives: the SC's locked CAS below orders these flushes on x86 (see above).
       if constexpr (persistent && Faults::planted != Fault::no_fence_before_switch) pm::fence();
       if constexpr (Faults::planted == Fault::paper_flush_rule)
         paper_.flush[p].store(lval, std::memory_order_release);  // line 25
