@@ -15,6 +15,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <string>
 
 #include "pmds/incll/durable_masstree.hpp"
 #include "pmds/pm/simulator.hpp"
@@ -46,6 +47,30 @@ std::map<Key, Value> contents(const Tree& t) {
   return out;
 }
 
+// The pool file at `path` put back to `saved`, opened as a Tree (lazily or eagerly) and crashed
+// just before event `event` of that open (counted from the open's first): the crash image
+// `image` (0: the minimum, 1: the maximum, else random from seed `image`) replaces the file.
+template <class Tree>
+void crash_open_at(const std::string& path, const std::string& saved, bool lazy,
+                   std::uint64_t event, std::uint64_t image) {
+  std::filesystem::copy_file(saved, path, std::filesystem::copy_options::overwrite_existing);
+  std::optional<sim::Snapshot> crashed;
+  const void* base = nullptr;
+  {
+    pm::Pool pool = pm::Pool::open(path, Tree::name);
+    base = pool.base();
+    sim::set_crash_handler(sim::event_count() + event,
+                           [&crashed] { crashed.emplace(sim::snapshot()); });
+    const Tree tree(pmds::open_existing, pool, options(lazy));
+    sim::clear_crash_handler();
+  }
+  ASSERT_TRUE(crashed.has_value()) << "the open had no event " << event;
+  const auto kind = image == 0   ? sim::ImageKind::minimum
+                    : image == 1 ? sim::ImageKind::maximum
+                                 : sim::ImageKind::random;
+  ASSERT_NO_FATAL_FAILURE(pmds::test::write_crash_image(*crashed, base, path, kind, image));
+}
+
 template <class T>
 class ParentLinks : public ::testing::Test {
  protected:
@@ -74,6 +99,19 @@ class ParentLinks : public ::testing::Test {
   Tree& open(bool lazy) {
     pool_.emplace(pm::Pool::open(path_.str(), Tree::name));
     return tree_.emplace(pmds::open_existing, *pool_, options(lazy));
+  }
+  // A tree of 2,000 keys, synced, then 2,000 more in an epoch that fails with every store kept,
+  // as after kill -9: its interior splits moved links to new nodes, which recovery discards.
+  // Returns the contents at the sync (the model's again).
+  std::map<Key, Value> crash_an_epoch_of_splits() {
+    auto& tree = create();
+    insert_random(2'000);
+    tree.sync();
+    const std::map<Key, Value> at_sync = model_;
+    insert_random(2'000);  // the failed epoch
+    crash(sim::ImageKind::maximum);
+    model_ = at_sync;
+    return at_sync;
   }
   // The open tree crashes (its minimum image) and recovers eagerly; returns the parent links
   // that recovery found wrong.
@@ -111,15 +149,7 @@ TYPED_TEST(ParentLinks, ThoseAnInteriorSplitMovedAreDurableAfterTheBoundary) {
 // (their parents come back from the log) and makes them durable before the log is discarded: a
 // second crash right after it finds every link right.
 TYPED_TEST(ParentLinks, ThoseALazyRecoveryMendedAreDurable) {
-  auto& tree = this->create();
-  ASSERT_NO_FATAL_FAILURE(this->insert_random(2'000));
-  tree.sync();
-  const std::map<Key, Value> at_sync = this->model_;
-  ASSERT_NO_FATAL_FAILURE(this->insert_random(2'000));  // the failed epoch
-  // Every store of the failed epoch kept, as after kill -9: the moved links name the split's
-  // new nodes, which recovery discards.
-  ASSERT_NO_FATAL_FAILURE(this->crash(sim::ImageKind::maximum));
-  this->model_ = at_sync;
+  ASSERT_NO_FATAL_FAILURE(this->crash_an_epoch_of_splits());
   EXPECT_GT(this->open(/*lazy=*/true).parent_links_mended(), 0u)
       << "the failed epoch moved no link: a vacuous test";
   EXPECT_EQ(this->crash_and_count_wrong_links(), 0u);
@@ -129,12 +159,8 @@ TYPED_TEST(ParentLinks, ThoseALazyRecoveryMendedAreDurable) {
 // (minimum, maximum and random images), and an eager recovery of the image that finds the epoch
 // moved finds every link right.
 TYPED_TEST(ParentLinks, ThoseALazyRecoveryMendedAreDurableBeforeTheEpochMoves) {
-  auto& tree = this->create();
-  ASSERT_NO_FATAL_FAILURE(this->insert_random(2'000));
-  tree.sync();
-  const std::map<Key, Value> at_sync = this->model_;
-  ASSERT_NO_FATAL_FAILURE(this->insert_random(2'000));  // the failed epoch
-  ASSERT_NO_FATAL_FAILURE(this->crash(sim::ImageKind::maximum));
+  std::map<Key, Value> at_sync;
+  ASSERT_NO_FATAL_FAILURE(at_sync = this->crash_an_epoch_of_splits());
   const std::string saved = this->path_.str() + ".crashed";
   std::filesystem::copy_file(this->path_.str(), saved,
                              std::filesystem::copy_options::overwrite_existing);
@@ -150,24 +176,8 @@ TYPED_TEST(ParentLinks, ThoseALazyRecoveryMendedAreDurableBeforeTheEpochMoves) {
   std::size_t moved = 0;
   for (std::uint64_t event = 0; event < events; ++event) {
     for (std::uint64_t image = 0; image < 6; ++image) {
-      std::filesystem::copy_file(saved, this->path_.str(),
-                                 std::filesystem::copy_options::overwrite_existing);
-      std::optional<sim::Snapshot> crashed;
-      const void* base = nullptr;
-      {
-        pm::Pool pool = pm::Pool::open(this->path_.str(), TypeParam::name);
-        base = pool.base();
-        sim::set_crash_handler(sim::event_count() + event,
-                               [&crashed] { crashed.emplace(sim::snapshot()); });
-        const TypeParam lazy(pmds::open_existing, pool, options(/*lazy=*/true));
-        sim::clear_crash_handler();
-      }
-      ASSERT_TRUE(crashed.has_value()) << "event " << event;
-      const auto kind = image == 0   ? sim::ImageKind::minimum
-                        : image == 1 ? sim::ImageKind::maximum
-                                     : sim::ImageKind::random;
       ASSERT_NO_FATAL_FAILURE(
-          pmds::test::write_crash_image(*crashed, base, this->path_.str(), kind, image));
+          crash_open_at<TypeParam>(this->path_.str(), saved, /*lazy=*/true, event, image));
       pm::Pool pool = pm::Pool::open(this->path_.str(), TypeParam::name);
       const TypeParam eager(pmds::open_existing, pool, options(/*lazy=*/false));
       ASSERT_EQ(contents(eager), at_sync) << "crash at event " << event << ", image " << image;
@@ -238,24 +248,7 @@ TEST(EagerAfterLazyRecovery, EmptiesTheRecordOnlyOnceTheBordersItRecoveredAreDur
   ASSERT_GT(events, 0u);
   for (std::uint64_t event = 0; event < events; ++event) {
     for (std::uint64_t image = 0; image < 5; ++image) {
-      std::filesystem::copy_file(saved, path.str(),
-                                 std::filesystem::copy_options::overwrite_existing);
-      std::optional<sim::Snapshot> crashed;
-      const void* base = nullptr;
-      {
-        pm::Pool pool = pm::Pool::open(path.str(), Tree::name);
-        base = pool.base();
-        sim::set_crash_handler(sim::event_count() + event,
-                               [&crashed] { crashed.emplace(sim::snapshot()); });
-        Tree tree(pmds::open_existing, pool, options(false));
-        sim::clear_crash_handler();
-      }
-      ASSERT_TRUE(crashed.has_value()) << "event " << event;
-      const auto kind = image == 0   ? sim::ImageKind::minimum
-                        : image == 1 ? sim::ImageKind::maximum
-                                     : sim::ImageKind::random;
-      ASSERT_NO_FATAL_FAILURE(
-          pmds::test::write_crash_image(*crashed, base, path.str(), kind, image));
+      ASSERT_NO_FATAL_FAILURE(crash_open_at<Tree>(path.str(), saved, /*lazy=*/false, event, image));
       pm::Pool pool = pm::Pool::open(path.str(), Tree::name);
       const Tree tree(pmds::open_existing, pool, options(image % 2 == 0));
       ASSERT_EQ(contents(tree), at_sync) << "crash at event " << event << " of " << events

@@ -80,17 +80,7 @@ using SoftKinds =
     ::testing::Types<soft_test::ListKind<>, soft_test::HashKind<>, soft_test::SkipKind<>>;
 TYPED_TEST_SUITE(SoftRecovery, SoftKinds);
 
-// The model's flush is clwb (pending until the thread's next fence), whatever the host has.
-class ClwbFlushes {
- public:
-  ClwbFlushes() : saved_(pm::detail::flush_instruction) {
-    pm::detail::flush_instruction = pm::FlushInstruction::clwb;
-  }
-  ~ClwbFlushes() { pm::detail::flush_instruction = saved_; }
-
- private:
-  pm::FlushInstruction saved_;
-};
+using pmds::test::ClwbFlushes;
 
 TYPED_TEST(SoftRecovery, WritesNothingPersistent) {
   ClwbFlushes clwb;

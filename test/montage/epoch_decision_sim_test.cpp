@@ -49,19 +49,10 @@ void advances_before_verdict(sim::Operation op, const void* addr) {
 
 class EpochDecisionSim : public ::testing::Test {
  protected:
-  void SetUp() override {
-    saved_ = pm::detail::flush_instruction;
-    pm::detail::flush_instruction = pm::FlushInstruction::clwb;  // the model, not the host
-  }
-  void TearDown() override {
-    sim::set_schedule_hook(nullptr);
-    pm::detail::flush_instruction = saved_;
-  }
+  void TearDown() override { sim::set_schedule_hook(nullptr); }
+  pmds::test::ClwbFlushes clwb_;  // the model, not the host
   pmds::test::TempPath path_{"montage_decision"};
   pmds::test::TempPath image_{"montage_decision_image"};
-
- private:
-  pm::FlushInstruction saved_{};
 };
 
 TEST_F(EpochDecisionSim, AVerdictReadBeforeTheClockMovedTwiceIsNotACommitInTheOldEpoch) {
@@ -99,7 +90,7 @@ TEST_F(EpochDecisionSim, AVerdictReadBeforeTheClockMovedTwiceIsNotACommitInTheOl
     // Everything that returned before sync() is durable when it returns (nbMontage §3.1).
     system.sync();
     ASSERT_NO_FATAL_FAILURE(pmds::test::write_crash_image(sim::snapshot(), pool.base(), image_,
-                                                         sim::ImageKind::minimum));
+                                                          sim::ImageKind::minimum));
   }
   pm::Pool pool = pm::Pool::open(image_, "test/montage-decision");
   EpochSystem<> system(pmds::open_existing, pool, reinterpret_cast<void*>(pool.root(0).load()),

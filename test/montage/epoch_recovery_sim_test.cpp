@@ -34,11 +34,6 @@ constexpr const char* kName = "test/montage-recovery";
 
 class EpochRecoverySim : public ::testing::Test {
  protected:
-  void SetUp() override {
-    saved_ = pm::detail::flush_instruction;
-    pm::detail::flush_instruction = pm::FlushInstruction::clwb;  // the model, not the host
-  }
-  void TearDown() override { pm::detail::flush_instruction = saved_; }
   // The pool at `path` opened, its system recovered: the payloads it kept.
   static std::vector<Block*> reopen(const std::string& path) {
     pm::Pool pool = pm::Pool::open(path, kName);
@@ -46,11 +41,9 @@ class EpochRecoverySim : public ::testing::Test {
                          montage_test::manual_clock());
     return system.recover().payloads;
   }
+  pmds::test::ClwbFlushes clwb_;  // the model, not the host
   pmds::test::TempPath path_{"montage_recovery"};
   pmds::test::TempPath image_{"montage_recovery_image"};
-
- private:
-  pm::FlushInstruction saved_{};
 };
 
 TEST_F(EpochRecoverySim, ResetsARecentAntiNodeDurablyBeforeItReturns) {

@@ -22,20 +22,13 @@ constexpr std::size_t kSize = 2 * 4096 + 3 * (std::size_t{1} << 20);
 
 class PoolSim : public ::testing::Test {
  protected:
-  void SetUp() override {
-    saved_ = pm::detail::flush_instruction;
-    pm::detail::flush_instruction = pm::FlushInstruction::clwb;  // the model, not the host
-  }
-  void TearDown() override { pm::detail::flush_instruction = saved_; }
+  pmds::test::ClwbFlushes clwb_;  // the model, not the host
 
   static std::uint64_t word(const std::vector<unsigned char>& image, std::size_t offset) {
     std::uint64_t v;
     std::memcpy(&v, image.data() + offset, sizeof v);
     return v;
   }
-
- private:
-  pm::FlushInstruction saved_{};
 };
 
 TEST_F(PoolSim, AttachedWhileOpen) {
@@ -120,7 +113,7 @@ TEST_F(PoolSim, CrashImageOpensAsADirtyPool) {
     pool.root(0).store(reinterpret_cast<std::uint64_t>(slot));
     pm::persist(&pool.root(0), 8);
     ASSERT_NO_FATAL_FAILURE(pmds::test::write_crash_image(sim::snapshot(), pool.base(), image_path,
-                                                         sim::ImageKind::minimum));
+                                                          sim::ImageKind::minimum));
   }
   pm::Pool pool = pm::Pool::open(image_path, "test/sim");
   EXPECT_FALSE(pool.was_clean_shutdown());
@@ -158,7 +151,7 @@ TEST_F(PoolSim, AGrownPoolsCrashImageOpensWithEveryGrownChunk) {
     EXPECT_GT(growths, 1u);
     EXPECT_TRUE(sim::attached(static_cast<char*>(pool.base()) + size - 1));
     ASSERT_NO_FATAL_FAILURE(pmds::test::write_crash_image(sim::snapshot(), pool.base(), image_path,
-                                                         sim::ImageKind::minimum));
+                                                          sim::ImageKind::minimum));
   }
   pm::Pool pool = pm::Pool::open(image_path, "test/sim");
   EXPECT_FALSE(pool.was_clean_shutdown());

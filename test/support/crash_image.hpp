@@ -14,6 +14,21 @@
 
 namespace pmds::test {
 
+// While it lives, the model's flush is clwb (pending until the thread's next fence), whatever
+// instruction the host has: a sim test's crash images then do not depend on the host.
+class ClwbFlushes {
+ public:
+  ClwbFlushes() : saved_(pmds::pm::detail::flush_instruction) {
+    pmds::pm::detail::flush_instruction = pmds::pm::FlushInstruction::clwb;
+  }
+  ~ClwbFlushes() { pmds::pm::detail::flush_instruction = saved_; }
+  ClwbFlushes(const ClwbFlushes&) = delete;
+  ClwbFlushes& operator=(const ClwbFlushes&) = delete;
+
+ private:
+  pmds::pm::FlushInstruction saved_;
+};
+
 // The snapshot's region of the pool mapped at `base` (a failure, and 0, when it has none).
 inline std::size_t region_of(const pmds::pm::sim::Snapshot& snap, const void* base) {
   for (std::size_t r = 0; r < snap.region_count(); ++r)
