@@ -357,11 +357,13 @@ class EpochSystem {
       pm::persist(&area_->epoch, sizeof(std::uint64_t));
     std::uint64_t expected = e;
     area_->epoch.compare_exchange_strong(expected, e + 1);
-    // Mutant survives: the bound needs the clock at most one advance behind, which the persist
-    // above keeps (the next advance's, or sync()'s at its end, writes this one back); this one
-    // makes the advance durable at once, so a crash soon after it keeps one epoch more.
-    if constexpr (Faults::planted != Fault::clock_not_persisted)
+    if constexpr (Faults::planted != Fault::clock_not_persisted) {
+      // Mutant survives: the bound needs the clock at most one advance behind, which the
+      // persist above keeps (the next advance's, or sync()'s at its end, writes this one back);
+      // this one makes the advance durable at once, so a crash soon after it keeps one epoch
+      // more.
       pm::persist(&area_->epoch, sizeof(std::uint64_t));
+    }
     return true;
   }
 
