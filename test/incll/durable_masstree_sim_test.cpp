@@ -161,8 +161,8 @@ TYPED_TEST(ParentLinks, ThoseALazyRecoveryMendedAreDurable) {
 TYPED_TEST(ParentLinks, ThoseALazyRecoveryMendedAreDurableBeforeTheEpochMoves) {
   std::map<Key, Value> at_sync;
   ASSERT_NO_FATAL_FAILURE(at_sync = this->crash_an_epoch_of_splits());
-  const std::string saved = this->path_.str() + ".crashed";
-  std::filesystem::copy_file(this->path_.str(), saved,
+  const pmds::test::TempPath saved{"masstree-parent-links-crashed"};
+  std::filesystem::copy_file(this->path_.str(), saved.str(),
                              std::filesystem::copy_options::overwrite_existing);
   std::uint64_t failed = 0, events = 0;
   {
@@ -177,7 +177,7 @@ TYPED_TEST(ParentLinks, ThoseALazyRecoveryMendedAreDurableBeforeTheEpochMoves) {
   for (std::uint64_t event = 0; event < events; ++event) {
     for (std::uint64_t image = 0; image < 6; ++image) {
       ASSERT_NO_FATAL_FAILURE(
-          crash_open_at<TypeParam>(this->path_.str(), saved, /*lazy=*/true, event, image));
+          crash_open_at<TypeParam>(this->path_.str(), saved.str(), /*lazy=*/true, event, image));
       pm::Pool pool = pm::Pool::open(this->path_.str(), TypeParam::name);
       const TypeParam eager(pmds::open_existing, pool, options(/*lazy=*/false));
       ASSERT_EQ(contents(eager), at_sync) << "crash at event " << event << ", image " << image;
@@ -188,7 +188,6 @@ TYPED_TEST(ParentLinks, ThoseALazyRecoveryMendedAreDurableBeforeTheEpochMoves) {
     }
   }
   EXPECT_GT(moved, 0u) << "no crash image found the epoch moved: a vacuous test";
-  std::filesystem::remove(saved);
 }
 
 // InCLL §3, §4.3: a lazy recovery leaves the borders of the failed epoch f for their first
@@ -201,7 +200,7 @@ TYPED_TEST(ParentLinks, ThoseALazyRecoveryMendedAreDurableBeforeTheEpochMoves) {
 TEST(EagerAfterLazyRecovery, EmptiesTheRecordOnlyOnceTheBordersItRecoveredAreDurable) {
   using Tree = pmds::incll::InCLLMasstree<>;
   pmds::test::TempPath path{"masstree-eager-after-lazy"};
-  const std::string saved = path.str() + ".lazily-recovered";
+  const pmds::test::TempPath saved{"masstree-eager-after-lazy-recovered"};
   std::map<Key, Value> at_sync;
   {
     pm::Pool pool = pm::Pool::create(path.str(), kPoolSize, Tree::name);
@@ -233,7 +232,8 @@ TEST(EagerAfterLazyRecovery, EmptiesTheRecordOnlyOnceTheBordersItRecoveredAreDur
     Tree tree(pmds::open_existing, pool, options(true));
     ASSERT_EQ(tree.failed_epochs_recorded(), 1u);
   }
-  std::filesystem::copy_file(path.str(), saved, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(path.str(), saved.str(),
+                             std::filesystem::copy_options::overwrite_existing);
   // The eager recovery's events, counted on an uncrashed run (it must roll borders back).
   std::uint64_t events = 0;
   {
@@ -248,14 +248,14 @@ TEST(EagerAfterLazyRecovery, EmptiesTheRecordOnlyOnceTheBordersItRecoveredAreDur
   ASSERT_GT(events, 0u);
   for (std::uint64_t event = 0; event < events; ++event) {
     for (std::uint64_t image = 0; image < 5; ++image) {
-      ASSERT_NO_FATAL_FAILURE(crash_open_at<Tree>(path.str(), saved, /*lazy=*/false, event, image));
+      ASSERT_NO_FATAL_FAILURE(
+          crash_open_at<Tree>(path.str(), saved.str(), /*lazy=*/false, event, image));
       pm::Pool pool = pm::Pool::open(path.str(), Tree::name);
       const Tree tree(pmds::open_existing, pool, options(image % 2 == 0));
       ASSERT_EQ(contents(tree), at_sync) << "crash at event " << event << " of " << events
                                          << " of the eager recovery, image " << image;
     }
   }
-  std::filesystem::remove(saved);
 }
 
 }  // namespace

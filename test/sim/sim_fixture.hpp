@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pmds/pm/access.hpp"
+#include "support/crash_image.hpp"
 
 namespace simtest {
 
@@ -28,9 +29,6 @@ inline constexpr std::size_t kWords = kLines * kWordsPerLine;
 class SimTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    saved_flush_ = pm::detail::flush_instruction;
-    // The model's flush is clwb unless a test says otherwise (the host CPU must not matter).
-    pm::detail::flush_instruction = pm::FlushInstruction::clwb;
     for (std::size_t i = 0; i < kWords; ++i) new (&buf_[i * 8]) pm::atomic<std::uint64_t>(0);
     sim::attach(buf_, sizeof buf_);
     sim::reset_warning_count();
@@ -38,7 +36,6 @@ class SimTest : public ::testing::Test {
   void TearDown() override {
     sim::clear_crash_handler();
     if (sim::attached(buf_)) sim::detach(buf_);
-    pm::detail::flush_instruction = saved_flush_;
   }
 
   pm::atomic<std::uint64_t>& w(std::size_t i) {
@@ -87,7 +84,8 @@ class SimTest : public ::testing::Test {
   }
 
   alignas(64) unsigned char buf_[kLines * pm::cache_line_size];
-  pm::FlushInstruction saved_flush_{};
+  // The model's flush is clwb unless a test says otherwise (the host CPU must not matter).
+  pmds::test::ClwbFlushes clwb_flushes_;
 };
 
 }  // namespace simtest
