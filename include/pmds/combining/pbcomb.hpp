@@ -40,6 +40,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -54,18 +55,17 @@ namespace pmds::combining {
 // One PBcomb instance: the announce array, the lock and the persistent records of one sequential
 // object. The owner (the data structure) holds the object and the persistent area.
 template <class Object, Persistence Mode, FaultPolicy Faults = NoFaults>
-class PBComb {
+class PBComb : public detail::ProtocolBase<PBComb<Object, Mode, Faults>, Object, Mode, Faults> {
+  using Base = detail::ProtocolBase<PBComb, Object, Mode, Faults>;
+  friend Base;
+  using Base::area_, Base::layout_, Base::object_, Base::requests_, Base::slots_;
+
  public:
   static constexpr const char* name = "pbcomb";
   // The last byte of the kind word of a structure built on PBcomb (combining/structure.hpp).
   static constexpr std::uint64_t kind_letter = 'f';
-  using Request = typename Object::Request;
-  using Response = typename Object::Response;
-  static constexpr bool persistent = Mode != Persistence::none;
-  using Word =
-      std::conditional_t<persistent, pm::atomic<std::uint64_t>, std::atomic<std::uint64_t>>;
-
-  static_assert(std::is_trivially_copyable_v<Response> && sizeof(Response) % 8 == 0);
+  using Base::persistent;
+  using typename Base::Request, typename Base::Response, typename Base::Word;
 
   static constexpr detail::RecordLayout layout(std::size_t slots, std::size_t state_words) {
     return {state_words, sizeof(Response) / 8, slots, false};
@@ -92,9 +92,8 @@ class PBComb {
   }
 
   // The instance an opened pool holds: checks the index (a bad one is reported through
-  // trace.corrupt, combining/structure.hpp), and starts every slot with no request pending (its
-  // activate bit equal to its Deactivate bit: the paper's RECOVER, line 3, for all). Writes
-  // nothing to the pool.
+  // trace.corrupt, combining/structure.hpp), and starts every slot with no request pending.
+  // Writes nothing to the pool.
   template <class Trace>
   PBComb(Object& object, void* area, std::size_t slots, OpenTag, const Trace& trace)
       : PBComb(object, area, slots) {
@@ -106,36 +105,18 @@ class PBComb {
         mirror_[mirror_base(r) + i].store(area_[record_base(r) + i].load(std::memory_order_relaxed),
                                           std::memory_order_relaxed);
     index_.store(index, std::memory_order_release);
-    for (std::size_t q = 0; q < slots_; ++q) {
-      const std::uint64_t bit = deactivate_of(index, q);
-      requests_.seq(q) = bit;
-      requests_.reset(q, bit, false);
-    }
+    this->start_slots([&](std::size_t q) { return deactivate_of(index, q); });
   }
 
-  PBComb(const PBComb&) = delete;
-  PBComb& operator=(const PBComb&) = delete;
-
-  std::size_t slots() const { return slots_; }
-
-  // A plain operation of the calling thread (slot pmds::thread_id()).
-  Response perform(const Request& request) {
-    const std::size_t slot = detail::own_slot(slots_);
-    return perform(Ticket{slot, requests_.seq(slot) + 1}, request);
-  }
+  using Base::perform;  // a plain operation: the ticketed one with the slot's next ticket
 
   // A ticketed operation (the paper's PBCOMB and RECOVER in one): if the slot's last served
   // request has this ticket's parity, the ticket names an operation that already took effect and
   // its response is returned without applying it again; otherwise the request is applied.
   Response perform(Ticket ticket, const Request& request) {
-    detail::check_slot(ticket.slot, slots_);
+    if (const auto served = this->start(ticket)) return *served;
     const std::size_t p = ticket.slot;
     const std::uint64_t activate = ticket.seq & 1;
-    requests_.seq(p) = ticket.seq;
-    // Served before (a ticket invoked again after a crash or a retry): its response, durable
-    // since the operation returned or since the crash. Checked before announcing, so no combiner
-    // can be serving this slot now (it has no active request).
-    if (deactivate_of(current_index(), p) == activate) return response_of(current_index(), p);
     // The announcement, the lock's read and its CAS are seq_cst (the paper assumes sequentially
     // consistent memory): every round whose CAS follows this thread's read of the lock then
     // sees the request. With a release store and an acquire read (x86: the announcement still in
@@ -171,22 +152,6 @@ class PBComb {
     return mine;
   }
 
-  // The slot's next ticket: what a plain operation of that slot would use.
-  Ticket next_ticket(std::size_t slot) const {
-    detail::check_slot(slot, slots_);
-    return Ticket{slot, requests_.seq(slot) + 1};
-  }
-
-  // After open, before the slot runs another operation: did the operation with this ticket take
-  // effect, and with what response (Algorithm 1, lines 4–6).
-  Outcome<Response> recover_pending(Ticket ticket) const requires(Mode == Persistence::detectable) {
-    detail::check_slot(ticket.slot, slots_);
-    const std::uint64_t index = current_index();
-    bool took = deactivate_of(index, ticket.slot) == (ticket.seq & 1);
-    if constexpr (Faults::planted == Fault::recovery_reports_not_taken) took = false;
-    return {took, took ? response_of(index, ticket.slot) : Response{}};
-  }
-
   // Word i of the current state (quiescent: recovery, tests, destructors).
   std::uint64_t state_word(std::size_t i) const {
     return mirror_[mirror_base(current_index()) + i].load(std::memory_order_relaxed);
@@ -194,11 +159,7 @@ class PBComb {
 
  private:
   PBComb(Object& object, void* area, std::size_t slots)
-      : object_(&object),
-        area_(static_cast<Word*>(area)),
-        slots_(slots),
-        layout_(layout(slots, object.state_words())),
-        requests_((detail::check_slot_count(slots), slots)),
+      : Base(object, area, slots, layout(slots, object.state_words())),
         scratch_(layout_.words(), 0) {
     if constexpr (persistent) {
       mirror_storage_.reset(new std::atomic<std::uint64_t>[2 * layout_.words()]);
@@ -234,6 +195,14 @@ class PBComb {
     for (std::size_t i = 0; i < sizeof(Response) / 8; ++i)
       words[i] = mirror_[base + i].load(std::memory_order_acquire);
     return detail::from_words<Response>(words);
+  }
+  // The current record's response of the slot, if it has served the slot's request with this
+  // activate bit (ProtocolBase).
+  [[gnu::always_inline]] std::optional<Response> served_response(std::size_t slot,
+                                                                 std::uint64_t activate) const {
+    const std::uint64_t index = current_index();
+    if (deactivate_of(index, slot) != activate) return std::nullopt;
+    return response_of(index, slot);
   }
 
   // The combiner's round (Algorithm 2, lines 14–30), `lock_value` the odd value it locked with.
@@ -293,11 +262,6 @@ class PBComb {
     return mine;
   }
 
-  Object* object_;
-  Word* area_;
-  std::size_t slots_;
-  detail::RecordLayout layout_;
-  detail::Announcements<Request> requests_;
   std::vector<std::uint64_t> scratch_;  // the combiner's working copy (lock holder only)
   // The records as the pool holds them, in DRAM: every read of a round (the copy, the comparison
   // of write_changed_lines) and of a waiting thread (its Deactivate bit, its response) goes here,

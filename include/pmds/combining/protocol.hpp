@@ -1,7 +1,8 @@
 // pmds — what Fatourou et al.'s two combining protocols share: PBcomb (blocking, pbcomb.hpp) and
 // PWFcomb (wait-free, pwfcomb.hpp) serve the same sequential objects with the same persistence
-// modes, the same request announcements and the same state records; they differ in who applies the
-// requests and how the current record is switched (a lock and an index, or an SC on a pointer).
+// modes, the same request announcements, the same state records and the same tickets (ProtocolBase,
+// the base of both, at the end); they differ in who applies the requests and how the current
+// record is switched (a lock and an index, or an SC on a pointer).
 //
 // A state record is a run of 64-bit words, whole cache lines (principle 3: what is persisted
 // together lies together):
@@ -45,6 +46,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -305,6 +307,94 @@ inline std::size_t own_slot(std::size_t slots) {
                          " slots (create it with more slots)");
   return slot;
 }
+
+// What a PBComb and a PWFComb instance are alike, whichever way they switch records: the object
+// they serve, the persistent area, the record layout, the slots with their announcements and
+// tickets, and the paper's RECOVER (Algorithms 1 and 3: an operation took effect if the current
+// record's Deactivate bit of its slot has its ticket's parity). `Protocol` (CRTP) provides
+// perform(Ticket, const Request&) and served_response(slot, activate): the current record's
+// response of the slot if that record has served the slot's request with this activate bit.
+template <class Protocol, class Object, Persistence Mode, FaultPolicy Faults>
+class ProtocolBase {
+ public:
+  using Request = typename Object::Request;
+  using Response = typename Object::Response;
+  static constexpr bool persistent = Mode != Persistence::none;
+  using Word =
+      std::conditional_t<persistent, pm::atomic<std::uint64_t>, std::atomic<std::uint64_t>>;
+
+  static_assert(std::is_trivially_copyable_v<Response> && sizeof(Response) % 8 == 0);
+
+  ProtocolBase(const ProtocolBase&) = delete;
+  ProtocolBase& operator=(const ProtocolBase&) = delete;
+
+  std::size_t slots() const { return slots_; }
+
+  // A plain operation of the calling thread: the ticketed one, with slot pmds::thread_id()'s
+  // next ticket. (always_inline here, on start() and on each protocol's served_response: when this
+  // base was factored out of PBComb and PWFComb, GCC 12 inlined the hot path otherwise, and
+  // queue/pbcomb ran 0.90x and stack/pbcomb-transient 0.86x of before at 1 thread; with it,
+  // level.)
+  [[gnu::always_inline]] Response perform(const Request& request) {
+    const std::size_t slot = own_slot(slots_);
+    return protocol().perform(Ticket{slot, requests_.seq(slot) + 1}, request);
+  }
+
+  // The slot's next ticket: what a plain operation of that slot would use.
+  Ticket next_ticket(std::size_t slot) const {
+    check_slot(slot, slots_);
+    return Ticket{slot, requests_.seq(slot) + 1};
+  }
+
+  // After open, before the slot runs another operation: did the operation with this ticket take
+  // effect, and with what response (Algorithm 1, lines 4-6; Algorithm 3, lines 6-9).
+  Outcome<Response> recover_pending(Ticket ticket) const requires(Mode == Persistence::detectable) {
+    check_slot(ticket.slot, slots_);
+    std::optional<Response> served = protocol().served_response(ticket.slot, ticket.seq & 1);
+    if constexpr (Faults::planted == Fault::recovery_reports_not_taken) served.reset();
+    return {served.has_value(), served.value_or(Response{})};
+  }
+
+ protected:
+  ProtocolBase(Object& object, void* area, std::size_t slots, RecordLayout layout)
+      : object_(&object),
+        area_(static_cast<Word*>(area)),
+        slots_(slots),
+        layout_(layout),
+        requests_((check_slot_count(slots), slots)) {}
+
+  // The start of a ticketed operation: the slot's sequence moves to the ticket's, and if the
+  // current record has served a request of the ticket's parity, the ticket names an operation
+  // that already took effect (invoked again after a crash or a retry): its response, durable
+  // since the operation returned or since the crash. Checked before announcing, so no round can
+  // be serving this slot now (it has no active request).
+  [[gnu::always_inline]] std::optional<Response> start(Ticket ticket) {
+    check_slot(ticket.slot, slots_);
+    requests_.seq(ticket.slot) = ticket.seq;
+    return protocol().served_response(ticket.slot, ticket.seq & 1);
+  }
+
+  // At open: every slot starts with no request pending, its activate bit and its sequence equal
+  // to its Deactivate bit in the current record (the paper's RECOVER, line 3, for all).
+  template <class DeactivateBit>
+  void start_slots(DeactivateBit deactivate_bit) {
+    for (std::size_t q = 0; q < slots_; ++q) {
+      const std::uint64_t bit = deactivate_bit(q);
+      requests_.seq(q) = bit;
+      requests_.reset(q, bit, false);
+    }
+  }
+
+  Object* object_;
+  Word* area_;
+  std::size_t slots_;
+  RecordLayout layout_;
+  Announcements<Request> requests_;
+
+ private:
+  const Protocol& protocol() const { return static_cast<const Protocol&>(*this); }
+  Protocol& protocol() { return static_cast<Protocol&>(*this); }
+};
 
 }  // namespace detail
 }  // namespace pmds::combining

@@ -54,18 +54,18 @@
 namespace pmds::combining {
 
 template <class Object, Persistence Mode, FaultPolicy Faults = NoFaults>
-class PWFComb {
+class PWFComb : public detail::ProtocolBase<PWFComb<Object, Mode, Faults>, Object, Mode, Faults> {
+  using Base = detail::ProtocolBase<PWFComb, Object, Mode, Faults>;
+  friend Base;
+  using Base::area_, Base::layout_, Base::object_, Base::requests_, Base::slots_;
+
  public:
   static constexpr const char* name = "pwfcomb";
   // The last byte of the kind word of a structure built on PWFcomb (combining/structure.hpp).
   static constexpr std::uint64_t kind_letter = 'w';
-  using Request = typename Object::Request;
-  using Response = typename Object::Response;
-  static constexpr bool persistent = Mode != Persistence::none;
-  using Word =
-      std::conditional_t<persistent, pm::atomic<std::uint64_t>, std::atomic<std::uint64_t>>;
+  using Base::persistent;
+  using typename Base::Request, typename Base::Response, typename Base::Word;
 
-  static_assert(std::is_trivially_copyable_v<Response> && sizeof(Response) % 8 == 0);
   static_assert(detail::apply_is_noexcept<Object, Request>(),
                 "PWFcomb applies requests on copies that may be discarded: apply must not throw");
 
@@ -104,31 +104,16 @@ class PWFComb {
                     std::to_string(record_count(slots_)));
     durable_seq_.store(sequence_of(s), std::memory_order_relaxed);
     const std::size_t base = record_base(record_of(s));
-    for (std::size_t q = 0; q < slots_; ++q) {
-      const std::uint64_t deactivate = bit_at(base + layout_.deactivate_word(q), q);
-      requests_.seq(q) = deactivate;
-      requests_.reset(q, deactivate, false);
-    }
+    this->start_slots([&](std::size_t q) { return bit_at(base + layout_.deactivate_word(q), q); });
   }
 
-  PWFComb(const PWFComb&) = delete;
-  PWFComb& operator=(const PWFComb&) = delete;
-
-  std::size_t slots() const { return slots_; }
-
-  // A plain operation of the calling thread (slot pmds::thread_id()).
-  Response perform(const Request& request) {
-    const std::size_t slot = detail::own_slot(slots_);
-    return perform(Ticket{slot, requests_.seq(slot) + 1}, request);
-  }
+  using Base::perform;  // a plain operation: the ticketed one with the slot's next ticket
 
   // A ticketed operation (PWFCOMB and RECOVER in one, as PBComb::perform).
   Response perform(Ticket ticket, const Request& request) {
-    detail::check_slot(ticket.slot, slots_);
+    if (const auto served = this->start(ticket)) return *served;
     const std::size_t p = ticket.slot;
     const std::uint64_t activate = ticket.seq & 1;
-    requests_.seq(p) = ticket.seq;
-    if (const auto served = served_response(p, activate)) return *served;
     // The announcement, S's reads and CAS, and a round's reads of announcements are seq_cst: a
     // round whose read of S follows this thread's first read of S then sees the request (the
     // two-attempt bound rests on this; the artifact's Fetch&Add on its activate vector is its
@@ -164,21 +149,6 @@ class PWFComb {
         return *served;
       }
     }
-  }
-
-  Ticket next_ticket(std::size_t slot) const {
-    detail::check_slot(slot, slots_);
-    return Ticket{slot, requests_.seq(slot) + 1};
-  }
-
-  // After open, before the slot runs another operation (Algorithm 3's RECOVER, lines 6-9).
-  Outcome<Response> recover_pending(Ticket ticket) const requires(Mode == Persistence::detectable) {
-    detail::check_slot(ticket.slot, slots_);
-    const std::size_t base = record_base(record_of(s_word().load(std::memory_order_acquire)));
-    bool took =
-        bit_at(base + layout_.deactivate_word(ticket.slot), ticket.slot) == (ticket.seq & 1);
-    if constexpr (Faults::planted == Fault::recovery_reports_not_taken) took = false;
-    return {took, took ? response_at(base, ticket.slot) : Response{}};
   }
 
   // Makes S durable at its current value or a later one, unless a value at least as recent is
@@ -225,11 +195,7 @@ class PWFComb {
   };
 
   PWFComb(Object& object, void* area, std::size_t slots)
-      : object_(&object),
-        area_(static_cast<Word*>(area)),
-        slots_(slots),
-        layout_(layout(slots, object.state_words())),
-        requests_((detail::check_slot_count(slots), slots)),
+      : Base(object, area, slots, layout(slots, object.state_words())),
         per_thread_(new PerThread[slots]) {
     for (std::size_t p = 0; p < slots_; ++p) per_thread_[p].work.assign(layout_.words(), 0);
   }
@@ -333,7 +299,8 @@ class PWFComb {
   // The record is read while S names it and S is read again after: a record S names is never
   // written, and one S no longer names may be reused by its owner at any time, so a read that
   // saw S move is repeated (each repetition means another round completed).
-  std::optional<Response> served_response(std::size_t slot, std::uint64_t activate) const {
+  [[gnu::always_inline]] std::optional<Response> served_response(std::size_t slot,
+                                                                 std::uint64_t activate) const {
     for (;;) {
       const std::uint64_t s = s_word().load(std::memory_order_acquire);
       const std::size_t base = record_base(record_of(s));
@@ -351,11 +318,6 @@ class PWFComb {
     }
   }
 
-  Object* object_;
-  Word* area_;
-  std::size_t slots_;
-  detail::RecordLayout layout_;
-  detail::Announcements<Request> requests_;
   std::unique_ptr<PerThread[]> per_thread_;
   // The highest sequence number of S known durable (volatile; see the header comment).
   alignas(64) std::atomic<std::uint64_t> durable_seq_{0};

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "pmds/combining/pbcomb.hpp"
+#include "pmds/combining/queue_base.hpp"
 #include "pmds/combining/structure.hpp"
 #include "pmds/interfaces.hpp"
 
@@ -58,22 +59,13 @@ namespace pmds::combining {
 ///
 /// Fatourou et al. (PBqueue, Appendix A). Registered as "queue/pbcomb"; pmds::DetectableQueue.
 template <Persistence Mode, FaultPolicy Faults = NoFaults>
-class CombiningQueue : public CombiningStructure<Mode> {
-  using Base = CombiningStructure<Mode>;
-  using Word = typename Base::Word;
+class CombiningQueue : public QueueBase<CombiningQueue<Mode, Faults>, Mode> {
+  using Base = QueueBase<CombiningQueue, Mode>;
+  friend Base;
+  using typename Base::Word;
 
  public:
-  static constexpr const char* name = "queue";
-
-  struct Node {
-    Word value;
-    Word next;
-  };
-  // A request's response: a dequeue's value, if the queue was not empty.
-  using Response = MaybeValue;
-  struct Request {
-    std::uint64_t value;  // enqueue: the value; dequeue: unused
-  };
+  using typename Base::Node, typename Base::Request, typename Base::Response;
 
   class Enqueuers {
    public:
@@ -142,6 +134,7 @@ class CombiningQueue : public CombiningStructure<Mode> {
 
   using EnqueueComb = PBComb<Enqueuers, Mode, Faults>;
   using DequeueComb = PBComb<Dequeuers, Mode, Faults>;
+  static constexpr std::size_t enqueue_state_words = 1;                            // the tail
   static constexpr std::uint64_t kind = kind_word('q', EnqueueComb::kind_letter);  // "pmds.q2f"
 
   explicit CombiningQueue(std::size_t slots = default_slots) requires(Mode == Persistence::none)
@@ -187,36 +180,11 @@ class CombiningQueue : public CombiningStructure<Mode> {
   void enqueue(Value v, Ticket t) { enq_->perform(t, Request{v}); }
   std::optional<Value> dequeue(Ticket t) { return deq_->perform(t, Request{0}).get(); }
 
-  // Enqueues and dequeues are served by two instances, each with its own Deactivate bits, so a
-  // slot's tickets count its enqueues and its dequeues separately (Algorithm 7 passes the same
-  // seq to both; here each kind has its own sequence).
-  Ticket next_ticket(std::size_t slot, bool enqueue) const {
-    return enqueue ? enq_->next_ticket(slot) : deq_->next_ticket(slot);
-  }
-  // The pending enqueue (enqueue = true) or dequeue of the ticket's slot: took effect, and a
-  // dequeue's value.
-  Outcome<std::optional<Value>> recover_pending(Ticket t, bool enqueue) const
-      requires(Mode == Persistence::detectable) {
-    const auto o = enqueue ? enq_->recover_pending(t) : deq_->recover_pending(t);
-    return {o.took_effect, o.response.get()};
-  }
-
  private:
-  static std::size_t anchor_bytes(std::size_t slots, std::uint64_t) {
-    return Base::header_bytes + EnqueueComb::area_bytes(slots, 1) +
-           DequeueComb::area_bytes(slots, 1);
-  }
-  void* enqueue_area() const { return this->anchor() + Base::header_bytes; }
-  void* dequeue_area() const {
-    return this->anchor() + Base::header_bytes + EnqueueComb::area_bytes(this->slots(), 1);
-  }
+  using Base::anchor_bytes, Base::enqueue_area, Base::dequeue_area;
   void create() {
     this->create_anchor(kind, anchor_bytes(this->slots(), 0), 2);
-    auto* dummy = static_cast<Node*>(this->allocate_node(sizeof(Node)));
-    dummy->value.store(0, std::memory_order_relaxed);
-    dummy->next.store(0, std::memory_order_relaxed);
-    if constexpr (Base::persistent) pm::flush_range(dummy, sizeof(Node));  // fenced below
-    const auto d = reinterpret_cast<std::uint64_t>(dummy);
+    const std::uint64_t d = this->new_dummy();
     enq_.emplace(enqueuers_, enqueue_area(), this->slots(), &d, create_new);
     deq_.emplace(dequeuers_, dequeue_area(), this->slots(), &d, create_new);
     old_tail_.store(d, std::memory_order_relaxed);

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "pmds/combining/pwfcomb.hpp"
+#include "pmds/combining/queue_base.hpp"
 #include "pmds/combining/structure.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/reclaim/epoch.hpp"
@@ -57,22 +58,13 @@
 namespace pmds::combining {
 
 template <Persistence Mode, FaultPolicy Faults = NoFaults>
-class WaitFreeCombiningQueue : public CombiningStructure<Mode> {
-  using Base = CombiningStructure<Mode>;
-  using Word = typename Base::Word;
+class WaitFreeCombiningQueue : public QueueBase<WaitFreeCombiningQueue<Mode, Faults>, Mode> {
+  using Base = QueueBase<WaitFreeCombiningQueue, Mode>;
+  friend Base;
+  using typename Base::Word;
 
  public:
-  static constexpr const char* name = "queue";
-
-  struct Node {
-    Word value;
-    Word next;
-  };
-  // A request's response: a dequeue's value, if the queue was not empty.
-  using Response = MaybeValue;
-  struct Request {
-    std::uint64_t value;  // enqueue: the value; dequeue: unused
-  };
+  using typename Base::Node, typename Base::Request, typename Base::Response;
 
  private:
   // The enqueuers' state words (Figure 10's EStateRec: Tail, oldTail, lHead).
@@ -186,6 +178,7 @@ class WaitFreeCombiningQueue : public CombiningStructure<Mode> {
 
   using EnqueueComb = PWFComb<Enqueuers, Mode, Faults>;
   using DequeueComb = PWFComb<Dequeuers, Mode, Faults>;
+  static constexpr std::size_t enqueue_state_words = 3;                            // EStateRec
   static constexpr std::uint64_t kind = kind_word('q', EnqueueComb::kind_letter);  // "pmds.q2w"
 
   explicit WaitFreeCombiningQueue(std::size_t slots = default_slots) requires(Mode ==
@@ -256,6 +249,8 @@ class WaitFreeCombiningQueue : public CombiningStructure<Mode> {
     }
   }
 
+  using Base::next_ticket;
+
   // A plain operation is the ticketed one with its slot's next ticket (as in the protocols).
   void enqueue(Value v) { enqueue(v, next_ticket(detail::own_slot(this->slots()), true)); }
   std::optional<Value> dequeue() {
@@ -276,31 +271,11 @@ class WaitFreeCombiningQueue : public CombiningStructure<Mode> {
     return deq_->perform(t, Request{0}).get();
   }
 
-  // Enqueues and dequeues are served by two instances, each with its own Deactivate bits, so a
-  // slot's tickets count its enqueues and its dequeues separately (as in queue.hpp).
-  Ticket next_ticket(std::size_t slot, bool enqueue) const {
-    return enqueue ? enq_->next_ticket(slot) : deq_->next_ticket(slot);
-  }
-  // The pending enqueue (enqueue = true) or dequeue of the ticket's slot: took effect, and a
-  // dequeue's value.
-  Outcome<std::optional<Value>> recover_pending(Ticket t, bool enqueue) const
-      requires(Mode == Persistence::detectable) {
-    const auto o = enqueue ? enq_->recover_pending(t) : deq_->recover_pending(t);
-    return {o.took_effect, o.response.get()};
-  }
-
   // Quiescent: the retired nodes go back to the allocator now.
   void drain() { epochs_.drain(); }
 
  private:
-  static std::size_t anchor_bytes(std::size_t slots, std::uint64_t) {
-    return Base::header_bytes + EnqueueComb::area_bytes(slots, 3) +
-           DequeueComb::area_bytes(slots, 1);
-  }
-  void* enqueue_area() const { return this->anchor() + Base::header_bytes; }
-  void* dequeue_area() const {
-    return this->anchor() + Base::header_bytes + EnqueueComb::area_bytes(this->slots(), 3);
-  }
+  using Base::anchor_bytes, Base::enqueue_area, Base::dequeue_area;
   void make_rounds() {
     enqueue_rounds_.reset(new EnqueueRound[this->slots()]);
     dequeue_rounds_.reset(new DequeueRound[this->slots()]);
@@ -308,11 +283,7 @@ class WaitFreeCombiningQueue : public CombiningStructure<Mode> {
   void create() {
     this->create_anchor(kind, anchor_bytes(this->slots(), 0), 2);
     make_rounds();
-    auto* dummy = static_cast<Node*>(this->allocate_node(sizeof(Node)));
-    dummy->value.store(0, std::memory_order_relaxed);
-    dummy->next.store(0, std::memory_order_relaxed);
-    if constexpr (Base::persistent) pm::flush_range(dummy, sizeof(Node));  // fenced below
-    const auto d = reinterpret_cast<std::uint64_t>(dummy);
+    const std::uint64_t d = this->new_dummy();
     const std::uint64_t es[3] = {d, 0, 0};
     enq_.emplace(enqueuers_, enqueue_area(), this->slots(), es, create_new);
     deq_.emplace(dequeuers_, dequeue_area(), this->slots(), &d, create_new);
