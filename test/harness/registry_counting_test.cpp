@@ -47,6 +47,74 @@ TEST(Registry, NamesAreWellFormedAndUnique) {
   EXPECT_EQ(registry::find("no/such"), nullptr);
 }
 
+// The operation table holds exactly the kind's operations (put: the maps that update), and the
+// capability tables are there exactly for the techniques that have them: epochs for the buffered
+// ones (nbMontage, InCLL), tickets for the detectable ones (Fatourou et al.).
+TEST(Registry, OperationAndCapabilityTablesFollowTheKindAndTheCriterion) {
+  const auto kind_has = [](Kind k, OpCode c) {
+    switch (c) {
+      case OpCode::insert:
+      case OpCode::remove:
+      case OpCode::contains:
+        return k == Kind::set || k == Kind::map;
+      case OpCode::get:
+      case OpCode::put:
+        return k == Kind::map;
+      case OpCode::enqueue:
+      case OpCode::dequeue:
+        return k == Kind::queue;
+      case OpCode::push:
+      case OpCode::pop:
+        return k == Kind::stack;
+      case OpCode::pq_insert:
+      case OpCode::delete_min:
+      case OpCode::get_min:
+        return k == Kind::priority_queue;
+      case OpCode::read:
+      case OpCode::fetch_multiply:
+        return k == Kind::register_object;
+      case OpCode::sync:
+        return true;  // checked apart, below
+    }
+    return false;
+  };
+  std::size_t buffered = 0, detectable = 0, updatable = 0;
+  for (const Entry& e : registry::entries()) {
+    SCOPED_TRACE(std::string(e.name));
+    for (std::size_t i = 0; i < registry::op_code_count; ++i) {
+      const auto c = static_cast<OpCode>(i);
+      if (c == OpCode::put) {
+        EXPECT_TRUE(!e.supports(c) || e.kind == Kind::map);
+      } else if (c != OpCode::sync) {
+        EXPECT_EQ(e.supports(c), kind_has(e.kind, c)) << registry::to_string(c);
+      }
+      if (e.detectable != nullptr) {
+        EXPECT_EQ(e.detectable->ops[i] != nullptr, kind_has(e.kind, c) && c != OpCode::sync)
+            << "ticketed " << registry::to_string(c);
+      }
+    }
+    EXPECT_FALSE(e.supports(static_cast<OpCode>(registry::op_code_count)));
+    EXPECT_EQ(e.detectable != nullptr, e.criterion == Criterion::detectable);
+    const bool epochs = e.criterion == Criterion::buffered;
+    EXPECT_EQ(e.buffered != nullptr, epochs);
+    EXPECT_EQ(e.can_sync(), epochs);
+    if (e.buffered != nullptr) {
+      EXPECT_NE(e.epoch_bound(), EpochBound::none);
+      EXPECT_NE(e.buffered->epoch, nullptr);
+      EXPECT_TRUE(e.has_background_work());
+    } else {
+      EXPECT_EQ(e.epoch_bound(), EpochBound::none);
+      EXPECT_FALSE(e.has_background_work());
+    }
+    buffered += e.buffered != nullptr;
+    detectable += e.detectable != nullptr;
+    updatable += e.can_update();
+  }
+  EXPECT_GT(buffered, 0u);
+  EXPECT_GT(detectable, 0u);
+  EXPECT_GT(updatable, 0u);
+}
+
 TEST(Registry, SelectByNamePatternAndAll) {
   const auto all = registry::select("all");
   EXPECT_EQ(all.size(), registry::entries().size());

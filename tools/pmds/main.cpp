@@ -76,8 +76,8 @@ int list_command(const ListOptions& o) {
     // Capabilities beyond the kind's interface (printf, not string concatenation: GCC 12 raises
     // a false -Wrestrict on short std::string appends here).
     char extras[32];
-    std::snprintf(extras, sizeof extras, "%s%s%s", e->can_update ? "put " : "",
-                  e->can_scan ? "scan " : "", e->can_sync ? "sync " : "");
+    std::snprintf(extras, sizeof extras, "%s%s%s", e->can_update() ? "put " : "",
+                  e->can_scan ? "scan " : "", e->can_sync() ? "sync " : "");
     if (extras[0] == '\0')
       std::snprintf(extras, sizeof extras, "-");
     else

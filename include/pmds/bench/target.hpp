@@ -93,7 +93,7 @@ inline std::optional<std::string> unsupported_reason(const registry::Entry& e, W
     case Workload::overwrite:
     case Workload::readwhilewriting:
       if (!keyed_set) return "needs a map";
-      if (!e.can_update) return "needs put (update)";
+      if (!e.can_update()) return "needs put (update)";
       return std::nullopt;
     case Workload::ycsb_e:
       if (!keyed_set) return "needs a map";

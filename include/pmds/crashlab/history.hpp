@@ -55,7 +55,7 @@ struct Record {
   double factor = 0;
   std::uint64_t result_value = 0;
   double result_number = 0;
-  // Structures with epochs (registry::Entry::epoch): the epoch when the operation was invoked
+  // Structures with epochs (registry::BufferedOps::epoch): the epoch when the operation was invoked
   // and when it returned (it linearized in between).
   std::uint64_t call_epoch = 0, ret_epoch = 0;
 };
@@ -435,11 +435,11 @@ inline std::string to_json_lines(const HistoryText& h) {
   if (h.init != nullptr)
     out += json_line({{"type", "init"}, {"state", state_json(e, *h.init)}}) + "\n";
   const bool marks = h.criterion.value_or(e.criterion) == Criterion::buffered && h.crash_epoch &&
-                     h.recovered != nullptr && e.epoch_bound != EpochBound::none;
+                     h.recovered != nullptr && e.epoch_bound() != EpochBound::none;
   for (const Record& r : h.records) {
     Json line = op_json(r);
     if (marks)
-      if (const char* mark = epoch_mark(e.epoch_bound, r, *h.crash_epoch)) line[mark] = true;
+      if (const char* mark = epoch_mark(e.epoch_bound(), r, *h.crash_epoch)) line[mark] = true;
     out += json_line(line) + "\n";
   }
   if (h.crashed) out += json_line({{"type", "crash"}, {"time", h.crash_time}}) + "\n";

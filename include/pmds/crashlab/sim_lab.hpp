@@ -931,7 +931,7 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
       const std::uint64_t all =
           std::min<std::uint64_t>(o.crashes_per_run, o.crashes - r.simulated_crashes);
       aimed.after_return = static_cast<std::size_t>(all * o.return_crash_percent / 100);
-      if (e.background_step != nullptr)
+      if (e.has_background_work())
         aimed.in_background =
             std::min<std::size_t>(static_cast<std::size_t>(all * o.background_crash_percent / 100),
                                   static_cast<std::size_t>(all) - aimed.after_return);

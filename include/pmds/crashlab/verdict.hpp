@@ -184,7 +184,7 @@ inline std::optional<std::uint64_t> epochs_lost(const registry::Entry& e,
                                                 const std::vector<Record>& records,
                                                 const std::vector<registry::Item>& recovered,
                                                 std::uint64_t crash_epoch) {
-  if (e.kind != Kind::map || e.epoch_bound == EpochBound::none) return std::nullopt;
+  if (e.kind != Kind::map || e.epoch_bound() == EpochBound::none) return std::nullopt;
   std::optional<std::uint64_t> deepest;
   for (const Record& u : records) {
     const auto code = static_cast<OpCode>(u.code);
@@ -214,8 +214,8 @@ inline std::optional<std::uint64_t> epochs_lost(const registry::Entry& e,
 inline std::optional<std::string> clock_behind(const registry::Entry& e,
                                                const std::vector<Record>& records,
                                                std::uint64_t crash_epoch) {
-  if (e.epoch_bound == EpochBound::none) return std::nullopt;
-  const std::uint64_t in_flight = e.epoch_bound == EpochBound::two_epochs ? 1 : 0;
+  if (e.epoch_bound() == EpochBound::none) return std::nullopt;
+  const std::uint64_t in_flight = e.epoch_bound() == EpochBound::two_epochs ? 1 : 0;
   std::uint64_t seen = 0;
   for (const Record& r : records) seen = std::max({seen, r.call_epoch, r.ret_epoch});
   if (seen <= crash_epoch + in_flight) return std::nullopt;

@@ -130,7 +130,7 @@ inline Workload make_workload(const registry::Entry& e, const WorkloadOptions& o
   const auto value = [](std::size_t thread, std::size_t i) {
     return (static_cast<std::uint64_t>(thread + 1) << 32) | (i + 1);
   };
-  const bool sync = e.can_sync;
+  const bool sync = e.can_sync();
   const std::size_t prefill_thread = o.threads;
 
   // Prefill.
@@ -181,7 +181,7 @@ inline Workload make_workload(const registry::Entry& e, const WorkloadOptions& o
           op.key = key();
           if (read)
             op.code = e.kind == registry::Kind::map && first_half ? OpCode::get : OpCode::contains;
-          else if (e.can_update && percent() < 25)
+          else if (e.can_update() && percent() < 25)
             op.code = OpCode::put;
           else
             op.code = first_half ? OpCode::insert : OpCode::remove;

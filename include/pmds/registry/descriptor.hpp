@@ -12,11 +12,13 @@
 // is the type's own (T::criterion, or its memory policy's P::criterion). From the descriptors
 // the registry makes two things:
 //
-//   1. A runtime table, entries(): name, kind, criterion, description, capabilities, and
-//      type-erased function pointers to create one (in DRAM, or in a new pool file), open and
-//      recover one from a pool file, apply one operation, and read the contents. Instance owns
-//      what those create (the structure and its pool). One indirect call per operation: good for
-//      the crash lab and the tools, not for a throughput loop.
+//   1. A runtime table, entries(): name, kind, criterion, description, and type-erased
+//      function pointers to create one (in DRAM, or in a new pool file), open and recover one
+//      from a pool file, apply each operation it has (one table keyed by OpCode), and read the
+//      contents; what only some techniques have is a table of its own that the entry points to
+//      (BufferedOps, DetectableOps). Instance owns what those create (the structure and its
+//      pool). One indirect call per operation: good for the crash lab and the tools, not for a
+//      throughput loop.
 //   2. Hot-path instantiation: instantiate<Fn, Driver>() returns one function pointer per
 //      entry, Driver<Descriptor>::run, each compiled against the concrete type, so a benchmark
 //      or crash-lab workload loop calls the structure's member functions directly (inlined,
@@ -75,12 +77,12 @@ constexpr const char* to_string(Kind k) {
 
 // How to size a new structure (and, for open, how far to probe its keys when reading contents).
 struct CreateOptions {
-  std::uint64_t key_range = 1024;  // keys in use lie in [1, key_range]
-  std::uint64_t buckets = 0;       // hash tables: 0 = bucket_count_for(key_range)
-  std::uint64_t pool_size = 0;     // durable: pool file bytes; 0 = default_pool_size(key_range)
+  std::uint64_t key_range = 1024;   // keys in use lie in [1, key_range]
+  std::uint64_t buckets = 0;        // hash tables: 0 = bucket_count_for(key_range)
+  std::uint64_t pool_size = 0;      // durable: pool file bytes; 0 = default_pool_size(key_range)
   std::uint64_t max_pool_size = 0;  // durable: the most the pool may grow to; 0 = it never grows
-  std::size_t chunk_size = 0;      // durable: the pool's chunk size; 0 = the entry's (1 MiB)
-  std::uint64_t capacity = 0;      // bounded structures (the combining heaps): 0 = capacity_for
+  std::size_t chunk_size = 0;       // durable: the pool's chunk size; 0 = the entry's (1 MiB)
+  std::uint64_t capacity = 0;       // bounded structures (the combining heaps): 0 = capacity_for
   // Structures with background work (HasBackgroundWork): false starts no thread for it; the
   // caller calls background_step() (the crash lab's scheduler does).
   bool background_thread = true;
@@ -270,6 +272,37 @@ class UnknownStructure : public Error {
   using Error::Error;
 };
 
+// An operation applied to a type-erased structure; an entry has one per OpCode it supports.
+using ApplyFn = OpResult (*)(void* object, const Operation&);
+using TicketedFn = OpResult (*)(void* object, const Operation&, Ticket);
+inline constexpr std::size_t op_code_count = static_cast<std::size_t>(OpCode::sync) + 1;
+
+// The capabilities an entry may have beyond its core, each a table the entry points to (null
+// when it lacks it), so a new technique's hooks go in its table and not into every Entry.
+
+// Buffered techniques (nbMontage, InCLL): durable at epoch boundaries.
+struct BufferedOps {
+  EpochBound epoch_bound = EpochBound::none;  // what a crash may lose, by epochs (T::epoch_bound)
+  std::uint64_t (*epoch)(const void* object) = nullptr;  // the current epoch (s.epoch())
+  // Epoch-checkpointed structures (InCLL's, s.checkpoint_stats(); null otherwise): epoch
+  // boundaries passed and objects logged whole to the external log since it was opened.
+  CheckpointCounts (*checkpoint_counts)(const void* object) = nullptr;
+  // Finishes what its recovery still does while the structure runs (null when it does nothing
+  // then): the lazy open of the byte-string Masstrees, whose recovery_stats() count every slot
+  // only after it (incll/durable_masstree.hpp).
+  void (*finish_recovery)(void* object) = nullptr;
+};
+
+// Detectable structures (criterion detectable), interfaces.hpp's Ticket: the ticket the next
+// operation `code` of `slot` takes; the operations applied under a ticket, by OpCode (null where
+// there is no ticketed form); and, after open, what became of the operation `code` a ticket
+// named (nullopt: it did not take effect; otherwise its response).
+struct DetectableOps {
+  Ticket (*next_ticket)(const void* object, std::size_t slot, OpCode code) = nullptr;
+  std::array<TicketedFn, op_code_count> ops{};
+  std::optional<OpResult> (*recover_pending)(const void* object, Ticket, OpCode code) = nullptr;
+};
+
 struct Entry {
   std::size_t index = 0;       // position in entries() and in instantiate<>()'s table
   std::string_view name;       // "hash/izraelevitz"
@@ -279,9 +312,7 @@ struct Entry {
   Kind kind = Kind::set;
   Criterion criterion = Criterion::none;
   bool durable = false;      // lives in a pool (criterion != none)
-  bool can_update = false;   // put (YCSB A/B updates)
-  bool can_scan = false;     // scan (YCSB E)
-  bool can_sync = false;     // sync (buffered techniques)
+  bool can_scan = false;     // scan (YCSB E; the benchmark's hot path only)
   bool can_iterate = false;  // for_each
   // A byte-string map seen as an 8-byte one (registry/fixed_size_strings.hpp): its keys and
   // values are CreateOptions::key_size and value_size bytes. The entries named <structure>-bytes.
@@ -297,166 +328,168 @@ struct Entry {
   void* (*create)(pm::Pool* pool, const CreateOptions&) = nullptr;
   void* (*open)(pm::Pool& pool, const CreateOptions&) = nullptr;  // null when !durable
   void (*destroy)(void* object) = nullptr;
-  OpResult (*apply)(void* object, const Operation&) = nullptr;
+  // The operations, one table keyed by OpCode: null where the structure has no such operation.
+  std::array<ApplyFn, op_code_count> ops{};
   std::vector<Item> (*contents)(void* object, const CreateOptions&) = nullptr;
   // What the recovery that opened the object found (null when the structure does not say):
   // its live_slots is the crash lab's exact leak limit.
   RecoveryStats (*recovery_stats)(const void* object) = nullptr;
-  // One round of the structure's background work (null when it has none): HasBackgroundWork.
+  // One round of the structure's background work (null when it has none): HasBackgroundWork,
+  // the epoch advancers of the buffered techniques (and a crash-lab fixture's reader).
   void (*background_step)(void* object) = nullptr;
-  // Finishes what its recovery still does while the structure runs (null when it does nothing
-  // then): the lazy open of the byte-string Masstrees, whose recovery_stats() count every slot
-  // only after it (incll/durable_masstree.hpp).
-  void (*finish_recovery)(void* object) = nullptr;
-  // What a crash may lose, by epochs (a buffered structure's T::epoch_bound), and its current
-  // epoch (s.epoch(); null when it has none).
-  EpochBound epoch_bound = EpochBound::none;
-  std::uint64_t (*epoch)(const void* object) = nullptr;
-  // Epoch-checkpointed structures (InCLL's, s.checkpoint_stats(); null otherwise): epoch
-  // boundaries passed and objects logged whole to the external log since it was opened.
-  CheckpointCounts (*checkpoint_counts)(const void* object) = nullptr;
-  // Detectable entries (criterion detectable; null otherwise), interfaces.hpp's Ticket: the
-  // ticket the next operation `code` of `slot` takes; an operation applied under a ticket; and,
-  // after open, what became of the operation `code` a ticket named (nullopt: it did not take
-  // effect; otherwise its response).
-  Ticket (*next_ticket)(const void* object, std::size_t slot, OpCode code) = nullptr;
-  OpResult (*apply_ticketed)(void* object, const Operation&, Ticket) = nullptr;
-  std::optional<OpResult> (*recover_pending)(const void* object, Ticket, OpCode code) = nullptr;
+
+  const BufferedOps* buffered = nullptr;      // nbMontage, InCLL
+  const DetectableOps* detectable = nullptr;  // Fatourou et al.'s combining structures
+
+  bool supports(OpCode code) const { return op(code) != nullptr; }
+  // put (YCSB A/B updates) and sync (the buffered techniques), as the tools ask.
+  bool can_update() const { return supports(OpCode::put); }
+  bool can_sync() const { return supports(OpCode::sync); }
+  EpochBound epoch_bound() const { return buffered ? buffered->epoch_bound : EpochBound::none; }
+  bool has_background_work() const { return background_step != nullptr; }
+
+  // The operation `code` names (null where the structure has none, or `code` is no OpCode).
+  ApplyFn op(OpCode code) const {
+    const auto i = static_cast<std::size_t>(code);
+    return i < op_code_count ? ops[i] : nullptr;
+  }
+  // One operation on an object of this entry; UnsupportedOperation if it has none such.
+  OpResult apply(void* object, const Operation& operation) const {
+    if (const ApplyFn f = op(operation.code)) return f(object, operation);
+    throw UnsupportedOperation("pmds: " + std::string(name) + " does not support operation " +
+                               to_string(operation.code));
+  }
 };
 
 namespace detail {
 
-template <class T>
-OpResult apply_to(T& s, const Operation& op, std::string_view name) {
+// Whether T has the operation `code` names: by its kind's interface (interfaces.hpp), and, for a
+// ticketed form, only the operations of the detectable kinds (queue, stack, priority queue,
+// register).
+template <OpCode C, class T>
+constexpr bool has_operation() {
+  switch (C) {
+    case OpCode::insert:
+    case OpCode::remove:
+    case OpCode::contains:
+      return Set<T>;
+    case OpCode::get:
+      return Map<T>;
+    case OpCode::put:
+      return UpdatableMap<T>;
+    case OpCode::enqueue:
+    case OpCode::dequeue:
+      return Queue<T>;
+    case OpCode::push:
+    case OpCode::pop:
+      return Stack<T>;
+    case OpCode::pq_insert:
+    case OpCode::delete_min:
+    case OpCode::get_min:
+      return PriorityQueue<T>;
+    case OpCode::read:
+    case OpCode::fetch_multiply:
+      return Register<T>;
+    case OpCode::sync:
+      return Syncable<T>;
+  }
+  return false;
+}
+template <OpCode C, class T>
+constexpr bool has_ticketed_operation() {
+  return has_operation<C, T>() && !Set<T> && C != OpCode::sync;
+}
+
+// The one place an OpCode meets a structure's member function: operation C applied to s, in its
+// ticketed form when a ticket is passed (the detectable structures: Fatourou et al.).
+template <OpCode C, class T, class... TicketArg>
+OpResult call(T& s, const Operation& op, TicketArg... t) {
+  static_assert(sizeof...(TicketArg) == 0 ? has_operation<C, T>() : has_ticketed_operation<C, T>());
   // The value an optional-returning operation produced, as an OpResult.
   const auto from_optional = [](const std::optional<std::uint64_t>& v) {
     return OpResult{v.has_value(), v.value_or(0), 0};
   };
   const auto done = [](bool ok) { return OpResult{ok, 0, 0}; };
-  switch (op.code) {
-    case OpCode::insert:
-      if constexpr (Set<T>) return done(s.insert(op.key, op.value));
-      break;
-    case OpCode::remove:
-      if constexpr (Set<T>) return done(s.remove(op.key));
-      break;
-    case OpCode::contains:
-      if constexpr (Set<T>) return done(s.contains(op.key));
-      break;
-    case OpCode::get:
-      if constexpr (Map<T>) return from_optional(s.get(op.key));
-      break;
-    case OpCode::put:
-      if constexpr (UpdatableMap<T>) return done(s.put(op.key, op.value));
-      break;
-    case OpCode::enqueue:
-      if constexpr (Queue<T>) {
-        s.enqueue(op.value);
-        return done(true);
-      }
-      break;
-    case OpCode::dequeue:
-      if constexpr (Queue<T>) return from_optional(s.dequeue());
-      break;
-    case OpCode::push:
-      if constexpr (Stack<T>) {
-        s.push(op.value);
-        return done(true);
-      }
-      break;
-    case OpCode::pop:
-      if constexpr (Stack<T>) return from_optional(s.pop());
-      break;
-    case OpCode::pq_insert:
-      if constexpr (PriorityQueue<T>) {
-        s.insert(op.key);
-        return done(true);
-      }
-      break;
-    case OpCode::delete_min:
-      if constexpr (PriorityQueue<T>) return from_optional(s.delete_min());
-      break;
-    case OpCode::get_min:
-      if constexpr (PriorityQueue<T>) return from_optional(s.get_min());
-      break;
-    case OpCode::read:
-      if constexpr (Register<T>) return OpResult{true, 0, s.read()};
-      break;
-    case OpCode::fetch_multiply:
-      if constexpr (Register<T>) return OpResult{true, 0, s.fetch_multiply(op.factor)};
-      break;
-    case OpCode::sync:
-      if constexpr (Syncable<T>) {
-        s.sync();
-        return done(true);
-      }
-      break;
+  if constexpr (C == OpCode::insert) {
+    return done(s.insert(op.key, op.value));
+  } else if constexpr (C == OpCode::remove) {
+    return done(s.remove(op.key));
+  } else if constexpr (C == OpCode::contains) {
+    return done(s.contains(op.key));
+  } else if constexpr (C == OpCode::get) {
+    return from_optional(s.get(op.key));
+  } else if constexpr (C == OpCode::put) {
+    return done(s.put(op.key, op.value));
+  } else if constexpr (C == OpCode::enqueue) {
+    s.enqueue(op.value, t...);
+    return done(true);
+  } else if constexpr (C == OpCode::dequeue) {
+    return from_optional(s.dequeue(t...));
+  } else if constexpr (C == OpCode::push) {
+    s.push(op.value, t...);
+    return done(true);
+  } else if constexpr (C == OpCode::pop) {
+    return from_optional(s.pop(t...));
+  } else if constexpr (C == OpCode::pq_insert) {
+    s.insert(op.key, t...);
+    return done(true);
+  } else if constexpr (C == OpCode::delete_min) {
+    return from_optional(s.delete_min(t...));
+  } else if constexpr (C == OpCode::get_min) {
+    return from_optional(s.get_min(t...));
+  } else if constexpr (C == OpCode::read) {
+    return OpResult{true, 0, s.read(t...)};
+  } else if constexpr (C == OpCode::fetch_multiply) {
+    return OpResult{true, 0, s.fetch_multiply(op.factor, t...)};
+  } else {
+    static_assert(C == OpCode::sync);
+    s.sync();
+    return done(true);
   }
-  throw UnsupportedOperation("pmds: " + std::string(name) + " does not support operation " +
-                             to_string(op.code));
 }
 
-// Detectable structures (Fatourou et al.): the ticketed forms of their operations. A queue keeps
-// one sequence per operation kind (its enqueuers and dequeuers are separate combining instances),
-// so its tickets are asked for per kind.
+template <class T, OpCode C>
+constexpr ApplyFn apply_fn() {
+  if constexpr (has_operation<C, T>())
+    return [](void* p, const Operation& op) { return call<C>(*static_cast<T*>(p), op); };
+  else
+    return nullptr;
+}
+template <class T, OpCode C>
+constexpr TicketedFn ticketed_fn() {
+  if constexpr (has_ticketed_operation<C, T>())
+    return
+        [](void* p, const Operation& op, Ticket t) { return call<C>(*static_cast<T*>(p), op, t); };
+  else
+    return nullptr;
+}
+template <class T, std::size_t... I>
+constexpr std::array<ApplyFn, op_code_count> apply_table(std::index_sequence<I...>) {
+  return {apply_fn<T, static_cast<OpCode>(I)>()...};
+}
+template <class T, std::size_t... I>
+constexpr std::array<TicketedFn, op_code_count> ticketed_table(std::index_sequence<I...>) {
+  return {ticketed_fn<T, static_cast<OpCode>(I)>()...};
+}
+
 template <class T>
 constexpr bool is_detectable = criterion_of<T>() == Criterion::detectable;
+template <class T>
+constexpr bool is_buffered = requires {
+  T::epoch_bound;
+}
+&&requires(const T& t) {
+  t.epoch();
+};
 
+// A queue keeps one sequence per operation kind (its enqueuers and dequeuers are separate
+// combining instances), so its tickets are asked for per kind.
 template <class T>
 Ticket next_ticket_of(const T& s, std::size_t slot, OpCode code) {
   if constexpr (Queue<T>)
     return s.next_ticket(slot, code == OpCode::enqueue);
   else
     return s.next_ticket(slot);
-}
-
-template <class T>
-OpResult apply_ticketed_to(T& s, const Operation& op, Ticket t, std::string_view name) {
-  const auto from_optional = [](const std::optional<std::uint64_t>& v) {
-    return OpResult{v.has_value(), v.value_or(0), 0};
-  };
-  switch (op.code) {
-    case OpCode::enqueue:
-      if constexpr (Queue<T>) {
-        s.enqueue(op.value, t);
-        return {true, 0, 0};
-      }
-      break;
-    case OpCode::dequeue:
-      if constexpr (Queue<T>) return from_optional(s.dequeue(t));
-      break;
-    case OpCode::push:
-      if constexpr (Stack<T>) {
-        s.push(op.value, t);
-        return {true, 0, 0};
-      }
-      break;
-    case OpCode::pop:
-      if constexpr (Stack<T>) return from_optional(s.pop(t));
-      break;
-    case OpCode::pq_insert:
-      if constexpr (PriorityQueue<T>) {
-        s.insert(op.key, t);
-        return {true, 0, 0};
-      }
-      break;
-    case OpCode::delete_min:
-      if constexpr (PriorityQueue<T>) return from_optional(s.delete_min(t));
-      break;
-    case OpCode::get_min:
-      if constexpr (PriorityQueue<T>) return from_optional(s.get_min(t));
-      break;
-    case OpCode::read:
-      if constexpr (Register<T>) return {true, 0, s.read(t)};
-      break;
-    case OpCode::fetch_multiply:
-      if constexpr (Register<T>) return {true, 0, s.fetch_multiply(op.factor, t)};
-      break;
-    default:
-      break;
-  }
-  throw UnsupportedOperation("pmds: " + std::string(name) + " has no ticketed operation " +
-                             to_string(op.code));
 }
 
 template <class T>
@@ -478,6 +511,33 @@ std::optional<OpResult> recover_pending_of(const T& s, Ticket t, OpCode code) {
                  : OpResult{true, 0, 0};
   }
 }
+
+template <class T>
+inline constexpr DetectableOps detectable_ops{
+    [](const void* p, std::size_t slot, OpCode code) {
+      return next_ticket_of(*static_cast<const T*>(p), slot, code);
+    },
+    ticketed_table<T>(std::make_index_sequence<op_code_count>{}),
+    [](const void* p, Ticket t, OpCode code) {
+      return recover_pending_of(*static_cast<const T*>(p), t, code);
+    }};
+
+template <class T>
+constexpr BufferedOps make_buffered_ops() {
+  BufferedOps b;
+  b.epoch_bound = T::epoch_bound;
+  b.epoch = [](const void* p) -> std::uint64_t { return static_cast<const T*>(p)->epoch(); };
+  if constexpr (requires(const T& t) { t.checkpoint_stats(); })
+    b.checkpoint_counts = [](const void* p) {
+      const auto s = static_cast<const T*>(p)->checkpoint_stats();
+      return CheckpointCounts{s.epochs, s.logged_objects};
+    };
+  if constexpr (requires(T & t) { t.finish_recovery_sweep(); })
+    b.finish_recovery = [](void* p) { static_cast<T*>(p)->finish_recovery_sweep(); };
+  return b;
+}
+template <class T>
+inline constexpr BufferedOps buffered_ops = make_buffered_ops<T>();
 
 template <class T>
 std::vector<Item> contents_of(T& s, const CreateOptions& o) {
@@ -523,9 +583,7 @@ Entry make_entry(std::size_t index) {
   e.kind = D::kind;
   e.criterion = D::criterion;
   e.durable = D::durable;
-  e.can_update = UpdatableMap<T>;
   e.can_scan = Scannable<T>;
-  e.can_sync = Syncable<T>;
   e.can_iterate = Iterable<T>;
   e.create = [](pm::Pool* pool, const CreateOptions& o) -> void* {
     return F::create(pool, o).release();
@@ -548,30 +606,10 @@ Entry make_entry(std::size_t index) {
     };
   if constexpr (HasBackgroundWork<T>)
     e.background_step = [](void* p) { static_cast<T*>(p)->background_step(); };
-  if constexpr (requires(T & t) { t.finish_recovery_sweep(); })
-    e.finish_recovery = [](void* p) { static_cast<T*>(p)->finish_recovery_sweep(); };
-  if constexpr (requires { T::epoch_bound; } && requires(const T& t) { t.epoch(); }) {
-    e.epoch_bound = T::epoch_bound;
-    e.epoch = [](const void* p) -> std::uint64_t { return static_cast<const T*>(p)->epoch(); };
-  }
-  if constexpr (requires(const T& t) { t.checkpoint_stats(); })
-    e.checkpoint_counts = [](const void* p) {
-      const auto s = static_cast<const T*>(p)->checkpoint_stats();
-      return CheckpointCounts{s.epochs, s.logged_objects};
-    };
-  if constexpr (is_detectable<T>) {
-    e.next_ticket = [](const void* p, std::size_t slot, OpCode code) {
-      return next_ticket_of(*static_cast<const T*>(p), slot, code);
-    };
-    e.apply_ticketed = [](void* p, const Operation& op, Ticket t) {
-      return apply_ticketed_to(*static_cast<T*>(p), op, t, D::name);
-    };
-    e.recover_pending = [](const void* p, Ticket t, OpCode code) {
-      return recover_pending_of(*static_cast<const T*>(p), t, code);
-    };
-  }
+  if constexpr (is_buffered<T>) e.buffered = &buffered_ops<T>;
+  if constexpr (is_detectable<T>) e.detectable = &detectable_ops<T>;
   e.destroy = [](void* p) { std::default_delete<T>()(static_cast<T*>(p)); };
-  e.apply = [](void* p, const Operation& op) { return apply_to(*static_cast<T*>(p), op, D::name); };
+  e.ops = apply_table<T>(std::make_index_sequence<op_code_count>{});
   e.contents = [](void* p, const CreateOptions& o) { return contents_of(*static_cast<T*>(p), o); };
   return e;
 }
@@ -735,33 +773,37 @@ class Instance {
 
   OpResult apply(const Operation& op) const { return entry_->apply(object_, op); }
   std::vector<Item> contents() const { return entry_->contents(object_, options_); }
-  // Detectable entries only (Entry::next_ticket and friends).
+  // Detectable entries only (Entry::detectable).
   Ticket next_ticket(std::size_t slot, OpCode code) const {
     return detectable().next_ticket(object_, slot, code);
   }
   OpResult apply(const Operation& op, Ticket t) const {
-    return detectable().apply_ticketed(object_, op, t);
+    const auto i = static_cast<std::size_t>(op.code);
+    if (const TicketedFn f = i < op_code_count ? detectable().ops[i] : nullptr)
+      return f(object_, op, t);
+    throw UnsupportedOperation("pmds: " + std::string(entry_->name) +
+                               " has no ticketed operation " + to_string(op.code));
   }
   std::optional<OpResult> recover_pending(Ticket t, OpCode code) const {
     return detectable().recover_pending(object_, t, code);
   }
-  bool has_background_work() const { return entry_->background_step != nullptr; }
-  // Entry::finish_recovery, when the structure has it.
-  void finish_recovery() const {
-    if (entry_->finish_recovery != nullptr) entry_->finish_recovery(object_);
-  }
+  bool has_background_work() const { return entry_->has_background_work(); }
   void background_step() const {
-    if (entry_->background_step != nullptr) entry_->background_step(object_);
+    if (has_background_work()) entry_->background_step(object_);
   }
-  // Entry::epoch; nullopt for a structure without epochs.
+  // Buffered entries' hooks (Entry::buffered), each doing nothing (or nullopt) where the
+  // structure lacks it.
+  void finish_recovery() const {
+    if (entry_->buffered && entry_->buffered->finish_recovery)
+      entry_->buffered->finish_recovery(object_);
+  }
   std::optional<std::uint64_t> epoch() const {
-    if (entry_->epoch == nullptr) return std::nullopt;
-    return entry_->epoch(object_);
+    if (!entry_->buffered) return std::nullopt;
+    return entry_->buffered->epoch(object_);
   }
-  // Entry::checkpoint_counts; nullopt for a structure without epoch checkpoints.
   std::optional<CheckpointCounts> checkpoint_counts() const {
-    if (entry_->checkpoint_counts == nullptr) return std::nullopt;
-    return entry_->checkpoint_counts(object_);
+    if (!entry_->buffered || !entry_->buffered->checkpoint_counts) return std::nullopt;
+    return entry_->buffered->checkpoint_counts(object_);
   }
   // What the recovery that opened this instance found; nullopt for a created instance or a
   // structure that does not say.
@@ -772,11 +814,11 @@ class Instance {
 
  private:
   Instance(const Entry& entry, const CreateOptions& options) : entry_(&entry), options_(options) {}
-  const Entry& detectable() const {
-    if (entry_->next_ticket == nullptr)
+  const DetectableOps& detectable() const {
+    if (entry_->detectable == nullptr)
       throw UnsupportedOperation("pmds: " + std::string(entry_->name) +
                                  " is not detectable: it takes no tickets");
-    return *entry_;
+    return *entry_->detectable;
   }
 
   const Entry* entry_;
