@@ -97,8 +97,13 @@ class ByteStringBlocks {
     if (t.lists != nullptr) return;
     auto* lists = static_cast<BlockLists*>(allocate(sizeof(BlockLists)));
     for (EpochLink& head : lists->heads) head.init();
+    // Empty before the anchor names them: a recycled slot holds old bytes (recovery hands
+    // recycled slots out first), which would read as lists of blocks the tree names.
     pm::persist(lists, sizeof *lists);
     link.store(lists);
+    // Mutant survives: a link a crash loses leaves the lists named by nothing, and recovery gives
+    // every slot nothing names back to the allocator; the lists hold only blocks that the tree,
+    // rolled back to the failed epoch's start, does not name, so losing them loses no data.
     pm::persist(&link, sizeof link);
     t.lists = lists;
   }
