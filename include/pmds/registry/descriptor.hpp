@@ -301,6 +301,12 @@ struct DetectableOps {
   Ticket (*next_ticket)(const void* object, std::size_t slot, OpCode code) = nullptr;
   std::array<TicketedFn, op_code_count> ops{};
   std::optional<OpResult> (*recover_pending)(const void* object, Ticket, OpCode code) = nullptr;
+
+  // The ticketed form of the operation `code` names (null where there is none).
+  TicketedFn op(OpCode code) const {
+    const auto i = static_cast<std::size_t>(code);
+    return i < op_code_count ? ops[i] : nullptr;
+  }
 };
 
 struct Entry {
@@ -778,9 +784,7 @@ class Instance {
     return detectable().next_ticket(object_, slot, code);
   }
   OpResult apply(const Operation& op, Ticket t) const {
-    const auto i = static_cast<std::size_t>(op.code);
-    if (const TicketedFn f = i < op_code_count ? detectable().ops[i] : nullptr)
-      return f(object_, op, t);
+    if (const TicketedFn f = detectable().op(op.code)) return f(object_, op, t);
     throw UnsupportedOperation("pmds: " + std::string(entry_->name) +
                                " has no ticketed operation " + to_string(op.code));
   }
