@@ -1,8 +1,8 @@
 // labels: memory
 // The durable Masstrees under the simulated Px86 backend (docs/ARCHITECTURE.md §3), where a store
 // that was never flushed may be lost in a crash: windows the crash lab's small workloads do not
-// reach (parent links, recovery after recovery, a thread's new free lists), each crashed here at
-// the events that open it.
+// reach (parent links, recovery after recovery, the byte-string tree's free lists), each crashed
+// here inside the window.
 //
 // Parent links. A parent link is derived state:
 // recovery rebuilds the links of the nodes an interior split of the failed epoch moved (the

@@ -1,6 +1,6 @@
 // pmds — what Fatourou et al.'s two combining queues share: PBqueue (queue.hpp, two PBcomb
 // instances) and PWFqueue (wait_free_queue.hpp, two PWFcomb instances). Both are a linked list with
-// a dummy first node, served by one instance for the enqueuers (its state ends at the tail) and
+// a dummy first node, served by one instance for the enqueuers (its state names the tail) and
 // one for the dequeuers (its state is the head), whose areas lie in the anchor one after the
 // other, the enqueuers' first. They differ in how an enqueue round links its nodes (in place under
 // the lock, or as a local list that the next round connects) and so in the enqueuers' state.

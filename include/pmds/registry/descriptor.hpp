@@ -369,7 +369,7 @@ struct Entry {
 
 namespace detail {
 
-// Whether T has the operation `code` names: by its kind's interface (interfaces.hpp), and, for a
+// Whether T has the operation C names: by its kind's interface (interfaces.hpp), and, for a
 // ticketed form, only the operations of the detectable kinds (queue, stack, priority queue,
 // register).
 template <OpCode C, class T>
@@ -481,10 +481,8 @@ constexpr std::array<TicketedFn, op_code_count> ticketed_table(std::index_sequen
 template <class T>
 constexpr bool is_detectable = criterion_of<T>() == Criterion::detectable;
 template <class T>
-constexpr bool is_buffered = requires {
+constexpr bool is_buffered = requires(const T& t) {
   T::epoch_bound;
-}
-&&requires(const T& t) {
   t.epoch();
 };
 
