@@ -155,11 +155,14 @@ int run_mutation_command(const crashtest::Options& o,
       if (o.quiet) return;
       std::fprintf(stderr, "%-24s %-13s %-62s %s after %llu crashes, %.1f s\n", e->name.data(),
                    mode_name(m.mutant.mode), m.site.location.c_str(), verdict_of(m),
-                   static_cast<unsigned long long>(m.caught ? m.first_violation_crash : m.crashes),
+                   static_cast<unsigned long long>(
+                       m.caught && m.killed_by_test.empty() ? m.first_violation_crash : m.crashes),
                    m.seconds);
     };
+    // The sim test programs a site may name (killing_test): the build's test/, beside bin/.
     const MutationResult r =
-        run_mutation(*e, so, o.census_crashes, o.planned_rerun, PMDS_SOURCE_DIR, progress);
+        run_mutation(*e, so, o.census_crashes, o.planned_rerun, PMDS_SOURCE_DIR,
+                     self_directory().parent_path() / "test", progress);
     std::cout << mutation_table(r);
     if (!r.census_passed()) {
       for (const auto& v : r.census.details) std::cout << describe(r.structure, v);

@@ -31,9 +31,12 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <sys/wait.h>
 
 #include "pmds/crashlab/mutant_text.hpp"
 #include "pmds/crashlab/report.hpp"
@@ -51,7 +54,10 @@ struct MutantResult {
   double seconds = 0;
   std::vector<std::string> errors;  // the lab could not run this mutant (counted as not caught)
   std::string redundant;            // a survivor whose site says why it is redundant: the reason
-  bool planned_rerun = false;       // the random scheduler missed it; the counts are the rerun's
+  // A mutant the lab's workloads cannot reach but a sim test kills (killing_test): the test, as
+  // "PROGRAM FILTER", run with the mutant and seen to fail. Counted as caught.
+  std::string killed_by_test;
+  bool planned_rerun = false;  // the random scheduler missed it; the counts are the rerun's
 };
 
 struct MutationResult {
@@ -97,10 +103,10 @@ inline pm::sim::Mutant mutant_of(const SiteUse& site, pm::sim::MutationMode mode
 // for those techniques alone, "(masstree/logging)" for that structure alone (`structure`: the
 // entry's name). Empty when it gives none that applies, or when the source is not there to read
 // (an installed lab).
-inline std::string redundancy_reason(const std::string& location,
-                                     const std::filesystem::path& source_root,
-                                     std::string_view technique = {},
-                                     std::string_view structure = {}) {
+// The comment on the site's line and the comment block right above it, joined into one line
+// (empty when the source is not there to read).
+inline std::string site_comment(const std::string& location,
+                                const std::filesystem::path& source_root) {
   const auto colon2 = location.rfind(':');
   const auto colon1 = colon2 == std::string::npos ? colon2 : location.rfind(':', colon2 - 1);
   if (colon1 == std::string::npos) return {};
@@ -124,6 +130,14 @@ inline std::string redundancy_reason(const std::string& location,
   std::string block;
   for (std::size_t i = first; i < line; ++i)
     if (const auto c = comment_of(lines[i])) block += (block.empty() ? "" : " ") + *c;
+  return block;
+}
+
+inline std::string redundancy_reason(const std::string& location,
+                                     const std::filesystem::path& source_root,
+                                     std::string_view technique = {},
+                                     std::string_view structure = {}) {
+  const std::string block = site_comment(location, source_root);
   constexpr std::string_view marker = "Mutant survives";
   for (auto at = block.find(marker); at != std::string::npos;) {
     const auto next = block.find(marker, at + marker.size());
@@ -156,13 +170,53 @@ inline std::string redundancy_reason(const std::string& location,
   return {};
 }
 
+// The sim test the site's comment names as killing its mutants, where the lab's small workloads
+// do not reach the window: "Mutant killed by test: PROGRAM FILTER" (a test program of the
+// simulated backend and a gtest filter), as "PROGRAM FILTER"; empty when it names none.
+inline std::string killing_test(const std::string& location,
+                                const std::filesystem::path& source_root) {
+  const std::string block = site_comment(location, source_root);
+  constexpr std::string_view marker = "Mutant killed by test:";
+  const auto at = block.find(marker);
+  if (at == std::string::npos) return {};
+  std::istringstream words(block.substr(at + marker.size()));
+  std::string program, filter;
+  if (!(words >> program >> filter)) return {};
+  return program + " " + filter;
+}
+
+// Whether the test ("PROGRAM FILTER", killing_test) fails with the mutant and passes without
+// it: PROGRAM is looked for in `test_directory` and run (at most 10 minutes each) with the mutant
+// in PMDS_SIM_MUTANTS (test/support/sim_mutants_from_environment.cpp installs it), then without.
+// False when the program is not there (an installed lab): the claim is then not checked, and
+// the mutant stays open.
+inline bool test_kills(const std::string& test, const pm::sim::Mutant& mutant,
+                       const std::filesystem::path& test_directory) {
+  const auto space = test.find(' ');
+  const std::filesystem::path program = test_directory / test.substr(0, space);
+  if (!std::filesystem::is_regular_file(program)) return false;
+  // The exit status of the test run with `mutants` (-1: it did not end by itself in time).
+  const auto run = [&](const std::string& mutants) {
+    const std::string command = "PMDS_SIM_MUTANTS='" + mutants + "' timeout 600 '" +
+                                program.string() + "' --gtest_filter='" + test.substr(space + 1) +
+                                "' > /dev/null 2>&1";
+    const int status = std::system(command.c_str());
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) == 124) return -1;
+    return WEXITSTATUS(status);
+  };
+  const int mutated = run(mutant_text(mutant));
+  return mutated > 0 && run("") == 0;
+}
+
 // `o.crashes` is the budget of each mutant; `census_crashes` that of the unmutated run.
 // `planned_rerun`: a mutant that survives a run with no planned preemptions (o.pct_percent 0) is
 // run again under PCT alone.
-// `source_root`: the source tree the sites' reasons are read from (redundancy_reason).
+// `source_root`: the source tree the sites' reasons are read from (redundancy_reason,
+// killing_test); `test_directory`: where the sim test programs a site names are (test_kills).
 inline MutationResult run_mutation(const registry::Entry& e, SimOptions o,
                                    std::uint64_t census_crashes, bool planned_rerun,
                                    const std::filesystem::path& source_root,
+                                   const std::filesystem::path& test_directory,
                                    const std::function<void(const MutantResult&)>& progress = {}) {
   const auto start = std::chrono::steady_clock::now();
   MutationResult out;
@@ -217,6 +271,13 @@ inline MutationResult run_mutation(const registry::Entry& e, SimOptions o,
                       : lab_command(e, ran) + " --crashes " + std::to_string(ran.crashes);
       if (!m.caught && m.errors.empty())
         m.redundant = redundancy_reason(m.site.location, source_root, e.technique, e.name);
+      if (!m.caught && m.errors.empty() && m.redundant.empty()) {
+        const std::string test = killing_test(m.site.location, source_root);
+        if (!test.empty() && test_kills(test, m.mutant, test_directory)) {
+          m.caught = true;
+          m.killed_by_test = test;
+        }
+      }
       if (progress) progress(m);
       out.mutants.push_back(std::move(m));
     }
@@ -228,10 +289,11 @@ inline MutationResult run_mutation(const registry::Entry& e, SimOptions o,
 // A mutant's verdict: "ERROR" (the lab could not run it), "caught", "redundant" (a survivor
 // whose site says why) or "SURVIVED" (an open blind spot).
 inline const char* verdict_of(const MutantResult& m) {
-  return !m.errors.empty()      ? "ERROR"
-         : m.caught             ? "caught"
-         : !m.redundant.empty() ? "redundant"
-                                : "SURVIVED";
+  return !m.errors.empty()           ? "ERROR"
+         : !m.killed_by_test.empty() ? "caught-by-test"
+         : m.caught                  ? "caught"
+         : !m.redundant.empty()      ? "redundant"
+                                     : "SURVIVED";
 }
 
 inline const char* mode_name(pm::sim::MutationMode m) {
@@ -260,11 +322,14 @@ inline std::string mutation_table(const MutationResult& r) {
                   static_cast<unsigned long long>(m.site.workload),
                   static_cast<unsigned long long>(m.site.recovery), mode_name(m.mutant.mode),
                   verdict_of(m),
-                  static_cast<unsigned long long>(m.caught ? m.first_violation_crash : m.crashes),
+                  static_cast<unsigned long long>(
+                      m.caught && m.killed_by_test.empty() ? m.first_violation_crash : m.crashes),
                   m.planned_rerun ? "yes" : "");
     s += line;
   }
   for (const auto& m : r.mutants) {
+    if (!m.killed_by_test.empty())
+      s += "  caught-by-test " + mutant_text(m.mutant) + ": " + m.killed_by_test + "\n";
     if (m.caught) continue;
     s += "  " + std::string(verdict_of(m)) + " " + mutant_text(m.mutant) + ": " + m.command + "\n";
     if (!m.redundant.empty()) s += "    why: " + m.redundant + "\n";
@@ -290,6 +355,7 @@ inline Json mutation_json(const MutationResult& r) {
                        {"seconds", m.seconds},
                        {"errors", m.errors},
                        {"redundant", m.redundant},
+                       {"killed_by_test", m.killed_by_test},
                        {"planned_rerun", m.planned_rerun}});
   return {{"structure", r.structure},   {"census", result_json(r.census)},
           {"budget", r.budget},         {"mutants", mutants},

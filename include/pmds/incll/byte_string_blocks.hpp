@@ -99,6 +99,8 @@ class ByteStringBlocks {
     for (EpochLink& head : lists->heads) head.init();
     // Empty before the anchor names them: a recycled slot holds old bytes (recovery hands
     // recycled slots out first), which would read as lists of blocks the tree names.
+    // Mutant killed by test: durable_masstree_sim_test
+    // ByteStringBlockLists.ANewThreadsListsAreEmptyBeforeTheAnchorNamesThem
     pm::persist(lists, sizeof *lists);
     link.store(lists);
     // Mutant survives: a link a crash loses leaves the lists named by nothing, and recovery gives
@@ -191,6 +193,8 @@ class ByteStringBlocks {
         for (EpochLink* p = &head; p != nullptr;) {
           void* next = p->read(failed32);
           p->write(next, e, failed32);
+          // Mutant killed by test: durable_masstree_sim_test
+          // ByteStringBlockLists.AnEagerRecoveryRewritesTheListsDurablyBeforeItForgetsTheFailedEpoch
           pm::flush_range(p, sizeof *p);
           p = static_cast<EpochLink*>(next);
         }

@@ -220,6 +220,8 @@ class DurableMasstree : public durable_detail::TreeOf<M, Faults, ByteStrings> {
     // The mended links (and, eager, every recovered border) before the epoch moves, and before the
     // record of failed epochs empties. The mutation lab's small trees do not reach these windows;
     // test/incll/durable_masstree_sim_test.cpp crashes each event of both recoveries.
+    // Mutant killed by test: durable_masstree_sim_test
+    // EagerAfterLazyRecovery.*:ParentLinks/*.ThoseALazyRecoveryMendedAreDurableBeforeTheEpochMoves
     pm::fence();
     if (!lazy) memory.forget_failed_epochs();  // (and before the record goes)
     memory.finish_recovery();

@@ -485,6 +485,8 @@ class EpochSystem {
     // thread while others move the clock twice would, after a second crash, be old enough to
     // cancel a payload kept here (test/montage/epoch_recovery_sim_test.cpp; the crash lab's
     // continuations run on this thread and fence it first).
+    // Mutant killed by test: epoch_recovery_sim_test
+    // EpochRecoverySim.ResetsARecentAntiNodeDurablyBeforeItReturns
     if (!stale_antis.empty()) pm::fence();
     for (std::size_t t = 0; t < pmds::max_threads; ++t) {
       states_[t]->next_uid = next_uid[t];
