@@ -95,14 +95,6 @@ inline pm::sim::Mutant mutant_of(const SiteUse& site, pm::sim::MutationMode mode
   return *m;
 }
 
-// The reason the source gives for the site at `location` ("FILE:LINE:COLUMN", FILE relative to
-// `source_root`) being redundant under `technique`: the text after "Mutant survives:" in the
-// comment on its line or in the comment block right above it, to the block's end (or to the
-// next marker), joined into one line. A site written once over several memory policies may hold
-// for some of them only: "Mutant survives (izraelevitz):" or "(izraelevitz, flit)" gives a reason
-// for those techniques alone, "(masstree/logging)" for that structure alone (`structure`: the
-// entry's name). Empty when it gives none that applies, or when the source is not there to read
-// (an installed lab).
 // The comment on the site's line and the comment block right above it, joined into one line
 // (empty when the source is not there to read).
 inline std::string site_comment(const std::string& location,
@@ -133,6 +125,14 @@ inline std::string site_comment(const std::string& location,
   return block;
 }
 
+// The reason the source gives for the site at `location` ("FILE:LINE:COLUMN", FILE relative to
+// `source_root`) being redundant under `technique`: the text after "Mutant survives:" in the
+// comment on its line or in the comment block right above it, to the block's end (or to the
+// next marker), joined into one line. A site written once over several memory policies may hold
+// for some of them only: "Mutant survives (izraelevitz):" or "(izraelevitz, flit)" gives a reason
+// for those techniques alone, "(masstree/logging)" for that structure alone (`structure`: the
+// entry's name). Empty when it gives none that applies, or when the source is not there to read
+// (an installed lab).
 inline std::string redundancy_reason(const std::string& location,
                                      const std::filesystem::path& source_root,
                                      std::string_view technique = {},
@@ -286,8 +286,9 @@ inline MutationResult run_mutation(const registry::Entry& e, SimOptions o,
   return out;
 }
 
-// A mutant's verdict: "ERROR" (the lab could not run it), "caught", "redundant" (a survivor
-// whose site says why) or "SURVIVED" (an open blind spot).
+// A mutant's verdict: "ERROR" (the lab could not run it), "caught", "caught-by-test" (the sim
+// test its site names failed with it), "redundant" (a survivor whose site says why) or
+// "SURVIVED" (an open blind spot).
 inline const char* verdict_of(const MutantResult& m) {
   return !m.errors.empty()           ? "ERROR"
          : !m.killed_by_test.empty() ? "caught-by-test"
