@@ -137,6 +137,7 @@ class ParentLinks : public ::testing::Test {
     return tree_->parent_links_mended();
   }
 
+  pmds::test::ClwbFlushes clwb_;  // the model, not the host
   pmds::test::TempPath path_{"masstree-parent-links"};
   std::optional<pm::Pool> pool_;
   std::optional<Tree> tree_;
@@ -214,6 +215,7 @@ TYPED_TEST(ParentLinks, ThoseALazyRecoveryMendedAreDurableBeforeTheEpochMoves) {
 // kind, random ones from several seeds), and every recovery must find the state at the start of f.
 TEST(EagerAfterLazyRecovery, EmptiesTheRecordOnlyOnceTheBordersItRecoveredAreDurable) {
   using Tree = pmds::incll::InCLLMasstree<>;
+  const pmds::test::ClwbFlushes clwb;  // the model, not the host
   pmds::test::TempPath path{"masstree-eager-after-lazy"};
   const pmds::test::TempPath saved{"masstree-eager-after-lazy-recovered"};
   std::map<Key, Value> at_sync;
@@ -276,6 +278,7 @@ TEST(EagerAfterLazyRecovery, EmptiesTheRecordOnlyOnceTheBordersItRecoveredAreDur
 // the walk of the lists would find the old bytes and refuse the pool).
 TEST(ByteStringBlockLists, ANewThreadsListsAreEmptyBeforeTheAnchorNamesThem) {
   using Tree = pmds::incll::InCLLStringMasstree<>;
+  const pmds::test::ClwbFlushes clwb;  // the model, not the host
   pmds::test::TempPath path{"masstree-bytes-new-lists"};
   {
     pm::Pool pool = pm::Pool::create(path.str(), kPoolSize, Tree::name);
@@ -313,6 +316,7 @@ TEST(ByteStringBlockLists, ANewThreadsListsAreEmptyBeforeTheAnchorNamesThem) {
 // certainly durable: the second recovery must find the lists and the contents of f's start.
 TEST(ByteStringBlockLists, AnEagerRecoveryRewritesTheListsDurablyBeforeItForgetsTheFailedEpoch) {
   using Tree = pmds::incll::InCLLStringMasstree<>;
+  const pmds::test::ClwbFlushes clwb;  // the model, not the host
   using Model = std::map<std::string, std::string>;
   const auto contents_of = [](const Tree& t) {
     Model out;
