@@ -19,10 +19,11 @@
 // deleted). Threads help both intentions to completion (§4.4, §4.5).
 //
 // Memory (§5): PNode slots come from the calling thread's chunks of the pool allocator (the
-// durable areas); volatile nodes from the DRAM heap. A node unlinked by trim is retired to the
-// set's epoch domain, whose deleter returns the PNode slot to the allocator and frees the
-// volatile node once no thread can still hold it. Recovery scans every durable area, links each
-// valid and undeleted PNode back in key order, frees every other slot, and issues no flush.
+// durable areas); volatile nodes from the set's DRAM slab (pmds::NodeSlab), as ssmem's in §5. A
+// node unlinked by trim is retired to the set's epoch domain, whose deleter returns the PNode slot
+// to the allocator and frees the volatile node once no thread can still hold it. Recovery scans
+// every durable area, links each valid and undeleted PNode back in key order, frees every other
+// slot, and issues no flush.
 //
 // Refinements of the paper's pseudocode, each argued where it is made:
 //   - pValidity = !deleted rather than !validStart (detail/soft_pnode.hpp: a crash can leave a
@@ -51,6 +52,7 @@
 #include "pmds/linkfree_soft/detail/soft_pnode.hpp"
 #include "pmds/linkfree_soft/hash_set.hpp"
 #include "pmds/linkfree_soft/list_set.hpp"
+#include "pmds/node_slab.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/allocator.hpp"
 #include "pmds/pm/pool.hpp"
@@ -62,11 +64,9 @@ namespace detail {
 
 // The volatile node (Listing 8), 32 bytes: key, value and pnode are written before the node is
 // published and never change; next holds the successor and this node's state. key and next come
-// first because a traversal (find, seek, contains) reads only those two, and the first 16 bytes
-// of a 16-byte aligned block never straddle a cache line; with next at offset 24, one node in
-// four (malloc hands out 48-byte blocks) made contains touch a second line. No alignas: the
-// state needs two low bits, which malloc's 16-byte alignment gives, while an over-aligned new
-// would go through memalign (slower, and it wastes DRAM per node).
+// first because a traversal (find, seek, contains) reads only those two. The set's NodeSlab
+// gives each node a 32-byte block of its own (node_slab.hpp: two to a line, never across one),
+// whose alignment leaves next's two low bits for the state.
 struct SoftListNode {
   Key key;
   std::atomic<std::uintptr_t> next;
@@ -100,10 +100,12 @@ class SoftBucketList {
     Shared& operator=(const Shared&) = delete;
 
     pm::ChunkAllocator& allocator() { return allocator_; }
+    NodeSlab<Node>& nodes() { return nodes_; }
     reclaim::EpochDomain& domain() { return domain_; }
 
    private:
     pm::ChunkAllocator& allocator_;
+    NodeSlab<Node> nodes_;  // outlives domain_, whose pending deleters free into it
     reclaim::EpochDomain domain_;
   };
 
@@ -113,16 +115,8 @@ class SoftBucketList {
     Bucket() : head_(detail::make_word(&detail::soft_list_tail, detail::inserted)) {}
     Bucket(const Bucket&) = delete;
     Bucket& operator=(const Bucket&) = delete;
-    // Frees the volatile nodes still linked (quiescent). Their PNodes stay as they are: live
-    // ones hold the set's contents for the next open. Unlinked nodes belong to the epoch domain.
-    ~Bucket() {
-      Node* n = detail::node_of<Node>(head_.load(std::memory_order_acquire));
-      while (n != &detail::soft_list_tail) {
-        Node* next = detail::node_of<Node>(n->next.load(std::memory_order_relaxed));
-        delete n;
-        n = next;
-      }
-    }
+    // The volatile nodes belong to Shared's slab, which frees them all at once; the PNodes stay
+    // as they are: live ones hold the set's contents for the next open.
 
    private:
     friend class SoftBucketList;
@@ -221,8 +215,8 @@ class SoftBucketList {
       Bucket& bucket = buckets[b];
       for (std::size_t i = live.begin[b + 1]; i-- > live.begin[b];) {
         const detail::LivePNode& lp = live.nodes[i];
-        auto* n =
-            new Node{lp.key, {bucket.head_.load(std::memory_order_relaxed)}, lp.value, lp.pnode};
+        Node* n = sh.nodes().make(lp.key, bucket.head_.load(std::memory_order_relaxed), lp.value,
+                                  lp.pnode);
         bucket.head_.store(detail::make_word(n, detail::inserted), std::memory_order_relaxed);
       }
     }
@@ -327,7 +321,7 @@ class SoftBucketList {
     auto* p = static_cast<detail::SoftPNode*>(slot);
     const bool validity = p->template prepare<Faults>();
     try {
-      return new Node{key, {0}, value, detail::pack_pnode(p, validity)};
+      return sh.nodes().make(key, std::uintptr_t{0}, value, detail::pack_pnode(p, validity));
     } catch (...) {
       sh.allocator().free(slot);
       throw;
@@ -337,16 +331,15 @@ class SoftBucketList {
   // A node that was never published: nobody else can hold it, free it at once.
   static void discard(Shared& sh, Node* n) {
     sh.allocator().free(detail::pnode_of(n->pnode));
-    delete n;
+    sh.nodes().free(n);
   }
 
   // A node unlinked by the one successful trim: its PNode is durably deleted; the slot goes back
   // to the allocator once no thread pinned now can still read the node or help on its PNode.
   static void retire(Shared& sh, Node* n) {
-    pm::ChunkAllocator* allocator = &sh.allocator();
-    sh.domain().retire(n, [allocator](Node* dead) noexcept {
-      allocator->free(detail::pnode_of(dead->pnode));
-      delete dead;
+    sh.domain().retire(n, [&sh](Node* dead) noexcept {
+      sh.allocator().free(detail::pnode_of(dead->pnode));
+      sh.nodes().free(dead);
     });
   }
 };

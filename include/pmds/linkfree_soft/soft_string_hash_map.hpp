@@ -11,7 +11,7 @@
 // The bucket array is in DRAM and fixed at creation (the bucket count is in the pool's root
 // table); a bucket is a SOFT list ordered by (hash, key). Memory: a persistent node is a pool
 // block of ChunkAllocator::block_size(32 + key + value) bytes; per key in DRAM, one 32-byte
-// volatile node (malloc's block for 24 bytes) and a bucket word.
+// volatile node (a block of the map's pmds::NodeSlab) and a bucket word.
 #pragma once
 
 #include <atomic>
@@ -29,6 +29,7 @@
 #include "pmds/linkfree_soft/detail/set_root.hpp"
 #include "pmds/linkfree_soft/detail/soft_pnode.hpp"
 #include "pmds/linkfree_soft/detail/soft_string_versions.hpp"
+#include "pmds/node_slab.hpp"
 #include "pmds/pm/allocator.hpp"
 #include "pmds/pm/pool.hpp"
 #include "pmds/reclaim/epoch.hpp"
@@ -93,8 +94,7 @@ class SoftStringHashMap {
       while (n != &tail_) {
         Node* next = node_of(n->next.load(std::memory_order_relaxed));
         V::free_current(n->current.load(std::memory_order_relaxed), nullptr);
-        delete n;
-        n = next;
+        n = next;  // the node's block goes with nodes_
       }
     }
   }
@@ -242,7 +242,7 @@ class SoftStringHashMap {
 
   // The volatile node: the key's hash (a bucket's order is (hash, key); keys are compared in the
   // persistent node only when hashes are equal), the next word (successor | SoftState) and the
-  // current word (detail/soft_string_versions.hpp). 24 bytes: malloc's 32-byte block.
+  // current word (detail/soft_string_versions.hpp). 24 bytes, in a 32-byte block of nodes_.
   struct Node {
     std::uint64_t hash;
     std::atomic<std::uintptr_t> next;
@@ -350,7 +350,7 @@ class SoftStringHashMap {
   Node* make_node(const Probe& q, std::string_view k, std::string_view v) {
     const std::uintptr_t word = versions_.write_pnode(k, v, q.hash, 0);
     try {
-      return new Node{q.hash, {0}, {word}};
+      return nodes_.make(q.hash, std::uintptr_t{0}, word);
     } catch (...) {
       versions_.discard_pnode(word);
       throw;
@@ -368,7 +368,7 @@ class SoftStringHashMap {
                                          detail::make_word(fresh, detail::state_of(w.prev_word)),
                                          std::memory_order_acq_rel, std::memory_order_relaxed)) {
       versions_.discard_pnode(fresh->current.load(std::memory_order_relaxed));
-      delete fresh;  // never published
+      nodes_.free(fresh);  // never published
       return false;
     }
     complete_insert(fresh);
@@ -387,10 +387,9 @@ class SoftStringHashMap {
   // A node unlinked by its one successful trim: its persistent nodes are durably deleted; their
   // slots, its record and the node are freed once no pinned thread can still read them.
   void retire(Node* n) {
-    pm::ChunkAllocator* allocator = &allocator_;
-    domain_.retire(n, [allocator](Node* dead) noexcept {
-      V::free_current(dead->current.load(std::memory_order_relaxed), allocator);
-      delete dead;
+    domain_.retire(n, [this](Node* dead) noexcept {
+      V::free_current(dead->current.load(std::memory_order_relaxed), &allocator_);
+      nodes_.free(dead);
     });
   }
 
@@ -411,7 +410,7 @@ class SoftStringHashMap {
     // Each bucket's run, linked back to front so that it ends up in ascending order.
     for (std::size_t i = found.size(); i-- > 0;) {
       std::atomic<std::uintptr_t>& head = buckets_[found[i].order];
-      auto* n = new Node{found[i].hash, {head.load(std::memory_order_relaxed)}, {found[i].word}};
+      Node* n = nodes_.make(found[i].hash, head.load(std::memory_order_relaxed), found[i].word);
       head.store(detail::make_word(n, detail::inserted), std::memory_order_relaxed);
     }
     count_.reset(found.size());
@@ -420,6 +419,7 @@ class SoftStringHashMap {
 
   pm::Pool& pool_;
   pm::ChunkAllocator& allocator_;
+  NodeSlab<Node> nodes_;  // outlives domain_, whose pending deleters free into it
   reclaim::EpochDomain domain_;
   V versions_{name, allocator_, domain_};
   std::size_t bucket_count_ = 0;

@@ -1,0 +1,159 @@
+// pmds::NodeSlab<T> — DRAM blocks of one type for a structure's volatile nodes: SOFT's volatile
+// nodes (Zuriel et al. §5 take them, like the durable ones, from ssmem's per-thread areas).
+//
+// Blocks are sizeof(T) rounded up to a power of two (to whole cache lines above 64 bytes) and
+// aligned to that size, so a block never straddles a line: a traversal that reads a node reads
+// one line. They are carved from chunks that each thread takes for itself (consecutive
+// addresses for the nodes one thread allocates in a row), and a freed block goes on the freeing
+// thread's stack of free blocks — a vector of pointers in the slab, never a word written into
+// the block — as the pool allocator does with durable slots (pm/allocator.hpp): a thread whose
+// stack grows past two batches hands a batch to a shared list (a mutex, the slow path), and a
+// thread that has no free block and no chunk left takes a batch from there before it takes a
+// new chunk. So blocks that one thread frees and another allocates are reused, not leaked.
+// Every chunk goes back to the C++ heap when the slab is destroyed; blocks are not returned one
+// by one. Chunks start at 16 KiB and double up to 2 MiB; those of 2 MiB are aligned to 2 MiB and
+// advised for transparent huge pages (madvise), so a large set's random reads miss the TLB less.
+//
+// Why not malloc: glibc's malloc hands a 32-byte node a 48-byte block with its header in the
+// block before it, so one node in four straddles two lines, and malloc and free write into
+// blocks whose lines hold other threads' live nodes; and a general allocator has no notion of
+// a structure's lifetime. Measured (AMD EPYC, 2 vCPUs, `pmds bench --structure list/soft
+// --key-range 1024 --reads 90 --threads 2 --duration 1`, three alternating rounds): list/soft
+// 3.19-3.33 Mops/s with glibc malloc, 3.74-4.48 with jemalloc preloaded (32-byte blocks, no
+// header, frees recorded outside the block), the behaviour this slab gives every user without
+// replacing the process's allocator. The figures with the slab: results/README.md (issue 56).
+//
+// Threads: allocate() and free() from any number of threads at once (a thread uses the slot
+// of its pmds::thread_id()); the destructor only when no thread uses the slab. T must be
+// trivially destructible: the slab never runs destructors.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <sys/mman.h>
+
+#include "pmds/pm/access.hpp"
+#include "pmds/thread_registry.hpp"
+
+namespace pmds {
+
+template <class T>
+class NodeSlab {
+  static_assert(std::is_trivially_destructible_v<T>, "the slab never runs destructors");
+
+ public:
+  // The block of one T: a power of two up to a cache line, whole lines above.
+  static constexpr std::size_t block_size =
+      sizeof(T) <= pm::cache_line_size
+          ? std::max(std::bit_ceil(sizeof(T)), alignof(T))
+          : (sizeof(T) + pm::cache_line_size - 1) / pm::cache_line_size * pm::cache_line_size;
+  static constexpr std::size_t block_alignment = std::min(block_size, pm::cache_line_size);
+  static_assert(alignof(T) <= block_alignment);
+  static_assert(block_size <= (std::size_t{16} << 10), "a node larger than the first chunk");
+
+  NodeSlab() : threads_(new Thread[max_threads]) {}
+  NodeSlab(const NodeSlab&) = delete;
+  NodeSlab& operator=(const NodeSlab&) = delete;
+  ~NodeSlab() = default;  // Chunk's deleter frees every chunk
+
+  // Constructs a T in a block of the calling thread. Throws std::bad_alloc when the heap has no
+  // chunk to give, TooManyThreads as pmds::thread_id().
+  template <class... Args>
+  T* make(Args&&... args) {
+    return ::new (allocate()) T{std::forward<Args>(args)...};
+  }
+
+  // Gives the block of t back (t must come from this slab, and no thread may read it again).
+  void free(T* t) {
+    Thread& th = threads_[thread_id()];
+    th.free.push_back(t);
+    if (th.free.size() > 2 * batch_blocks) donate(th);
+  }
+
+  // Bytes taken from the heap so far (every chunk, used or not).
+  std::size_t reserved_bytes() const {
+    std::lock_guard lock(mutex_);
+    return reserved_;
+  }
+
+ private:
+  static constexpr std::size_t batch_blocks = 64;
+  static constexpr std::size_t first_chunk_bytes = std::size_t{16} << 10;
+  static constexpr std::size_t huge_page_bytes = std::size_t{2} << 20;
+
+  struct FreeChunk {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  using Chunk = std::unique_ptr<std::byte, FreeChunk>;
+
+  // One per thread id; only its owner touches it (the destructor aside).
+  struct alignas(pm::cache_line_size) Thread {
+    std::vector<void*> free;
+    std::byte* next = nullptr;  // the rest of the thread's chunk: [next, end)
+    std::byte* end = nullptr;
+  };
+
+  void* allocate() {
+    Thread& th = threads_[thread_id()];
+    if (!th.free.empty()) {
+      void* p = th.free.back();
+      th.free.pop_back();
+      return p;
+    }
+    if (th.next == th.end) refill(th);
+    if (!th.free.empty()) return allocate();
+    void* p = th.next;
+    th.next += block_size;
+    return p;
+  }
+
+  // The slow path: a batch from the shared list, else a new chunk.
+  void refill(Thread& th) {
+    std::lock_guard lock(mutex_);
+    if (!shared_.empty()) {
+      th.free = std::move(shared_.back());
+      shared_.pop_back();
+      return;
+    }
+    const std::size_t bytes = next_chunk_bytes_;
+    const std::size_t alignment = bytes >= huge_page_bytes ? huge_page_bytes : block_alignment;
+    auto* p = static_cast<std::byte*>(std::aligned_alloc(alignment, bytes));
+    if (p == nullptr) throw std::bad_alloc();
+    chunks_.emplace_back(p);
+    // A hint only: where transparent huge pages are off or refused, the chunk still works.
+    if (bytes >= huge_page_bytes) ::madvise(p, bytes, MADV_HUGEPAGE);
+    reserved_ += bytes;
+    next_chunk_bytes_ = std::min(bytes * 2, huge_page_bytes);
+    th.next = p;
+    th.end = p + bytes / block_size * block_size;
+  }
+
+  // Keeps one batch on the thread's stack (the most recently freed, warm in its cache) and hands
+  // the older blocks to the shared list in batches.
+  void donate(Thread& th) {
+    std::lock_guard lock(mutex_);
+    while (th.free.size() > batch_blocks) {
+      const auto first = th.free.begin();
+      shared_.emplace_back(first, first + batch_blocks);
+      th.free.erase(first, first + batch_blocks);
+    }
+  }
+
+  std::unique_ptr<Thread[]> threads_;
+  mutable std::mutex mutex_;
+  std::vector<std::vector<void*>> shared_;  // batches of free blocks, under mutex_
+  std::vector<Chunk> chunks_;               // under mutex_
+  std::size_t next_chunk_bytes_ = first_chunk_bytes;
+  std::size_t reserved_ = 0;
+};
+
+}  // namespace pmds
