@@ -364,4 +364,62 @@ TEST(ByteStringBlockLists, AnEagerRecoveryRewritesTheListsDurablyBeforeItForgets
   EXPECT_GT(listed_at_f, 0u) << "no free block was listed at f's start: a vacuous test";
 }
 
+// A lazy recovery records the failed epoch f durably before any operation runs (failed_epochs.hpp:
+// record), and the record must survive the next crash: the links of the byte-string tree's free
+// lists that f wrote keep f's epoch until they are written again, and only the record tells the
+// next recovery to read them as they were at f's start. The LOGGING tree's borders carry no InCLL
+// (the crash lab's small workloads see nothing of the record there). Here f pushes blocks onto the
+// lists, the crash keeps a random part of f, a lazy open records f, and a crash right after it
+// keeps only what is certainly durable: the next (eager) recovery must still undo f's pushes.
+TEST(ByteStringBlockLists, ALazyRecoveryRecordsTheFailedEpochDurablyBeforeOperationsRun) {
+  using Tree = pmds::incll::LoggingStringMasstree<>;
+  const pmds::test::ClwbFlushes clwb;  // the model, not the host
+  using Model = std::map<std::string, std::string>;
+  const auto contents_of = [](const Tree& t) {
+    Model out;
+    t.for_each([&](std::string_view k, std::string_view v) { out.emplace(k, v); });
+    return out;
+  };
+  const auto key = [](int i) { return "k" + std::to_string(i); };
+  const auto value = [](int round, int i) {  // 100 bytes: every value a block of one size
+    return std::string(100, static_cast<char>('a' + (round * 7 + i) % 26));
+  };
+  pmds::test::TempPath path{"masstree-bytes-record"};
+  for (std::uint64_t seed = 2; seed < 10; ++seed) {
+    SCOPED_TRACE("image seed " + std::to_string(seed));
+    Model at_sync;
+    {
+      pm::Pool pool = pm::Pool::create(path.str(), kPoolSize, Tree::name);
+      std::optional<Tree> tree(std::in_place, pmds::create_new, pool, options(false));
+      for (int round = 0; round < 6; ++round) {  // each epoch lists the last one's old values
+        for (int i = 0; i < 64; ++i) tree->put(key(i), value(round, i));
+        tree->sync();
+      }
+      for (int i = 0; i < 64; i += 2) tree->remove(key(i));  // freed here, listed in f
+      tree->sync();
+      at_sync = contents_of(*tree);
+      // f: its first write lists the 32 freed values; no value of their size is made in it.
+      ASSERT_TRUE(tree->insert("f", std::string(300, 'f')));
+      ASSERT_NO_FATAL_FAILURE(crash_now(tree, pool, path.str(), sim::ImageKind::random, seed));
+    }
+    {  // The lazy recovery records f; a crash right after the open.
+      pm::Pool pool = pm::Pool::open(path.str(), Tree::name);
+      std::optional<Tree> tree(std::in_place, pmds::open_existing, pool, options(true));
+      ASSERT_EQ(tree->failed_epochs_recorded(), 1u);
+      ASSERT_NO_FATAL_FAILURE(crash_now(tree, pool, path.str(), sim::ImageKind::minimum));
+    }
+    {
+      pm::Pool pool = pm::Pool::open(path.str(), Tree::name);
+      std::optional<Tree> tree(std::in_place, pmds::open_existing, pool, options(false));
+      EXPECT_EQ(contents_of(*tree), at_sync);
+      // The blocks the lists hold are free: writing over them must not change any other key.
+      for (int i = 0; i < 64; i += 2) ASSERT_TRUE(tree->insert(key(i), value(9, i)));
+      Model expected = at_sync;
+      for (int i = 0; i < 64; i += 2) expected[key(i)] = value(9, i);
+      EXPECT_EQ(contents_of(*tree), expected);
+    }
+    std::filesystem::remove(path.str());
+  }
+}
+
 }  // namespace

@@ -72,6 +72,10 @@ class FailedEpochRecord {
     // count that includes it.
     pm::persist(&durable_->epochs[stored_], sizeof(std::uint64_t));
     durable_->count.store(++stored_);
+    // Mutant killed by test: durable_masstree_sim_test
+    // ByteStringBlockLists.ALazyRecoveryRecordsTheFailedEpochDurablyBeforeOperationsRun (the
+    // byte-string trees' block lists: the lab's small workloads do not crash right after a lazy
+    // open there).
     // Mutant survives (masstree/logging): nothing it reads asks the record. Its borders carry no
     // InCLL (node_epoch is a creation or a recovery mark, and a border made in a failed epoch is
     // unreachable after it) and its 8-byte entries no EpochLink (the byte-string tree's block
