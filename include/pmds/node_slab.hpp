@@ -23,8 +23,9 @@
 // header, frees recorded outside the block), the behaviour this slab gives every user without
 // replacing the process's allocator. The figures with the slab: results/README.md (issue 56).
 //
-// Threads: allocate() and free() from any number of threads at once (a thread uses the slot
-// of its pmds::thread_id()); the destructor only when no thread uses the slab. T must be
+// Threads: make() and free() from any number of threads at once (a thread uses the slot of its
+// pmds::thread_id(); a thread that exits leaves its stack and the rest of its chunk to the next
+// thread given its id); the destructor only when no thread uses the slab. T must be
 // trivially destructible: the slab never runs destructors.
 #pragma once
 
@@ -104,13 +105,12 @@ class NodeSlab {
 
   void* allocate() {
     Thread& th = threads_[thread_id()];
+    if (th.free.empty() && th.next == th.end) refill(th);  // a batch or a new chunk
     if (!th.free.empty()) {
       void* p = th.free.back();
       th.free.pop_back();
       return p;
     }
-    if (th.next == th.end) refill(th);
-    if (!th.free.empty()) return allocate();
     void* p = th.next;
     th.next += block_size;
     return p;
@@ -126,9 +126,10 @@ class NodeSlab {
     }
     const std::size_t bytes = next_chunk_bytes_;
     const std::size_t alignment = bytes >= huge_page_bytes ? huge_page_bytes : block_alignment;
-    auto* p = static_cast<std::byte*>(std::aligned_alloc(alignment, bytes));
-    if (p == nullptr) throw std::bad_alloc();
-    chunks_.emplace_back(p);
+    Chunk chunk(static_cast<std::byte*>(std::aligned_alloc(alignment, bytes)));
+    if (chunk == nullptr) throw std::bad_alloc();
+    std::byte* p = chunk.get();
+    chunks_.push_back(std::move(chunk));  // (were this to throw, chunk frees the block)
     // A hint only: where transparent huge pages are off or refused, the chunk still works.
     if (bytes >= huge_page_bytes) ::madvise(p, bytes, MADV_HUGEPAGE);
     reserved_ += bytes;
