@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
@@ -89,6 +90,58 @@ TEST_F(EpochRecoverySim, ResetsARecentAntiNodeDurablyBeforeItReturns) {
   const std::vector<Block*> payloads = reopen(image_);
   ASSERT_EQ(payloads.size(), 2u) << "the old anti-node came back and canceled the kept payload";
   EXPECT_TRUE(payloads[0] == kept || payloads[1] == kept);
+}
+
+// sync() (nbMontage §3.1) returns once the clock is two advances past the epoch it started in,
+// and that clock must be durable: another thread's advance may have moved it without having
+// written it back yet (its CAS done, its persist not), and were sync() to return then, a crash
+// would find the clock one advance behind, and recovery, which keeps the epochs up to two before
+// the clock it finds, would lose what completed in sync()'s first epoch. Here a stalled advancer's
+// advance comes right after this thread's first one (a crash handler does its write-back and its
+// CAS at each event of sync() in turn, once the clock has moved once), so sync() finds the clock
+// at its target and stops; a crash right after it keeps only what is certainly durable.
+TEST_F(EpochRecoverySim, SyncReturnsOnlyOnceTheClockItWaitedForIsDurable) {
+  int stalled_runs = 0;
+  for (std::uint64_t event = 1; event <= 40; ++event) {
+    SCOPED_TRACE("handler at sync()'s event " + std::to_string(event));
+    const Block* kept = nullptr;
+    std::filesystem::remove(path_.str());
+    {
+      pm::Pool pool = pm::Pool::create(path_, 4u << 20, kName);
+      EpochSystem<> system(pmds::create_new, pool, montage_test::manual_clock());
+      pool.root(0).store(reinterpret_cast<std::uint64_t>(system.area()));
+      pm::persist(&pool.root(0), sizeof(std::uint64_t));
+      std::atomic<std::uint64_t> word{0};
+      auto* p = system.pnew<Payload>();
+      p->value.store(1);
+      ASSERT_TRUE(system.lin_cas(word, 0, reinterpret_cast<std::uint64_t>(p)));
+      kept = p;
+      auto& clock = static_cast<pmds::montage::SystemArea*>(system.area())->epoch;
+      const std::uint64_t start = clock.load();
+      bool stalled = false;
+      // The other advancer, from start + 1: it writes back what the epoch before committed (p
+      // and this thread's descriptor, advance()'s for_each_below), then its CAS; its persist
+      // after the CAS never comes.
+      auto& area = *static_cast<pmds::montage::SystemArea*>(system.area());
+      sim::set_crash_handler(sim::event_count() + event, [&] {
+        if (clock.load() != start + 1) return;
+        pm::persist(p, sizeof(Payload));
+        pm::persist(&area.descriptors[pmds::thread_id()], sizeof(area.descriptors[0]));
+        std::uint64_t moved_once = start + 1;
+        stalled = clock.compare_exchange_strong(moved_once, start + 2);
+      });
+      system.sync();
+      sim::clear_crash_handler();
+      if (!stalled || clock.load() != start + 2) continue;  // not the window
+      ++stalled_runs;
+      ASSERT_NO_FATAL_FAILURE(pmds::test::write_crash_image(sim::snapshot(), pool.base(), image_,
+                                                            sim::ImageKind::minimum));
+    }
+    const std::vector<Block*> payloads = reopen(image_);
+    ASSERT_EQ(payloads.size(), 1u) << "an insert that completed before sync() was lost";
+    EXPECT_EQ(payloads[0], kept);
+  }
+  EXPECT_GT(stalled_runs, 0) << "no run stalled an advance inside sync(): a vacuous test";
 }
 
 }  // namespace

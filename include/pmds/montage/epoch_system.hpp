@@ -375,6 +375,9 @@ class EpochSystem {
     while (area_->epoch.load() < target)
       if (!advance()) break;
     // Another thread's advance may have moved the clock without having persisted it yet.
+    // Mutant killed by test: epoch_recovery_sim_test
+    // EpochRecoverySim.SyncReturnsOnlyOnceTheClockItWaitedForIsDurable (the lab's workloads do
+    // not stall an advancer between its CAS and its persist while another thread syncs).
     pm::persist(&area_->epoch, sizeof(std::uint64_t));
   }
 
