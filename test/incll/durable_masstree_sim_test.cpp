@@ -305,6 +305,42 @@ TEST(ByteStringBlockLists, ANewThreadsListsAreEmptyBeforeTheAnchorNamesThem) {
   EXPECT_EQ(entries, 0u);  // the insert's epoch failed
 }
 
+// The byte-string trees' free-list tests: their contents, keys and values.
+using StringModel = std::map<std::string, std::string>;
+
+template <class Tree>
+StringModel string_contents(const Tree& t) {
+  StringModel out;
+  t.for_each([&](std::string_view k, std::string_view v) { out.emplace(k, v); });
+  return out;
+}
+std::string list_key(int i) {
+  return "k" + std::to_string(i);
+}
+std::string list_value(int round, int i) {  // 100 bytes: every value a block of one size
+  return std::string(100, static_cast<char>('a' + (round * 7 + i) % 26));
+}
+
+// A new tree in a new pool at `path` that cycles blocks through its free lists (each epoch lists
+// the last one's old values), frees 32 values, syncs, and starts an epoch f whose first write
+// lists them (no value of their size is made in f); then f crashes, the crash image random from
+// `seed`. Returns the contents at the sync, before f.
+template <class Tree>
+StringModel crash_an_epoch_that_lists_blocks(const std::string& path, std::uint64_t seed) {
+  pm::Pool pool = pm::Pool::create(path, kPoolSize, Tree::name);
+  std::optional<Tree> tree(std::in_place, pmds::create_new, pool, options(false));
+  for (int round = 0; round < 6; ++round) {
+    for (int i = 0; i < 64; ++i) tree->put(list_key(i), list_value(round, i));
+    tree->sync();
+  }
+  for (int i = 0; i < 64; i += 2) tree->remove(list_key(i));  // freed here, listed in f
+  tree->sync();
+  StringModel at_sync = string_contents(*tree);
+  EXPECT_TRUE(tree->insert("f", std::string(300, 'f')));
+  crash_now(tree, pool, path, sim::ImageKind::random, seed);
+  return at_sync;
+}
+
 // An eager recovery reads each free list as it was at the start of the failed epoch f (its
 // EpochLinks' logs) and rewrites every link so, written back, before it empties the record of
 // failed epochs: once f is forgotten, a link reads as its last durable write. Were those rewrites
@@ -317,39 +353,16 @@ TEST(ByteStringBlockLists, ANewThreadsListsAreEmptyBeforeTheAnchorNamesThem) {
 TEST(ByteStringBlockLists, AnEagerRecoveryRewritesTheListsDurablyBeforeItForgetsTheFailedEpoch) {
   using Tree = pmds::incll::InCLLStringMasstree<>;
   const pmds::test::ClwbFlushes clwb;  // the model, not the host
-  using Model = std::map<std::string, std::string>;
-  const auto contents_of = [](const Tree& t) {
-    Model out;
-    t.for_each([&](std::string_view k, std::string_view v) { out.emplace(k, v); });
-    return out;
-  };
-  const auto key = [](int i) { return "k" + std::to_string(i); };
-  const auto value = [](int round, int i) {  // 100 bytes: every value a block of one size
-    return std::string(100, static_cast<char>('a' + (round * 7 + i) % 26));
-  };
   pmds::test::TempPath path{"masstree-bytes-settle"};
   std::size_t listed_at_f = 0;
   for (std::uint64_t seed = 2; seed < 10; ++seed) {
     SCOPED_TRACE("image seed " + std::to_string(seed));
-    Model at_sync;
-    {
-      pm::Pool pool = pm::Pool::create(path.str(), kPoolSize, Tree::name);
-      std::optional<Tree> tree(std::in_place, pmds::create_new, pool, options(false));
-      for (int round = 0; round < 6; ++round) {  // each epoch lists the last one's old values
-        for (int i = 0; i < 64; ++i) tree->put(key(i), value(round, i));
-        tree->sync();
-      }
-      for (int i = 0; i < 64; i += 2) tree->remove(key(i));  // freed here, listed in f
-      tree->sync();
-      at_sync = contents_of(*tree);
-      // f: its first write lists the 32 freed values; no value of their size is made in it.
-      ASSERT_TRUE(tree->insert("f", std::string(300, 'f')));
-      ASSERT_NO_FATAL_FAILURE(crash_now(tree, pool, path.str(), sim::ImageKind::random, seed));
-    }
+    const StringModel at_sync = crash_an_epoch_that_lists_blocks<Tree>(path.str(), seed);
+    ASSERT_FALSE(HasFatalFailure());
     {  // The eager recovery, and a crash right after it.
       pm::Pool pool = pm::Pool::open(path.str(), Tree::name);
       std::optional<Tree> tree(std::in_place, pmds::open_existing, pool, options(false));
-      ASSERT_EQ(contents_of(*tree), at_sync);
+      ASSERT_EQ(string_contents(*tree), at_sync);
       ASSERT_EQ(tree->failed_epochs_recorded(), 0u);
       listed_at_f += tree->blocks_on_free_lists();
       ASSERT_NO_FATAL_FAILURE(crash_now(tree, pool, path.str(), sim::ImageKind::minimum));
@@ -357,7 +370,7 @@ TEST(ByteStringBlockLists, AnEagerRecoveryRewritesTheListsDurablyBeforeItForgets
     {
       pm::Pool pool = pm::Pool::open(path.str(), Tree::name);
       const Tree tree(pmds::open_existing, pool, options(false));
-      EXPECT_EQ(contents_of(tree), at_sync);
+      EXPECT_EQ(string_contents(tree), at_sync);
     }
     std::filesystem::remove(path.str());
   }
@@ -374,34 +387,11 @@ TEST(ByteStringBlockLists, AnEagerRecoveryRewritesTheListsDurablyBeforeItForgets
 TEST(ByteStringBlockLists, ALazyRecoveryRecordsTheFailedEpochDurablyBeforeOperationsRun) {
   using Tree = pmds::incll::LoggingStringMasstree<>;
   const pmds::test::ClwbFlushes clwb;  // the model, not the host
-  using Model = std::map<std::string, std::string>;
-  const auto contents_of = [](const Tree& t) {
-    Model out;
-    t.for_each([&](std::string_view k, std::string_view v) { out.emplace(k, v); });
-    return out;
-  };
-  const auto key = [](int i) { return "k" + std::to_string(i); };
-  const auto value = [](int round, int i) {  // 100 bytes: every value a block of one size
-    return std::string(100, static_cast<char>('a' + (round * 7 + i) % 26));
-  };
   pmds::test::TempPath path{"masstree-bytes-record"};
   for (std::uint64_t seed = 2; seed < 10; ++seed) {
     SCOPED_TRACE("image seed " + std::to_string(seed));
-    Model at_sync;
-    {
-      pm::Pool pool = pm::Pool::create(path.str(), kPoolSize, Tree::name);
-      std::optional<Tree> tree(std::in_place, pmds::create_new, pool, options(false));
-      for (int round = 0; round < 6; ++round) {  // each epoch lists the last one's old values
-        for (int i = 0; i < 64; ++i) tree->put(key(i), value(round, i));
-        tree->sync();
-      }
-      for (int i = 0; i < 64; i += 2) tree->remove(key(i));  // freed here, listed in f
-      tree->sync();
-      at_sync = contents_of(*tree);
-      // f: its first write lists the 32 freed values; no value of their size is made in it.
-      ASSERT_TRUE(tree->insert("f", std::string(300, 'f')));
-      ASSERT_NO_FATAL_FAILURE(crash_now(tree, pool, path.str(), sim::ImageKind::random, seed));
-    }
+    const StringModel at_sync = crash_an_epoch_that_lists_blocks<Tree>(path.str(), seed);
+    ASSERT_FALSE(HasFatalFailure());
     {  // The lazy recovery records f; a crash right after the open.
       pm::Pool pool = pm::Pool::open(path.str(), Tree::name);
       std::optional<Tree> tree(std::in_place, pmds::open_existing, pool, options(true));
@@ -411,12 +401,12 @@ TEST(ByteStringBlockLists, ALazyRecoveryRecordsTheFailedEpochDurablyBeforeOperat
     {
       pm::Pool pool = pm::Pool::open(path.str(), Tree::name);
       std::optional<Tree> tree(std::in_place, pmds::open_existing, pool, options(false));
-      EXPECT_EQ(contents_of(*tree), at_sync);
+      EXPECT_EQ(string_contents(*tree), at_sync);
       // The blocks the lists hold are free: writing over them must not change any other key.
-      for (int i = 0; i < 64; i += 2) ASSERT_TRUE(tree->insert(key(i), value(9, i)));
-      Model expected = at_sync;
-      for (int i = 0; i < 64; i += 2) expected[key(i)] = value(9, i);
-      EXPECT_EQ(contents_of(*tree), expected);
+      for (int i = 0; i < 64; i += 2) ASSERT_TRUE(tree->insert(list_key(i), list_value(9, i)));
+      StringModel expected = at_sync;
+      for (int i = 0; i < 64; i += 2) expected[list_key(i)] = list_value(9, i);
+      EXPECT_EQ(string_contents(*tree), expected);
     }
     std::filesystem::remove(path.str());
   }

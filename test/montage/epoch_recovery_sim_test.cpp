@@ -42,6 +42,19 @@ class EpochRecoverySim : public ::testing::Test {
                          montage_test::manual_clock());
     return system.recover().payloads;
   }
+  // Names `system`'s area in the pool's root, durably, as a structure over it would.
+  static void name_area(pm::Pool& pool, EpochSystem<>& system) {
+    pool.root(0).store(reinterpret_cast<std::uint64_t>(system.area()));
+    pm::persist(&pool.root(0), sizeof(std::uint64_t));
+  }
+  // An insert of a payload into `word` (empty), committed: the payload.
+  static Payload* insert(EpochSystem<>& system, std::atomic<std::uint64_t>& word,
+                         std::uint64_t value) {
+    auto* p = system.pnew<Payload>();
+    p->value.store(value);
+    EXPECT_TRUE(system.lin_cas(word, 0, reinterpret_cast<std::uint64_t>(p)));
+    return p;
+  }
   pmds::test::ClwbFlushes clwb_;  // the model, not the host
   pmds::test::TempPath path_{"montage_recovery"};
   pmds::test::TempPath image_{"montage_recovery_image"};
@@ -52,12 +65,9 @@ TEST_F(EpochRecoverySim, ResetsARecentAntiNodeDurablyBeforeItReturns) {
   {
     pm::Pool pool = pm::Pool::create(path_, 4u << 20, kName);
     EpochSystem<> system(pmds::create_new, pool, montage_test::manual_clock());
-    pool.root(0).store(reinterpret_cast<std::uint64_t>(system.area()));
-    pm::persist(&pool.root(0), sizeof(std::uint64_t));
+    name_area(pool, system);
     std::atomic<std::uint64_t> word{0};
-    auto* p = system.pnew<Payload>();
-    p->value.store(1);
-    ASSERT_TRUE(system.lin_cas(word, 0, reinterpret_cast<std::uint64_t>(p)));
+    Payload* p = insert(system, word, 1);
     system.sync();  // p is old enough to survive any later crash
     kept = p;
     // The remove: its anti-node is tagged with the current epoch, and the crash comes before
@@ -78,9 +88,7 @@ TEST_F(EpochRecoverySim, ResetsARecentAntiNodeDurablyBeforeItReturns) {
     // more. Then a crash keeps only what is certainly durable.
     std::thread other([&system] {
       std::atomic<std::uint64_t> word{0};
-      auto* q = system.pnew<Payload>();
-      q->value.store(2);
-      ASSERT_TRUE(system.lin_cas(word, 0, reinterpret_cast<std::uint64_t>(q)));
+      insert(system, word, 2);
       system.sync();
     });
     other.join();
@@ -109,20 +117,17 @@ TEST_F(EpochRecoverySim, SyncReturnsOnlyOnceTheClockItWaitedForIsDurable) {
     {
       pm::Pool pool = pm::Pool::create(path_, 4u << 20, kName);
       EpochSystem<> system(pmds::create_new, pool, montage_test::manual_clock());
-      pool.root(0).store(reinterpret_cast<std::uint64_t>(system.area()));
-      pm::persist(&pool.root(0), sizeof(std::uint64_t));
+      name_area(pool, system);
       std::atomic<std::uint64_t> word{0};
-      auto* p = system.pnew<Payload>();
-      p->value.store(1);
-      ASSERT_TRUE(system.lin_cas(word, 0, reinterpret_cast<std::uint64_t>(p)));
+      Payload* p = insert(system, word, 1);
       kept = p;
-      auto& clock = static_cast<pmds::montage::SystemArea*>(system.area())->epoch;
+      auto& area = *static_cast<pmds::montage::SystemArea*>(system.area());
+      auto& clock = area.epoch;
       const std::uint64_t start = clock.load();
       bool stalled = false;
       // The other advancer, from start + 1: it writes back what the epoch before committed (p
       // and this thread's descriptor, advance()'s for_each_below), then its CAS; its persist
       // after the CAS never comes.
-      auto& area = *static_cast<pmds::montage::SystemArea*>(system.area());
       sim::set_crash_handler(sim::event_count() + event, [&] {
         if (clock.load() != start + 1) return;
         pm::persist(p, sizeof(Payload));
