@@ -155,9 +155,7 @@ int run_mutation_command(const crashtest::Options& o,
       if (o.quiet) return;
       std::fprintf(stderr, "%-24s %-13s %-62s %s after %llu crashes, %.1f s\n", e->name.data(),
                    mode_name(m.mutant.mode), m.site.location.c_str(), verdict_of(m),
-                   static_cast<unsigned long long>(
-                       m.caught && m.killed_by_test.empty() ? m.first_violation_crash : m.crashes),
-                   m.seconds);
+                   static_cast<unsigned long long>(crashes_run(m)), m.seconds);
     };
     // The sim test programs a site may name (killing_test): the build's test/, beside bin/.
     const MutationResult r =

@@ -297,6 +297,12 @@ inline const char* verdict_of(const MutantResult& m) {
                                      : "SURVIVED";
 }
 
+// The crashes a mutant's line reports: up to the first violation when the lab caught it, else
+// the whole budget it ran (a survivor, or one a sim test killed).
+inline std::uint64_t crashes_run(const MutantResult& m) {
+  return m.caught && m.killed_by_test.empty() ? m.first_violation_crash : m.crashes;
+}
+
 inline const char* mode_name(pm::sim::MutationMode m) {
   return m == pm::sim::MutationMode::skip ? "skip" : "drop-flushes";
 }
@@ -322,9 +328,7 @@ inline std::string mutation_table(const MutationResult& r) {
                   m.site.location.c_str(), m.site.kind.c_str(),
                   static_cast<unsigned long long>(m.site.workload),
                   static_cast<unsigned long long>(m.site.recovery), mode_name(m.mutant.mode),
-                  verdict_of(m),
-                  static_cast<unsigned long long>(
-                      m.caught && m.killed_by_test.empty() ? m.first_violation_crash : m.crashes),
+                  verdict_of(m), static_cast<unsigned long long>(crashes_run(m)),
                   m.planned_rerun ? "yes" : "");
     s += line;
   }
