@@ -204,8 +204,10 @@ inline bool test_kills(const std::string& test, const pm::sim::Mutant& mutant,
     if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) == 124) return -1;
     return WEXITSTATUS(status);
   };
+  // 1 is GoogleTest's status for a failed test; the program refuses a mutant text it cannot
+  // read with 2 (test/support/sim_mutants_from_environment.cpp), which kills nothing.
   const int mutated = run(mutant_text(mutant));
-  return mutated > 0 && run("") == 0;
+  return mutated == 1 && run("") == 0;
 }
 
 // `o.crashes` is the budget of each mutant; `census_crashes` that of the unmutated run.
