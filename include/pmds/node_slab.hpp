@@ -12,7 +12,8 @@
 // takes a new chunk. So blocks that one thread frees and another allocates are reused, not leaked.
 // Every chunk goes back to the C++ heap when the slab is destroyed; blocks are not returned one
 // by one. Chunks start at 16 KiB and double up to 2 MiB; those of 2 MiB are aligned to 2 MiB and
-// advised for transparent huge pages (madvise), so a large set's random reads miss the TLB less.
+// advised for transparent huge pages (huge_pages.hpp), so a large set's random reads miss the TLB
+// less.
 //
 // Why not malloc: glibc's malloc hands a 32-byte node a 48-byte block with its header in the
 // block before it, so one node in four straddles two lines, and malloc and free write into
@@ -41,8 +42,7 @@
 #include <utility>
 #include <vector>
 
-#include <sys/mman.h>
-
+#include "pmds/huge_pages.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/thread_registry.hpp"
 
@@ -90,10 +90,10 @@ class NodeSlab {
  private:
   static constexpr std::size_t batch_blocks = 64;
   static constexpr std::size_t first_chunk_bytes = std::size_t{16} << 10;
-  static constexpr std::size_t huge_page_bytes = std::size_t{2} << 20;
 
   struct FreeChunk {
-    void operator()(std::byte* p) const { std::free(p); }
+    std::size_t bytes;
+    void operator()(std::byte* p) const { free_chunk(p, bytes); }
   };
   using Chunk = std::unique_ptr<std::byte, FreeChunk>;
 
@@ -126,13 +126,10 @@ class NodeSlab {
       return;
     }
     const std::size_t bytes = next_chunk_bytes_;
-    const std::size_t alignment = bytes >= huge_page_bytes ? huge_page_bytes : block_alignment;
-    Chunk chunk(static_cast<std::byte*>(std::aligned_alloc(alignment, bytes)));
+    Chunk chunk(static_cast<std::byte*>(allocate_chunk(bytes, block_alignment)), FreeChunk{bytes});
     if (chunk == nullptr) throw std::bad_alloc();
     std::byte* p = chunk.get();
     chunks_.push_back(std::move(chunk));  // (were this to throw, chunk frees the block)
-    // A hint only: where transparent huge pages are off or refused, the chunk still works.
-    if (bytes >= huge_page_bytes) ::madvise(p, bytes, MADV_HUGEPAGE);
     reserved_ += bytes;
     next_chunk_bytes_ = std::min(bytes * 2, huge_page_bytes);
     th.next = p;

@@ -9,17 +9,20 @@
 #include <cstdlib>
 #include <optional>
 
+#include "pmds/huge_pages.hpp"
 #include "pmds/registry/descriptor.hpp"
 
 namespace pmds::bench {
 
-// Bytes the process's allocator has handed out (all arenas, plus mmapped blocks): the DRAM a
+// Bytes the process's allocator has handed out (all arenas, plus mmapped blocks) and pmds's
+// huge-page chunks (huge_pages.hpp: mapped outside the allocator): the DRAM a
 // structure uses is a difference of two readings. nullopt when the statistics do not follow
 // allocations (a sanitizer's allocator replaces malloc): checked once with a 4 MiB block.
 inline std::optional<std::uint64_t> dram_in_use() {
   const auto reading = [] {
     const struct mallinfo2 m = mallinfo2();
-    return static_cast<std::uint64_t>(m.uordblks) + static_cast<std::uint64_t>(m.hblkhd);
+    return static_cast<std::uint64_t>(m.uordblks) + static_cast<std::uint64_t>(m.hblkhd) +
+           mapped_chunk_bytes().load(std::memory_order_relaxed);
   };
   static const bool statistics_work = [&] {
     constexpr std::size_t probe = 4u << 20;
