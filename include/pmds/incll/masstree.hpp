@@ -64,6 +64,7 @@
 
 #include "pmds/backoff.hpp"
 #include "pmds/error.hpp"
+#include "pmds/huge_pages.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/range.hpp"
@@ -274,10 +275,12 @@ struct alignas(64) Border : Node {
   LayerKey low() const {
     return {low_slice.load(std::memory_order_relaxed), low_class.load(std::memory_order_relaxed)};
   }
+  // (The suffix is read only for a key that has one: for the others its line is not touched.)
   Entry entry(int slot) const {
-    return {kind[slot].load(std::memory_order_acquire), slice[slot].load(std::memory_order_acquire),
+    const std::uint8_t k = kind[slot].load(std::memory_order_acquire);
+    return {k, slice[slot].load(std::memory_order_acquire),
             value(slot).load(std::memory_order_acquire),
-            suffix[slot].load(std::memory_order_acquire)};
+            k == has_suffix ? suffix[slot].load(std::memory_order_acquire) : nullptr};
   }
   void set_entry(int slot, const Entry& e, std::memory_order o = std::memory_order_release) {
     kind[slot].store(e.kind, o);
@@ -392,7 +395,9 @@ inline std::size_t node_bytes(const Node* n) {
 // destroyed, and the durable modes' nodes lie side by side in the pool's chunks, so the twin
 // every InCLL figure compares against gets the same dense placement. (With aligned operator new
 // per node, the heap's headers and padding spread the nodes out and the twin ran reads up to a
-// fifth slower than the durable tree over the pool.)
+// fifth slower than the durable tree over the pool.) The arena's chunks are advised for huge
+// pages (huge_pages.hpp): a descent visits six or seven nodes at random addresses, and on 4 KiB
+// pages most of those visits missed the TLB.
 class TransientMemory {
  public:
   static constexpr bool owns_nodes = true;  // the tree's destructor walks its nodes
@@ -429,7 +434,8 @@ class TransientMemory {
  private:
   pm::atomic<std::uint64_t> root_{0};
   std::mutex arena_lock_;
-  std::pmr::monotonic_buffer_resource arena_{std::size_t{1} << 16};
+  pmds::HugePageResource chunks_;
+  std::pmr::monotonic_buffer_resource arena_{std::size_t{1} << 16, &chunks_};
 };
 
 // The tree, over the value form: 8-byte value words (StringValues = false) or byte strings
