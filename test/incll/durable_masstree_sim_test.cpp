@@ -21,6 +21,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "pmds/incll/durable_masstree.hpp"
@@ -410,6 +411,59 @@ TEST(ByteStringBlockLists, ALazyRecoveryRecordsTheFailedEpochDurablyBeforeOperat
     }
     std::filesystem::remove(path.str());
   }
+}
+
+// A lazy open of a byte-string tree mends a lower layer's parent links when an operation first
+// reaches the layer (check_before_recovery), on that operation's thread, which may be a reader
+// that writes nothing else and never fences again; the epoch may then move on another thread,
+// whose fence does not complete the reader's write-backs (Px86: a flush takes effect at its own
+// thread's next fence). The mended links must be durable before that thread goes on: were they
+// not, the epoch would move past them, and a crash would leave borders naming parents that no
+// longer hold them (the header's "Parent links") with no failed epoch left to mend them. Here the
+// lower layer (keys sharing their first 8 bytes) has interior splits in the failed epoch, a
+// reader on its own thread reaches it, the main thread syncs, and a crash keeps only what is
+// certainly durable: the eager recovery must find every link right.
+template <class T>
+class ByteStringParentLinks : public ::testing::Test {};
+using StringModes =
+    ::testing::Types<pmds::incll::InCLLStringMasstree<>, pmds::incll::LoggingStringMasstree<>>;
+TYPED_TEST_SUITE(ByteStringParentLinks, StringModes);
+
+TYPED_TEST(ByteStringParentLinks, ThoseALazyLayerRecoveryMendedAreDurableBeforeItsThreadGoesOn) {
+  using Tree = TypeParam;
+  const pmds::test::ClwbFlushes clwb;  // the model, not the host
+  pmds::test::TempPath path{"masstree-bytes-layer-links"};
+  std::mt19937_64 rng(5);
+  const auto layer_key = [&rng] {  // one 8-byte prefix: every key in the same lower layer
+    std::string key = "prefix00";
+    for (int i = 0; i < 8; ++i) key.push_back(static_cast<char>('a' + rng() % 26));
+    return key;
+  };
+  StringModel at_sync;
+  {
+    pm::Pool pool = pm::Pool::create(path.str(), kPoolSize, Tree::name);
+    std::optional<Tree> tree(std::in_place, pmds::create_new, pool, options(false));
+    for (int i = 0; i < 2'000; ++i) tree->insert(layer_key(), "v");
+    tree->sync();
+    at_sync = string_contents(*tree);
+    for (int i = 0; i < 2'000; ++i) tree->insert(layer_key(), "w");  // the failed epoch
+    ASSERT_NO_FATAL_FAILURE(crash_now(tree, pool, path.str(), sim::ImageKind::maximum));
+  }
+  {
+    pm::Pool pool = pm::Pool::open(path.str(), Tree::name);
+    std::optional<Tree> tree(std::in_place, pmds::open_existing, pool, options(true));
+    const std::size_t at_open = tree->parent_links_mended();
+    std::thread reader([&] { EXPECT_TRUE(tree->get(at_sync.begin()->first).has_value()); });
+    reader.join();
+    ASSERT_GT(tree->parent_links_mended(), at_open)
+        << "the reader mended no link of the lower layer: a vacuous test";
+    tree->sync();  // the epoch moves, on this thread
+    ASSERT_NO_FATAL_FAILURE(crash_now(tree, pool, path.str(), sim::ImageKind::minimum));
+  }
+  pm::Pool pool = pm::Pool::open(path.str(), Tree::name);
+  const Tree tree(pmds::open_existing, pool, options(false));
+  EXPECT_EQ(string_contents(tree), at_sync);
+  EXPECT_EQ(tree.parent_links_mended(), 0u);
 }
 
 }  // namespace

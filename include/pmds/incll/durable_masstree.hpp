@@ -643,7 +643,12 @@ class DurableMasstree : public durable_detail::TreeOf<M, Faults, ByteStrings> {
       throw;
     }
     mend(s.layers);
-    pm::fence();  // the mended links before an operation can reach the layer
+    // The mended links before an operation can reach the layer, and before this thread goes on:
+    // a reader writes nothing else and may never fence again, and another thread's fence at the
+    // boundary does not complete this thread's write-backs.
+    // Mutant killed by test: durable_masstree_sim_test
+    // ByteStringParentLinks/*.ThoseALazyLayerRecoveryMendedAreDurableBeforeItsThreadGoesOn
+    pm::fence();
     for (const BorderAt& l : s.layers.borders) {
       s.lower.emplace(l.node, l);
       if constexpr (Faults::planted != Fault::sweep_skips_lower_layers) s.pending.push_back(l);
