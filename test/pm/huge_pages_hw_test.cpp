@@ -7,6 +7,8 @@
 #include <cstring>
 #include <memory_resource>
 
+#include <unistd.h>
+
 #include "pmds/huge_pages.hpp"
 
 namespace {
@@ -23,7 +25,7 @@ bool aligned(const void* p, std::size_t alignment) {
 TEST(HugePages, ALargeChunkIsHugePageAlignedUsableAndCountedInWholePagesUntilFreed) {
   const std::size_t before = mapped_chunk_bytes().load();
   const std::size_t asked = 3 * (huge_page_bytes / 2) + 100;  // 1.5 huge pages and a bit
-  const std::size_t page = 4096;
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   void* p = allocate_chunk(asked, 64);
   ASSERT_NE(p, nullptr);
   EXPECT_TRUE(aligned(p, huge_page_bytes));
