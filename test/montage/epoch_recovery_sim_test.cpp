@@ -149,4 +149,59 @@ TEST_F(EpochRecoverySim, SyncReturnsOnlyOnceTheClockItWaitedForIsDurable) {
   EXPECT_GT(stalled_runs, 0) << "no run stalled an advance inside sync(): a vacuous test";
 }
 
+// An advance persists the clock before its CAS (nbMontage §3.6 as epoch_system.hpp's advance()
+// does it), so that a crash finds the clock at most one advance behind the epoch a thread read:
+// each advance's own persist after its CAS may be stalled, but then the next advance's persist
+// before its CAS writes the stalled one back. Here two advances stall after their CAS: the
+// first is another advancer's (its CAS done by hand, from e to e+1), the second this thread's
+// advance() (e+1 to e+2), with a crash at its persist after the CAS. An insert committed in
+// epoch e-1 is within nbMontage's bound (Theorem 2: epochs <= e+2-2 survive); were the clock
+// found at e, recovery, which keeps the epochs up to two before the clock it finds, would drop
+// it. The lab's workloads run one advancer, so no two advances are ever stalled at once there.
+TEST_F(EpochRecoverySim, TwoStalledAdvancesLeaveTheClockAtMostOneBehind) {
+  int stalled_runs = 0;
+  for (std::uint64_t event = 1; event <= 40; ++event) {
+    SCOPED_TRACE("handler at advance()'s event " + std::to_string(event));
+    const Block* kept = nullptr;
+    std::uint64_t e = 0;
+    std::filesystem::remove(path_.str());
+    {
+      pm::Pool pool = pm::Pool::create(path_, 4u << 20, kName);
+      EpochSystem<> system(pmds::create_new, pool, montage_test::manual_clock());
+      name_area(pool, system);
+      auto& clock = static_cast<pmds::montage::SystemArea*>(system.area())->epoch;
+      std::atomic<std::uint64_t> first{0}, second{0};
+      kept = insert(system, first, 1);  // committed in e-1
+      ASSERT_TRUE(system.advance());
+      e = clock.load();
+      insert(system, second, 2);  // committed in e: the next advances may move the clock
+      // The other advancer: nothing of e-1 left to write back (this thread's insert in e did
+      // it), its persist of e before its CAS already done by the advance above; its CAS, then
+      // its persist after the CAS never comes.
+      std::uint64_t expected = e;
+      ASSERT_TRUE(clock.compare_exchange_strong(expected, e + 1));
+      bool stalled = false;
+      sim::set_crash_handler(sim::event_count() + event, [&] {
+        if (clock.load() != e + 2) return;  // this advance's CAS not done yet
+        stalled = true;
+        pmds::test::write_crash_image(sim::snapshot(), pool.base(), image_,
+                                      sim::ImageKind::minimum);
+      });
+      ASSERT_TRUE(system.advance());
+      sim::clear_crash_handler();
+      if (!stalled) continue;  // not the window: this advance's persist after its CAS
+      ++stalled_runs;
+    }
+    pm::Pool pool = pm::Pool::open(image_, kName);
+    EpochSystem<> system(pmds::open_existing, pool, reinterpret_cast<void*>(pool.root(0).load()),
+                         montage_test::manual_clock());
+    const auto recovered = system.recover();
+    EXPECT_GE(recovered.stats.crash_epoch, e + 1)
+        << "recovery found the clock two advances behind the " << e + 2 << " of the crash";
+    ASSERT_EQ(recovered.payloads.size(), 1u) << "the insert committed in epoch e-1 was lost";
+    EXPECT_EQ(recovered.payloads[0], kept);
+  }
+  EXPECT_EQ(stalled_runs, 1) << "the crash did not come once right after the advance's CAS";
+}
+
 }  // namespace
