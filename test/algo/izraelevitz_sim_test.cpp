@@ -5,15 +5,17 @@
 // (b) link not fenced, (c) contents not flushed loses or corrupts the last insert in that
 // image. A deterministic check that the policy persists what the transform says and that the
 // crash lab's fixtures are real bugs under the model; the crash lab explores the rest. And the
-// persists of the two unlinking CASes, which the crash lab's mutation run does not catch at its
-// budget (their window needs a retired node's slot reused before any thread reads the
-// predecessor's link again): each, removed, corrupts the image deterministically.
+// persists of the two unlinking CASes, under Izraelevitz's policy and FliT's, which the crash
+// lab's mutation run does not catch at its budget (their window needs a retired node's slot
+// reused before any thread reads the predecessor's link again): each, removed, corrupts the
+// image deterministically.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "algo/algo_test_support.hpp"
 #include "pmds/algo/harris_michael_list.hpp"
@@ -110,17 +112,19 @@ std::uint32_t list_line_of(std::string_view text) {
 constexpr std::string_view remove_unlink = "if (pos.prev->compare_exchange(expected, next_word))";
 constexpr std::string_view find_unlink = "if (!prev->compare_exchange(expected, successor))";
 
-// While it lives, the persistence site at the line holding `text` is skipped (none: empty).
+// While it lives, the persistence site at the line holding `text` is skipped too (none: empty),
+// besides the mutants in force (PMDS_SIM_MUTANTS's, which `pmds crashtest --mutate` sets).
 struct SkippedSite {
-  explicit SkippedSite(std::string_view text) {
+  explicit SkippedSite(std::string_view text) : saved(pm::sim::mutants()) {
+    std::vector<pm::sim::Mutant> mutants = saved;
     if (!text.empty())
-      pm::sim::set_mutants({{pm::sim::MutationMode::skip, "pmds/algo/harris_michael_list.hpp",
-                             list_line_of(text), 0}});
+      mutants.push_back({pm::sim::MutationMode::skip, "pmds/algo/harris_michael_list.hpp",
+                         list_line_of(text), 0});
+    pm::sim::set_mutants(std::move(mutants));
   }
-  ~SkippedSite() { pm::sim::set_mutants({}); }
+  ~SkippedSite() { pm::sim::set_mutants(saved); }
+  const std::vector<pm::sim::Mutant> saved;
 };
-
-using List = HarrisMichaelList<izraelevitz>;
 
 // The minimum crash image (only what is certainly durable) of the pool at pool_path, now.
 void write_minimum_image(const TempPath& pool_path, const TempPath& image_path) {
@@ -131,12 +135,14 @@ void write_minimum_image(const TempPath& pool_path, const TempPath& image_path) 
 
 // Frees the slots retired so far and inserts 10, which takes the last one freed and links it at
 // the head without reading any link past the first node; then writes the minimum crash image.
+template <class List>
 void reuse_a_slot_and_crash(List& list, const TempPath& pool_path, const TempPath& image_path) {
   list.drain();
   EXPECT_TRUE(list.insert(10, value_of(10)));
   write_minimum_image(pool_path, image_path);
 }
 
+template <class List>
 std::map<Key, Value> recovered(const TempPath& image_path) {
   auto pool = pm::Pool::open(image_path.str(), "algo/list");
   List list(open_existing, pool);
@@ -145,11 +151,12 @@ std::map<Key, Value> recovered(const TempPath& image_path) {
 
 // With no site skipped, the image recovers to the four left and 10; with one, recovery meets
 // the cycle.
+template <class List>
 void expect_recovered(const TempPath& image_path, std::string_view skipped) {
   if (skipped.empty()) {
-    EXPECT_EQ(recovered(image_path), keys_of({10, 20, 30, 40, 50}));
+    EXPECT_EQ(recovered<List>(image_path), keys_of({10, 20, 30, 40, 50}));
   } else {
-    EXPECT_THROW(recovered(image_path), pmds::PoolCorrupt)
+    EXPECT_THROW(recovered<List>(image_path), pmds::PoolCorrupt)
         << "50's link, not durable, still leads into the slot insert(10) took: a cycle";
   }
 }
@@ -157,12 +164,14 @@ void expect_recovered(const TempPath& image_path, std::string_view skipped) {
 // 20, 30, 40, 50, 60 inserted and made durable. A line holds two slots, taken in insertion
 // order: 50 shares its line with 40, which insert(10) does not read (it stops at 20), and 60's
 // slot is a line further, so nothing written to it later writes 50's link back.
+template <class List>
 void insert_five(List& list) {
   for (Key k : {50, 40, 20, 30, 60}) EXPECT_TRUE(list.insert(k, value_of(k)));
   pm::sim::mark_all_durable();
 }
 
 // The five, then remove(60) with the site at `skipped` skipped, then a slot reused.
+template <class List>
 void remove_sixty(const TempPath& pool_path, const TempPath& image_path, std::string_view skipped) {
   auto pool = pm::Pool::create(pool_path.str(), 8u << 20, "algo/list");
   List list(create_new, pool);
@@ -174,25 +183,32 @@ void remove_sixty(const TempPath& pool_path, const TempPath& image_path, std::st
   reuse_a_slot_and_crash(list, pool_path, image_path);
 }
 
+// The unlinking CASes' persists are the same sites under both policies that persist them.
+template <class List>
+class UnlinkSim : public ::testing::Test {};
+using PersistingPolicies =
+    ::testing::Types<HarrisMichaelList<izraelevitz>, HarrisMichaelList<flit>>;
+TYPED_TEST_SUITE(UnlinkSim, PersistingPolicies);
+
 // remove's unlinking CAS: the mark is durable, and the node unlinked and retired at once.
-TEST(IzraelevitzSim, RemovesUnlinkNotPersistedCorruptsTheImageOnceTheSlotIsReused) {
+TYPED_TEST(UnlinkSim, RemovesUnlinkNotPersistedCorruptsTheImageOnceTheSlotIsReused) {
   for (const std::string_view skipped : {std::string_view{}, remove_unlink}) {
     TempPath pool_path("sim-unlink"), image_path("sim-unlink-image");
-    remove_sixty(pool_path, image_path, skipped);
-    expect_recovered(image_path, skipped);
+    remove_sixty<TypeParam>(pool_path, image_path, skipped);
+    expect_recovered<TypeParam>(image_path, skipped);
   }
 }
 
 // find()'s unlinking CAS. A marked node left linked: recovered from a crash after remove(60)'s
 // mark was durable and before its unlink was (recovery keeps marked nodes). The next find() that
 // passes it unlinks and retires it: remove(60) again, which answers false.
-TEST(IzraelevitzSim, FindsUnlinkNotPersistedCorruptsTheImageOnceTheSlotIsReused) {
+TYPED_TEST(UnlinkSim, FindsUnlinkNotPersistedCorruptsTheImageOnceTheSlotIsReused) {
   for (const std::string_view skipped : {std::string_view{}, find_unlink}) {
     TempPath pool_path("sim-unlink"), marked_path("sim-unlink-marked"),
         image_path("sim-unlink-image");
     {
       auto pool = pm::Pool::create(pool_path.str(), 8u << 20, "algo/list");
-      List list(create_new, pool);
+      TypeParam list(create_new, pool);
       insert_five(list);
       SkippedSite skip(remove_unlink);
       EXPECT_TRUE(list.remove(60));
@@ -200,7 +216,7 @@ TEST(IzraelevitzSim, FindsUnlinkNotPersistedCorruptsTheImageOnceTheSlotIsReused)
     }
     {
       auto pool = pm::Pool::open(marked_path.str(), "algo/list");
-      List list(open_existing, pool);
+      TypeParam list(open_existing, pool);
       pm::sim::mark_all_durable();
       {
         SkippedSite skip(skipped);
@@ -208,7 +224,7 @@ TEST(IzraelevitzSim, FindsUnlinkNotPersistedCorruptsTheImageOnceTheSlotIsReused)
       }
       reuse_a_slot_and_crash(list, marked_path, image_path);
     }
-    expect_recovered(image_path, skipped);
+    expect_recovered<TypeParam>(image_path, skipped);
   }
 }
 

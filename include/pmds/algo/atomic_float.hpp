@@ -56,6 +56,8 @@ class AtomicFloat : public AnchoredStructure<P> {
   // Returns the value before. A failed CAS leaves the current bits in `seen`, so each retry
   // multiplies the value another thread just installed: no update is lost.
   double fetch_multiply(double factor) {
+    // Mutant survives: the value read only feeds the CAS on the same word below, which persists
+    // it whether it succeeds or fails, before the call returns.
     std::uint64_t seen = anchor_->bits.load();
     while (!anchor_->bits.compare_exchange(
         seen, std::bit_cast<std::uint64_t>(std::bit_cast<double>(seen) * factor))) {

@@ -52,10 +52,16 @@ class HmBucket {
   static Position find(Memory& mem, Link& head, Key key) {
   retry:
     Link* prev = &head;
+    // Mutant killed by test: flit_sim_test
+    // FlitWindows/*.AnInsertLinkedAfterANewHeadInFlightMakesItDurable (FliT: the head's writer
+    // may not have persisted it yet).
     std::uintptr_t curr_word = prev->load();
     for (;;) {
       Node* curr = pointer_of<Node>(curr_word);
       if (curr == nullptr) return {prev, nullptr, false};
+      // Mutant killed by test: flit_sim_test
+      // FlitWindows/*.AnInsertLinkedAfterAnInsertInFlightMakesItDurable (FliT persists after
+      // this load only, not after the key's, which is immutable).
       // Mutant survives (izraelevitz): a node is one slot within one cache line, and the key
       // load below persists that line again, holding this word or a later one; a marked word
       // leads only to the unlinking CAS, whose persist makes the node unreachable, or a retry.
@@ -65,6 +71,8 @@ class HmBucket {
         // CAS fails if prev's node was itself marked meanwhile (then start again).
         std::uintptr_t expected = curr_word;
         const std::uintptr_t successor = next_word & ~mark_bit;
+        // Mutant killed by test: izraelevitz_sim_test
+        // UnlinkSim/*.FindsUnlinkNotPersistedCorruptsTheImageOnceTheSlotIsReused
         if (!prev->compare_exchange(expected, successor)) goto retry;
         mem.retire(curr);
         curr_word = successor;
@@ -110,6 +118,8 @@ class HmBucket {
       // persists it whether it succeeds or fails, or a retry when it is marked.
       std::uintptr_t next_word = pos.curr->next.load();
       if (is_marked(next_word)) continue;  // another remover won; find() unlinks it
+      // Mutant killed by test: flit_sim_test FlitWindows/*.AGetThatSeesARemovesWriteFindsItDurable
+      // (FliT: a reader that meets the mark after the counter is lowered does not persist it).
       // Mutant survives (izraelevitz): before remove returns, the unlinking CAS below (or, when
       // it fails, the find() that unlinks the node or reads its predecessor's new link) persists
       // a link that leaves the node unreachable in every later image; a reader that meets the
@@ -117,6 +127,8 @@ class HmBucket {
       if (!pos.curr->next.compare_exchange(next_word, next_word | mark_bit)) continue;
       // Logically deleted. Unlink it here, or let a find() do it (and retire it).
       std::uintptr_t expected = word_of(pos.curr);
+      // Mutant killed by test: izraelevitz_sim_test
+      // UnlinkSim/*.RemovesUnlinkNotPersistedCorruptsTheImageOnceTheSlotIsReused
       if (pos.prev->compare_exchange(expected, next_word)) {
         mem.retire(pos.curr);
       } else {
@@ -137,6 +149,8 @@ class HmBucket {
         if (curr_key != key || is_marked(curr->next.load())) return nullptr;
         return curr;
       }
+      // Mutant killed by test: flit_sim_test
+      // FlitWindows/*.AGetThatFindsAnInsertInFlightMakesItDurable
       curr = pointer_of<Node>(curr->next.load());
     }
     return nullptr;

@@ -62,15 +62,20 @@ class MichaelScottQueue : public AnchoredStructure<P> {
     node->next.init(0);
     mem_.publish(node, sizeof(Node));  // contents durable before the link
     for (;;) {
+      // Mutant survives: the tail is a hint. It names a node whose link CAS persisted before the
+      // tail moved to it, operations help a lagging tail, and recovery keeps a tail only where its
+      // walk from the head reaches it (the last node otherwise).
       std::uintptr_t tail = anchor_->tail.load();
       Node* last = pointer_of<Node>(tail);
       std::uintptr_t next = last->next.load();
       if (next == 0) {
         if (last->next.compare_exchange(next, word_of(node), Access::link)) {
+          // Mutant survives: the tail is a hint, which recovery resets when its walk misses it.
           anchor_->tail.compare_exchange(tail, word_of(node));  // may fail: someone helped
           return;
         }
       } else {
+        // Mutant survives: the tail is a hint, which recovery resets when its walk misses it.
         anchor_->tail.compare_exchange(tail, next);  // help a lagging tail
       }
     }
@@ -80,11 +85,17 @@ class MichaelScottQueue : public AnchoredStructure<P> {
     auto guard = mem_.pin();
     for (;;) {
       std::uintptr_t head = anchor_->head.load();
+      // Mutant survives: the tail is a hint (recovery resets it when its walk misses it); no
+      // answer depends on it.
       std::uintptr_t tail = anchor_->tail.load();
       Node* first = pointer_of<Node>(head);
+      // Mutant survives: a link only goes from 0 (durable since publish) to a node, and a node
+      // read here is returned only after the head CAS, which persists a link to that very node
+      // (its contents durable since publish): it is then the dummy, whatever became of this link.
       const std::uintptr_t next = first->next.load();
       if (next == 0) return std::nullopt;
       if (head == tail) {  // tail lags behind a node being enqueued: help it first
+        // Mutant survives: the tail is a hint, which recovery resets when its walk misses it.
         anchor_->tail.compare_exchange(tail, next);
         continue;
       }

@@ -219,6 +219,8 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
     s.ancestor = root_;
     s.successor = sentinel_s_;
     s.parent = sentinel_s_;
+    // Mutant killed by test: flit_sim_test
+    // FlitWindows/*.AGetThatFindsTheFirstInsertInFlightMakesItDurable
     std::uintptr_t parent_edge = sentinel_s_->left.load();
     s.leaf = address(parent_edge);
     std::uintptr_t current_edge = s.leaf->left.load();
@@ -245,14 +247,22 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
     const bool go_left = key < s.parent->key.load();
     Link* child = go_left ? &s.parent->left : &s.parent->right;
     Link* sibling = go_left ? &s.parent->right : &s.parent->left;
+    // Mutant survives: the value read only picks the edge that moves up, and the swing below,
+    // whose CAS persists it, moves it: the image that holds the swing holds the removal.
     if (!flagged(child->load())) sibling = child;  // the flagged leaf is on the other side
     // Freeze the edge that moves up (an atomic bit-set, written as a CAS loop).
+    // Mutant survives: the value read feeds the tagging CAS on the same word, which persists it
+    // either way, or, already tagged, the swing, whose CAS persists a link to that very node.
     std::uintptr_t kept = sibling->load();
+    // Mutant survives: the tag only freezes the edge until the swing; an image that lost it
+    // holds the swing (the tagged parent is then unreachable) or not (the durable flag alone
+    // marks the pending delete, and the next cleanup tags again).
     while (!tagged(kept) && !sibling->compare_exchange(kept, kept | tag_bit)) {
     }
     kept |= tag_bit;
     std::uintptr_t expected = word_of(s.successor);
     // The moved edge keeps its flag (a leaf being deleted stays flagged), loses the tag.
+    // Mutant killed by test: flit_sim_test FlitSlotReuse/*.AnUnlinkIsDurableBeforeItsSlotsAreReused
     if (!successor_edge.compare_exchange(expected, (kept & ~tag_bit))) return false;
     retire_removed(key, s.successor, s.parent, address(kept));
     return true;
@@ -268,7 +278,11 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
       mem_.retire(n);
       n = address(on_path);
     }
+    // Mutant survives: the parent's edges are frozen (flagged or tagged) and the parent is
+    // unreachable after the swing; the values read only choose what to retire, which no image
+    // records.
     const Node* left = address(parent->left.load());
+    // Mutant survives: a frozen edge of an unreachable parent, read only to choose what to retire.
     mem_.retire(left == kept ? address(parent->right.load()) : address(parent->left.load()));
     mem_.retire(parent);
   }

@@ -117,6 +117,8 @@ class SkipList : public AnchoredStructure<P> {
     }
   linked:
     // If a remover marked the node, its find() may have run before one of our links above.
+    // Mutant survives: the value read only decides whether find() runs again, whose unlinking
+    // CASes persist what they change; insert's answer does not depend on it.
     if (is_marked(node->next(0).load())) find(key, w);
     release(node);
     return true;
@@ -131,6 +133,8 @@ class SkipList : public AnchoredStructure<P> {
     const int height = static_cast<int>(node->height.load());
     for (int level = height - 1; level >= 1; --level) {
       std::uintptr_t link = node->next(level).load();
+      // Mutant killed by test: flit_sim_test
+      // FlitSkipListWindows.AnUpperLevelsMarkIsDurableBeforeTheMarkBelowIt
       while (!is_marked(link)) node->next(level).compare_exchange(link, link | mark_bit);
     }
     std::uintptr_t link = node->next(0).load();
@@ -223,6 +227,8 @@ class SkipList : public AnchoredStructure<P> {
         if (is_marked(succ_link)) {
           std::uintptr_t expected = word_of(curr);
           const std::uintptr_t succ = succ_link & ~mark_bit;
+          // Mutant killed by test: flit_sim_test
+          // FlitSlotReuse/*.AnUnlinkIsDurableBeforeItsSlotsAreReused
           if (!pred->next(level).compare_exchange(expected, succ)) goto retry;
           curr = pointer_of<Node>(succ);
           continue;
@@ -260,8 +266,12 @@ class SkipList : public AnchoredStructure<P> {
     return nullptr;
   }
 
+  // `owners` is never needed durable: recovery sets it from the node's state (1 for every node it
+  // keeps; it retires the marked ones).
   void release(Node* node) {
+    // Mutant survives: recovery sets `owners` again from the node's state.
     std::uint64_t owners = node->owners.load();
+    // Mutant survives: recovery sets `owners` again from the node's state.
     while (!node->owners.compare_exchange(owners, owners - 1)) {
     }
     if (owners == 1) mem_.retire(node);
@@ -361,7 +371,11 @@ class SkipList : public AnchoredStructure<P> {
       std::swap(below, here);
       here.clear();
     }
+    // Mutant killed by test: flit_sim_test
+    // FlitSkipListWindows.ARecoveredUnlinkIsDurableBeforeItsSlotIsReused
     for (const auto& [link, word] : unlinks) link->store(word);
+    // Mutant survives: a crash that loses these stores leaves `owners` at 2, which the next
+    // recovery resets again.
     for (Node* n : owned) n->owners.store(1);
     levels_.store(levels);
     trace.finish();

@@ -54,6 +54,8 @@ class TreiberStack : public AnchoredStructure<P> {
     auto guard = mem_.pin();
     Node* node = new (mem_.allocate(sizeof(Node))) Node;
     node->value.init(value);
+    // Mutant survives: the value read only feeds the CAS on the top below, which persists the
+    // top whether it succeeds or fails.
     std::uintptr_t top = anchor_->top.load();
     for (;;) {
       node->next.init(top);              // still private: the node is not linked yet
@@ -64,6 +66,9 @@ class TreiberStack : public AnchoredStructure<P> {
 
   std::optional<Value> pop() {
     auto guard = mem_.pin();
+    // Mutant killed by test: flit_sim_test
+    // FlitStackWindows.APopThatFindsTheStackEmptiedByAPopInFlightMakesItDurable (an empty top
+    // is returned with no CAS after it).
     std::uintptr_t top = anchor_->top.load();
     for (;;) {
       Node* node = pointer_of<Node>(top);

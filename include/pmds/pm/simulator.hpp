@@ -149,6 +149,8 @@ void reset_site_counts();
 // Runs this process with these mutants (none: the default). A site matched by several takes
 // the first one's mode.
 void set_mutants(std::vector<Mutant> mutants);
+// The mutants in force (a test that adds its own keeps these: PMDS_SIM_MUTANTS's).
+std::vector<Mutant> mutants();
 
 // --- Introspection. -----------------------------------------------------------------------
 
@@ -365,6 +367,12 @@ inline void reset_site_counts() {
     r.executions = 0;
     r.drains_other_sites = false;
   }
+}
+
+inline std::vector<Mutant> mutants() {
+  detail::State& s = detail::state();
+  detail::Guard g(s);
+  return s.mutants;
 }
 
 inline void set_mutants(std::vector<Mutant> mutants) {
