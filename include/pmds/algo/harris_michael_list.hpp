@@ -52,15 +52,15 @@ class HmBucket {
   static Position find(Memory& mem, Link& head, Key key) {
   retry:
     Link* prev = &head;
-    // Mutant killed by test: flit_sim_test
-    // FlitWindows/*.AnInsertLinkedAfterANewHeadInFlightMakesItDurable (FliT: the head's writer
+    // Mutant killed by test: reader_windows_sim_test
+    // ReaderWindows/*.AnInsertLinkedAfterANewHeadInFlightMakesItDurable (FliT: the head's writer
     // may not have persisted it yet).
     std::uintptr_t curr_word = prev->load();
     for (;;) {
       Node* curr = pointer_of<Node>(curr_word);
       if (curr == nullptr) return {prev, nullptr, false};
-      // Mutant killed by test: flit_sim_test
-      // FlitWindows/*.AnInsertLinkedAfterAnInsertInFlightMakesItDurable (FliT persists after
+      // Mutant killed by test: reader_windows_sim_test
+      // ReaderWindows/*.AnInsertLinkedAfterAnInsertInFlightMakesItDurable (FliT persists after
       // this load only, not after the key's, which is immutable).
       // Mutant survives (izraelevitz): a node is one slot within one cache line, and the key
       // load below persists that line again, holding this word or a later one; a marked word
@@ -118,7 +118,8 @@ class HmBucket {
       // persists it whether it succeeds or fails, or a retry when it is marked.
       std::uintptr_t next_word = pos.curr->next.load();
       if (is_marked(next_word)) continue;  // another remover won; find() unlinks it
-      // Mutant killed by test: flit_sim_test FlitWindows/*.AGetThatSeesARemovesWriteFindsItDurable
+      // Mutant killed by test: reader_windows_sim_test
+      // ReaderWindows/*.AGetThatSeesARemovesWriteFindsItDurable
       // (FliT: a reader that meets the mark after the counter is lowered does not persist it).
       // Mutant survives (izraelevitz): before remove returns, the unlinking CAS below (or, when
       // it fails, the find() that unlinks the node or reads its predecessor's new link) persists
@@ -149,8 +150,8 @@ class HmBucket {
         if (curr_key != key || is_marked(curr->next.load())) return nullptr;
         return curr;
       }
-      // Mutant killed by test: flit_sim_test
-      // FlitWindows/*.AGetThatFindsAnInsertInFlightMakesItDurable
+      // Mutant killed by test: reader_windows_sim_test
+      // ReaderWindows/*.AGetThatFindsAnInsertInFlightMakesItDurable
       curr = pointer_of<Node>(curr->next.load());
     }
     return nullptr;

@@ -219,8 +219,8 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
     s.ancestor = root_;
     s.successor = sentinel_s_;
     s.parent = sentinel_s_;
-    // Mutant killed by test: flit_sim_test
-    // FlitWindows/*.AGetThatFindsTheFirstInsertInFlightMakesItDurable
+    // Mutant killed by test: reader_windows_sim_test
+    // ReaderWindows/*.AGetThatFindsTheFirstInsertInFlightMakesItDurable
     std::uintptr_t parent_edge = sentinel_s_->left.load();
     s.leaf = address(parent_edge);
     std::uintptr_t current_edge = s.leaf->left.load();
@@ -262,7 +262,8 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
     kept |= tag_bit;
     std::uintptr_t expected = word_of(s.successor);
     // The moved edge keeps its flag (a leaf being deleted stays flagged), loses the tag.
-    // Mutant killed by test: flit_sim_test FlitSlotReuse/*.AnUnlinkIsDurableBeforeItsSlotsAreReused
+    // Mutant killed by test: reader_windows_sim_test
+    // SlotReuse/*.AnUnlinkIsDurableBeforeItsSlotsAreReused
     if (!successor_edge.compare_exchange(expected, (kept & ~tag_bit))) return false;
     retire_removed(key, s.successor, s.parent, address(kept));
     return true;

@@ -132,11 +132,17 @@ class SkipList : public AnchoredStructure<P> {
     Node* node = w.succs[0];
     const int height = static_cast<int>(node->height.load());
     for (int level = height - 1; level >= 1; --level) {
+      // Mutant killed by test: reader_windows_sim_test
+      // SkipListWindows/*.ARemoveThatFindsAnUpperLevelMarkedMakesItDurable (three preemptions:
+      // another remove's mark seen here, not persisted, is skipped; the marks below it persist).
       std::uintptr_t link = node->next(level).load();
-      // Mutant killed by test: flit_sim_test
-      // FlitSkipListWindows.AnUpperLevelsMarkIsDurableBeforeTheMarkBelowIt
+      // Mutant killed by test: reader_windows_sim_test
+      // SkipListWindows/*.AnUpperLevelsMarkIsDurableBeforeTheMarkBelowIt
       while (!is_marked(link)) node->next(level).compare_exchange(link, link | mark_bit);
     }
+    // Mutant killed by test: reader_windows_sim_test
+    // SkipListWindows/*.ARemoveThatMeetsAMarkAfterItsSearchMakesItDurable (two preemptions: a
+    // mark made after this remove's search is answered with false, no CAS after it).
     std::uintptr_t link = node->next(0).load();
     for (;;) {
       if (is_marked(link)) return false;  // another remover won: the key left before us
@@ -227,8 +233,8 @@ class SkipList : public AnchoredStructure<P> {
         if (is_marked(succ_link)) {
           std::uintptr_t expected = word_of(curr);
           const std::uintptr_t succ = succ_link & ~mark_bit;
-          // Mutant killed by test: flit_sim_test
-          // FlitSlotReuse/*.AnUnlinkIsDurableBeforeItsSlotsAreReused
+          // Mutant killed by test: reader_windows_sim_test
+          // SlotReuse/*.AnUnlinkIsDurableBeforeItsSlotsAreReused
           if (!pred->next(level).compare_exchange(expected, succ)) goto retry;
           curr = pointer_of<Node>(succ);
           continue;
@@ -371,8 +377,8 @@ class SkipList : public AnchoredStructure<P> {
       std::swap(below, here);
       here.clear();
     }
-    // Mutant killed by test: flit_sim_test
-    // FlitSkipListWindows.ARecoveredUnlinkIsDurableBeforeItsSlotIsReused
+    // Mutant killed by test: reader_windows_sim_test
+    // SkipListWindows/*.ARecoveredUnlinkIsDurableBeforeItsSlotIsReused
     for (const auto& [link, word] : unlinks) link->store(word);
     // Mutant survives: a crash that loses these stores leaves `owners` at 2, which the next
     // recovery resets again.

@@ -66,8 +66,8 @@ class TreiberStack : public AnchoredStructure<P> {
 
   std::optional<Value> pop() {
     auto guard = mem_.pin();
-    // Mutant killed by test: flit_sim_test
-    // FlitStackWindows.APopThatFindsTheStackEmptiedByAPopInFlightMakesItDurable (an empty top
+    // Mutant killed by test: reader_windows_sim_test
+    // StackWindows/*.APopThatFindsTheStackEmptiedByAPopInFlightMakesItDurable (an empty top
     // is returned with no CAS after it).
     std::uintptr_t top = anchor_->top.load();
     for (;;) {
