@@ -141,12 +141,18 @@ class HmBucket {
 
   // The node holding key, unmarked when read, or nullptr. Writes nothing. Caller is pinned.
   static Node* search(Link& head, Key key) {
+    // Mutant killed by test: reader_windows_sim_test
+    // ReaderWindows/*.AGetThatFindsTheFirstInsertInFlightMakesItDurable
     Node* curr = pointer_of<Node>(head.load());
     while (curr != nullptr) {
       // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed
       // the node before its linking CAS.
       const Key curr_key = curr->key.load();
       if (curr_key >= key) {
+        // Mutant killed by test: reader_windows_sim_test
+        // ReaderWindows/*.AGetThatSeesARemoveInFlightMakesItDurable
+        // Mutant survives (izraelevitz): the key load above persisted this node's line, which
+        // holds this word (a node is one slot within one line).
         if (curr_key != key || is_marked(curr->next.load())) return nullptr;
         return curr;
       }

@@ -83,6 +83,8 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
     Node* new_internal = nullptr;
     for (;;) {
       const SeekRecord s = seek(key);
+      // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed
+      // the node before its linking CAS.
       const Key leaf_key = s.leaf->key.load();
       if (leaf_key == key) {
         if (!flagged(s.leaf_edge)) {  // present
@@ -125,9 +127,14 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
     for (;;) {
       const SeekRecord s = seek(key);
       if (victim == nullptr) {  // injection mode
+        // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed
+        // the node before its linking CAS.
         if (s.leaf->key.load() != key) return false;
         Link& child = child_toward(s.parent, key);
         std::uintptr_t expected = word_of(s.leaf);
+        // Mutant survives (izraelevitz): a reader that meets the flag persists it itself, as every
+        // shared load does, and remove returns only after a swing, whose CAS persists the leaf's
+        // removal.
         if (child.compare_exchange(expected, word_of(s.leaf) | flag_bit)) {
           victim = s.leaf;  // linearized: the key is deleted
           if (cleanup(key, s)) return true;
@@ -145,13 +152,19 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
     check_key(key);
     auto guard = mem_.pin();
     const SeekRecord s = seek(key);
+    // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed the
+    // node before its linking CAS.
     return s.leaf->key.load() == key && !flagged(s.leaf_edge);
   }
   std::optional<Value> get(Key key) {
     check_key(key);
     auto guard = mem_.pin();
     const SeekRecord s = seek(key);
+    // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed the
+    // node before its linking CAS.
     if (s.leaf->key.load() != key || flagged(s.leaf_edge)) return std::nullopt;
+    // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed the
+    // node before its linking CAS.
     return s.leaf->value.load();
   }
 
@@ -210,6 +223,8 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
   static bool flagged(std::uintptr_t edge) { return (edge & flag_bit) != 0; }
   static bool tagged(std::uintptr_t edge) { return (edge & tag_bit) != 0; }
 
+  // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed the
+  // node before its linking CAS.
   static Link& child_toward(Node* n, Key key) { return key < n->key.load() ? n->left : n->right; }
 
   // The paper's seek: the access path to key's leaf, with the last untagged edge on it
@@ -223,6 +238,8 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
     // ReaderWindows/*.AGetThatFindsTheFirstInsertInFlightMakesItDurable
     std::uintptr_t parent_edge = sentinel_s_->left.load();
     s.leaf = address(parent_edge);
+    // Mutant killed by test: reader_windows_sim_test
+    // ReaderWindows/*.AnInsertLinkedAfterANewHeadInFlightMakesItDurable
     std::uintptr_t current_edge = s.leaf->left.load();
     Node* current = address(current_edge);
     while (current != nullptr) {
@@ -233,6 +250,10 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
       s.parent = s.leaf;
       s.leaf = current;
       parent_edge = current_edge;
+      // Mutant killed by test: reader_windows_sim_test
+      // ReaderWindows/*.AGetThatFindsAnInsertInFlightMakesItDurable
+      // Mutant survives (izraelevitz): child_toward's load of the node's key persisted the node's
+      // line, which holds this edge (a node is half a line).
       current_edge = child_toward(current, key).load();
       current = address(current_edge);
     }
@@ -244,6 +265,8 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
   // it. True when this call's swing removed the leaf (and it retired what it removed).
   bool cleanup(Key key, const SeekRecord& s) {
     Link& successor_edge = child_toward(s.ancestor, key);
+    // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed the
+    // node before its linking CAS.
     const bool go_left = key < s.parent->key.load();
     Link* child = go_left ? &s.parent->left : &s.parent->right;
     Link* sibling = go_left ? &s.parent->right : &s.parent->left;

@@ -130,6 +130,8 @@ class SkipList : public AnchoredStructure<P> {
     Window w;
     if (!find(key, w)) return false;
     Node* node = w.succs[0];
+    // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed the
+    // node before its linking CAS.
     const int height = static_cast<int>(node->height.load());
     for (int level = height - 1; level >= 1; --level) {
       // Mutant killed by test: reader_windows_sim_test
@@ -146,6 +148,8 @@ class SkipList : public AnchoredStructure<P> {
     std::uintptr_t link = node->next(0).load();
     for (;;) {
       if (is_marked(link)) return false;  // another remover won: the key left before us
+      // Mutant killed by test: reader_windows_sim_test
+      // SkipListWindows/*.ARemoveThatMeetsAMarkAfterItsSearchMakesItDurable
       if (node->next(0).compare_exchange(link, link | mark_bit)) break;
     }
     find(key, w);  // unlinks it at every level
@@ -163,6 +167,8 @@ class SkipList : public AnchoredStructure<P> {
     auto guard = mem_.pin();
     const Node* n = search(key);
     if (n == nullptr) return std::nullopt;
+    // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed the
+    // node before its linking CAS.
     return n->value.load();
   }
 
@@ -227,6 +233,8 @@ class SkipList : public AnchoredStructure<P> {
     Node* pred = head_;
     Key succ_key = 0;
     for (int level = levels_.load(std::memory_order_acquire) - 1; level >= 0; --level) {
+      // Mutant killed by test: reader_windows_sim_test
+      // ReaderWindows/*.AnInsertLinkedAfterANewHeadInFlightMakesItDurable
       Node* curr = pointer_of<Node>(pred->next(level).load());
       while (curr != nullptr) {
         const std::uintptr_t succ_link = curr->next(level).load();
@@ -239,6 +247,8 @@ class SkipList : public AnchoredStructure<P> {
           curr = pointer_of<Node>(succ);
           continue;
         }
+        // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed
+        // the node before its linking CAS.
         succ_key = curr->key.load();
         if (succ_key >= key) break;
         pred = curr;
@@ -255,13 +265,19 @@ class SkipList : public AnchoredStructure<P> {
   Node* search(Key key) {
     Node* pred = head_;
     for (int level = levels_.load(std::memory_order_acquire) - 1; level >= 0; --level) {
+      // Mutant killed by test: reader_windows_sim_test
+      // ReaderWindows/*.AGetThatFindsTheFirstInsertInFlightMakesItDurable
       Node* curr = pointer_of<Node>(pred->next(level).load());
       while (curr != nullptr) {
+        // Mutant killed by test: reader_windows_sim_test
+        // ReaderWindows/*.AGetThatSeesARemoveInFlightMakesItDurable
         const std::uintptr_t succ_link = curr->next(level).load();
         if (is_marked(succ_link)) {
           curr = pointer_of<Node>(succ_link);
           continue;
         }
+        // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed
+        // the node before its linking CAS.
         const Key curr_key = curr->key.load();
         if (curr_key == key) return curr;
         if (curr_key > key) break;

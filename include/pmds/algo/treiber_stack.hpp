@@ -73,8 +73,12 @@ class TreiberStack : public AnchoredStructure<P> {
     for (;;) {
       Node* node = pointer_of<Node>(top);
       if (node == nullptr) return std::nullopt;
+      // Mutant survives (izraelevitz): written before the node was published (Memory::publish
+      // flushed it) and never after.
       const std::uintptr_t next = node->next.load();
       if (anchor_->top.compare_exchange(top, next)) {
+        // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed
+        // the node before its linking CAS.
         const Value value = node->value.load();
         mem_.retire(node);
         return value;
