@@ -237,6 +237,10 @@ class SkipList : public AnchoredStructure<P> {
       // ReaderWindows/*.AnInsertLinkedAfterANewHeadInFlightMakesItDurable
       Node* curr = pointer_of<Node>(pred->next(level).load());
       while (curr != nullptr) {
+        // Mutant survives (izraelevitz): a marked link leads only to the unlinking CAS below,
+        // which persists the node's removal at this level; an unmarked one at levels 0-3 shares
+        // the node's first line with its key, which the key load below persists; one above only
+        // routes this search down to those levels, which decide what it finds and writes.
         const std::uintptr_t succ_link = curr->next(level).load();
         if (is_marked(succ_link)) {
           std::uintptr_t expected = word_of(curr);
