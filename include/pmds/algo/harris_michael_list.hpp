@@ -119,7 +119,7 @@ class HmBucket {
       std::uintptr_t next_word = pos.curr->next.load();
       if (is_marked(next_word)) continue;  // another remover won; find() unlinks it
       // Mutant killed by test: reader_windows_sim_test
-      // ReaderWindows/*.AGetThatSeesARemovesWriteFindsItDurable
+      // ReaderWindows/*.AGetThatSeesARemoveInFlightMakesItDurable
       // (FliT: a reader that meets the mark after the counter is lowered does not persist it).
       // Mutant survives (izraelevitz): before remove returns, the unlinking CAS below (or, when
       // it fails, the find() that unlinks the node or reads its predecessor's new link) persists
