@@ -20,11 +20,13 @@
 #include "algo/algo_test_support.hpp"
 #include "pmds/algo/harris_michael_list.hpp"
 #include "pmds/crashlab/image_file.hpp"
+#include "support/crash_image.hpp"
 
 namespace pmds::algo {
 namespace {
 
 using namespace testing;
+using pmds::test::write_minimum_image;
 
 constexpr Key keys = 16;
 
@@ -126,20 +128,13 @@ struct SkippedSite {
   const std::vector<pm::sim::Mutant> saved;
 };
 
-// The minimum crash image (only what is certainly durable) of the pool at pool_path, now.
-void write_minimum_image(const TempPath& pool_path, const TempPath& image_path) {
-  const pm::sim::Snapshot snap = pm::sim::snapshot(false);
-  crashlab::write_crash_image(snap, snap.choice(pm::sim::ImageKind::minimum), pool_path.str(),
-                              image_path.str());
-}
-
 // Frees the slots retired so far and inserts 10, which takes the last one freed and links it at
 // the head without reading any link past the first node; then writes the minimum crash image.
 template <class List>
 void reuse_a_slot_and_crash(List& list, const TempPath& pool_path, const TempPath& image_path) {
   list.drain();
   EXPECT_TRUE(list.insert(10, value_of(10)));
-  write_minimum_image(pool_path, image_path);
+  write_minimum_image(pool_path.str(), image_path.str());
 }
 
 template <class List>
@@ -212,7 +207,7 @@ TYPED_TEST(UnlinkSim, FindsUnlinkNotPersistedCorruptsTheImageOnceTheSlotIsReused
       insert_five(list);
       SkippedSite skip(remove_unlink);
       EXPECT_TRUE(list.remove(60));
-      write_minimum_image(pool_path, marked_path);
+      write_minimum_image(pool_path.str(), marked_path.str());
     }
     {
       auto pool = pm::Pool::open(marked_path.str(), "algo/list");

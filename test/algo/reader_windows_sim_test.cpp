@@ -30,13 +30,13 @@
 #include "pmds/algo/natarajan_mittal_bst.hpp"
 #include "pmds/algo/skip_list.hpp"
 #include "pmds/algo/treiber_stack.hpp"
-#include "pmds/crashlab/image_file.hpp"
 #include "support/crash_image.hpp"
 
 namespace pmds::algo {
 namespace {
 
 using namespace testing;
+using pmds::test::write_minimum_image;
 
 // Where a thread stops: before its `before_access`-th access to the access layer, or after its
 // `after_writes`-th write (a CAS on a word of the pool), before that write's persist or at its
@@ -196,13 +196,6 @@ struct Schedule {
   bool reader_first = false;
   Plan reader_then = {};
 };
-
-// The minimum crash image (only what is certainly durable) of the pool at `pool_path`, now.
-void write_minimum_image(const std::string& pool_path, const std::string& image_path) {
-  const pm::sim::Snapshot snap = pm::sim::snapshot(false);
-  crashlab::write_crash_image(snap, snap.choice(pm::sim::ImageKind::minimum), pool_path,
-                              image_path);
-}
 
 // The contents an S in the pool at `path` recovers to.
 template <class S>

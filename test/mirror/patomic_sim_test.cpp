@@ -12,8 +12,8 @@
 
 #include "algo/algo_test_support.hpp"
 #include "pmds/algo/harris_michael_list.hpp"
-#include "pmds/crashlab/image_file.hpp"
 #include "pmds/mirror/policy.hpp"
+#include "support/crash_image.hpp"
 
 namespace pmds::mirror {
 namespace {
@@ -24,9 +24,7 @@ using Mirror = MirrorPolicy<>;
 // The {value, sequence} of the pool word at `pool_address` in the minimum crash image of now.
 pm::WordPair durable_words(const pm::Pool& pool, const void* pool_address,
                            const std::string& pool_path, const std::string& image_path) {
-  const pm::sim::Snapshot snap = pm::sim::snapshot(false);
-  crashlab::write_crash_image(snap, snap.choice(pm::sim::ImageKind::minimum), pool_path,
-                              image_path);
+  pmds::test::write_minimum_image(pool_path, image_path);
   std::ifstream f(image_path, std::ios::binary);
   f.seekg(static_cast<std::streamoff>(static_cast<const char*>(pool_address) -
                                       static_cast<const char*>(pool.base())));
@@ -82,9 +80,7 @@ TEST(MirrorSim, AListRecoversEveryCompletedInsertFromTheMinimumImage) {
     }
     ASSERT_TRUE(list.remove(7));
     inserted.erase(7);
-    const pm::sim::Snapshot snap = pm::sim::snapshot(false);
-    crashlab::write_crash_image(snap, snap.choice(pm::sim::ImageKind::minimum), pool_path.str(),
-                                image_path.str());
+    pmds::test::write_minimum_image(pool_path.str(), image_path.str());
   }
   auto pool = pm::Pool::open(image_path.str(), "algo/list");
   EXPECT_FALSE(pool.was_clean_shutdown());

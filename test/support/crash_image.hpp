@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "pmds/crashlab/image_file.hpp"
 #include "pmds/pm/simulator.hpp"
 
 namespace pmds::test {
@@ -49,6 +50,14 @@ inline void write_crash_image(const pmds::pm::sim::Snapshot& snap, const void* b
   ASSERT_NE(f, nullptr) << path;
   ASSERT_EQ(std::fwrite(image.data(), 1, image.size(), f), image.size()) << path;
   ASSERT_EQ(std::fclose(f), 0) << path;
+}
+
+// Writes the minimum crash image (only what is certainly durable) of now of the pool whose file is
+// `pool_path` (the snapshot's region 0) to a new file `image_path`.
+inline void write_minimum_image(const std::string& pool_path, const std::string& image_path) {
+  const pmds::pm::sim::Snapshot snap = pmds::pm::sim::snapshot(false);
+  pmds::crashlab::write_crash_image(snap, snap.choice(pmds::pm::sim::ImageKind::minimum), pool_path,
+                                    image_path);
 }
 
 }  // namespace pmds::test
