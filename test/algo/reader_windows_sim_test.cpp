@@ -179,7 +179,7 @@ auto contents(const S& s) {
 template <class S>
 struct Window {
   bool stopped;  // both threads stopped as planned (false: one made fewer accesses or writes)
-  bool writer_stopped, reader_stopped;  // each stopped at its first plan
+  bool reader_stopped;  // the reader stopped at its first plan
   std::optional<Value> read;
   bool reader_result;
   decltype(contents(std::declval<const S&>())) recovered;
@@ -239,8 +239,7 @@ Window<S> window(Setup setup, const Schedule& schedule, Write write, Read read, 
     }
     if (!schedule.reader_first || out.reader_stopped) {
       writer = start(writer_role, schedule.writer, write_it);
-      out.writer_stopped = writer_role.state == stopped;
-      if (out.writer_stopped) {
+      if (writer_role.state == stopped) {
         if (schedule.reader_first) {
           resume(reader_role);
           out.stopped = !schedule.reader_then.any() || reader_role.state == stopped;
