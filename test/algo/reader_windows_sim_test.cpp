@@ -30,6 +30,7 @@
 #include "pmds/algo/natarajan_mittal_bst.hpp"
 #include "pmds/algo/skip_list.hpp"
 #include "pmds/algo/treiber_stack.hpp"
+#include "pmds/random_height.hpp"
 #include "support/crash_image.hpp"
 
 namespace pmds::algo {
@@ -573,6 +574,104 @@ TYPED_TEST(SkipListWindows, ARecoveredUnlinkIsDurableBeforeItsSlotIsReused) {
         EXPECT_TRUE(l.insert(5, value_of(5)));
         write_minimum_image(pool_path, image_path);
       });
+}
+
+// An insert whose link at an upper level lost its race (the successor it found there was removed
+// meanwhile) aims its own link at the new successor, by a CAS, before it links the level. That
+// CAS must be durable before the old successor's slot is reused: here nothing reads the link
+// again (above level 3 it is in the node's second line, which the insert's release does not
+// touch, and the later insert of a smaller key stops its search at that level before the node),
+// so without it the minimum image links the node to the old slot, which holds the smaller key.
+TYPED_TEST(SkipListWindows, AnInsertsReaimedUpperLinkIsDurableBeforeTheOldSlotIsReused) {
+  using List = TypeParam;
+  // Every thread here is a fresh one with the smallest free pmds id (this thread holds its own),
+  // whose tower heights are these draws, in order (random_height.hpp). Towers of 5 levels or
+  // more are one in 16: the first 160 draws hold a few.
+  (void)thread_id();
+  constexpr int draws = 160;
+  std::vector<unsigned> height(draws);
+  std::thread([&] {
+    for (auto& h : height) h = random_height<List::max_height>();
+  }).join();
+  const auto burn = [](int n) {
+    for (int i = 0; i < n; ++i) random_height<List::max_height>();
+  };
+  // The setup inserts 2, 4, ..., 320 (heights height[0..159]). P and S: two keys next to each
+  // other at level 4 (towers of 5 levels or more; S's node in the slot size of a 5-level one).
+  // The writer inserts P + 1 with a tower of exactly 5 levels (its draw `five`): S is its
+  // successor at level 4, and its link there is its only word in its second line.
+  auto tall = [&](int from) {
+    int i = from;
+    while (i < draws && height[i] < 5) ++i;
+    return i;
+  };
+  const int p = tall(0), q = tall(p + 1);
+  const int five = static_cast<int>(std::find(height.begin(), height.end(), 5u) - height.begin());
+  ASSERT_LT(q, draws) << "no two towers of 5 levels or more";
+  ASSERT_LE(height[q], 12u) << "S's node is larger than a 5-level one";
+  ASSERT_LT(five, draws) << "no tower of exactly 5 levels";
+  const Key P = 2 * static_cast<Key>(p + 1), S = 2 * static_cast<Key>(q + 1);
+  const Key inserted = P + 1, smaller = P - 1;
+
+  pmds::test::ClwbFlushes clwb;  // the model, not the host
+  TempPath pool_path("reaim"), image_path("reaim-image");
+  std::vector<std::intptr_t> removes_writes, reusers_stores;
+  {
+    auto pool = pm::Pool::create(pool_path.str(), pool_bytes, "algo/window");
+    List map(create_new, pool);
+    std::thread([&] {
+      for (Key k = 2; k <= 2 * draws; k += 2) EXPECT_TRUE(map.insert(k, value_of(k)));
+    }).join();
+    pm::sim::mark_all_durable();
+    window_pool = pool.base();
+    pm::sim::set_schedule_hook(&stop_as_planned);
+    writer_role.record = reader_role.record = true;
+    writer_role.trace.clear();
+    // The writer stopped after its level-0 link, its search done; S removed, at every level.
+    std::thread writer = start(writer_role, after_writes(1, StopWriter::at_its_next_cas), [&] {
+      burn(five);
+      EXPECT_TRUE(map.insert(inserted, value_of(inserted)));
+    });
+    EXPECT_EQ(writer_role.state, stopped);
+    reader_role.trace.clear();
+    std::thread remover = start(reader_role, Plan{}, [&] { EXPECT_TRUE(map.remove(S)); });
+    finish(reader_role, remover);
+    for (const auto& a : reader_role.trace)
+      if (a.write) removes_writes.push_back(a.offset);
+    finish(writer_role, writer);
+    // The smaller key's insert takes S's slot, which its drain freed to the same thread.
+    reader_role.trace.clear();
+    std::thread reuser = start(reader_role, Plan{}, [&] {
+      map.drain();
+      burn(five);
+      EXPECT_TRUE(map.insert(smaller, value_of(smaller)));
+    });
+    finish(reader_role, reuser);
+    for (const auto& a : reader_role.trace)
+      if (a.op == pm::sim::Operation::store) reusers_stores.push_back(a.offset);
+    writer_role.record = reader_role.record = false;
+    pm::sim::set_schedule_hook(nullptr);
+    write_minimum_image(pool_path.str(), image_path.str());
+  }
+  // Not vacuous: the writer re-aimed its level-4 link (a CAS on the last word it initialized,
+  // its node's highest), and the smaller key's node was written over S's links.
+  std::intptr_t last_init = -1;
+  bool reaimed = false;
+  for (const auto& a : writer_role.trace) {
+    if (a.op == pm::sim::Operation::store) last_init = std::max(last_init, a.offset);
+    if (a.write && a.offset == last_init) reaimed = true;
+  }
+  EXPECT_TRUE(reaimed) << "the writer's level-4 link never lost its race";
+  EXPECT_TRUE(std::find_first_of(reusers_stores.begin(), reusers_stores.end(),
+                                 removes_writes.begin(),
+                                 removes_writes.end()) != reusers_stores.end())
+      << "the smaller key's node is not in S's slot";
+  std::map<Key, Value> expected;
+  for (Key k = 2; k <= 2 * draws; k += 2) expected.emplace(k, value_of(k));
+  expected.erase(S);
+  expected.emplace(inserted, value_of(inserted));
+  expected.emplace(smaller, value_of(smaller));
+  EXPECT_EQ(recovered<List>(image_path.str()), expected);
 }
 
 // The stack: a pop that finds it empty after a pop in flight took its last value. (A push's and a
