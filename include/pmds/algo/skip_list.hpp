@@ -145,9 +145,12 @@ class SkipList : public AnchoredStructure<P> {
       // SkipListWindows/*.ARemoveThatFindsAnUpperLevelMarkedMakesItDurable (three preemptions:
       // another remove's mark seen here, not persisted, is skipped; the marks below it persist).
       std::uintptr_t link = node->next(level).load();
+      // Until it is marked, by this CAS or another's: a failed CAS reloads `link`, a successful
+      // one ends the loop (looping on `link` alone would CAS, and persist, a second time).
       // Mutant killed by test: reader_windows_sim_test
       // SkipListWindows/*.AnUpperLevelsMarkIsDurableBeforeTheMarkBelowIt
-      while (!is_marked(link)) node->next(level).compare_exchange(link, link | mark_bit);
+      while (!is_marked(link) && !node->next(level).compare_exchange(link, link | mark_bit)) {
+      }
     }
     // Mutant killed by test: reader_windows_sim_test
     // SkipListWindows/*.ARemoveThatMeetsAMarkAfterItsSearchMakesItDurable (two preemptions: a

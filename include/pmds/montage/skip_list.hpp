@@ -339,7 +339,10 @@ class BasicSkipList {
   static void mark_upper_levels(Node* node) {
     for (int level = node->height - 1; level >= 1; --level) {
       std::uint64_t link = node->link(level).load();
-      while (!marked(link)) node->link(level).compare_exchange_weak(link, link | mark_bit);
+      // Until it is marked, by this CAS or another's: a failed CAS reloads `link`, a successful
+      // one ends the loop (looping on `link` alone would CAS a second time, to fail).
+      while (!marked(link) && !node->link(level).compare_exchange_weak(link, link | mark_bit)) {
+      }
     }
   }
 
