@@ -735,3 +735,29 @@ func TestThePartitionLimitGrowsWithItsOperations(t *testing.T) {
 		t.Errorf("no limit gave %v", got)
 	}
 }
+
+// porcupine caches states by stateHash (then compares them with statesEqual): states that differ
+// in order, in one word, or only in the crash cut should not share a hash.
+func TestStateHashSeparatesNeighbouringStates(t *testing.T) {
+	states := []state{
+		{},
+		{observed: true},
+		{items: []uint64{0}},
+		{items: []uint64{1, 2}},
+		{items: []uint64{2, 1}},
+		{items: []uint64{1, 2}, observed: true},
+		{items: []uint64{1, 3}},
+		{items: []uint64{1 << 63, 2}},
+	}
+	seen := map[uint64]int{}
+	for i, s := range states {
+		h := stateHash(s)
+		if j, ok := seen[h]; ok {
+			t.Errorf("states %v and %v share the hash %#x", states[j], s, h)
+		}
+		seen[h] = i
+		if stateHash(state{items: append([]uint64(nil), s.items...), observed: s.observed}) != h {
+			t.Errorf("equal states %v hash differently", s)
+		}
+	}
+}
