@@ -225,8 +225,10 @@ Window<S> window(Setup setup, const Schedule& schedule, Write write, Read read, 
     auto pool = pm::Pool::create(pool_path.str(), pool_bytes, "algo/window");
     S map(create_new, pool);
     // On a thread of its own: a skip list's tower heights are drawn from the inserting thread's
-    // generator, which a fresh thread (with the same pmds thread id) starts anew, so every window
-    // of a test builds the same structure.
+    // generator, which a fresh thread (with the same pmds thread id: the smallest free one, this
+    // thread holding its own) starts anew, so every window of a test builds the same structure,
+    // whether the test runs alone or after others.
+    (void)thread_id();
     std::thread([&] { setup(map); }).join();
     pm::sim::mark_all_durable();
     window_pool = pool.base();
@@ -353,6 +355,23 @@ TYPED_TEST(ReaderWindows, AnInsertLinkedAfterAnInsertInFlightMakesItDurable) {
       [](const auto& w) {
         EXPECT_EQ(w.recovered.count(30), 1u) << "30 was inserted, then lost";
         EXPECT_EQ(w.recovered.count(5) + w.recovered.count(10), 2u);
+      });
+}
+
+// The same behind a key that a search reaches only by walking its level: in the skip list 5 has
+// a tower of one level and 10-40 of two (the setup thread's heights), so a search for 8 reads
+// 5's link, which the insert of 7 wrote, only as it walks level 0 from 5.
+TYPED_TEST(ReaderWindows, AnInsertLinkedAfterAnInsertInFlightBehindAShortTowerMakesItDurable) {
+  each_window<TypeParam>(
+      holding({10, 20, 30, 40, 5}), StopWriter::before_its_persist,
+      [](TypeParam& m) { EXPECT_TRUE(m.insert(7, value_of(7))); },
+      [](TypeParam& m, auto&) { EXPECT_TRUE(m.insert(8, value_of(8))); },
+      [](const auto& w) {
+        EXPECT_EQ(w.recovered.count(8), 1u) << "8 was inserted, then lost";
+        auto others = w.recovered;  // 7 present or not: its insert is in flight
+        others.erase(7);
+        others.erase(8);
+        EXPECT_EQ(others, keys_of({5, 10, 20, 30, 40}));
       });
 }
 

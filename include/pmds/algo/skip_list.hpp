@@ -247,6 +247,8 @@ class SkipList : public AnchoredStructure<P> {
       // ReaderWindows/*.AnInsertLinkedAfterANewHeadInFlightMakesItDurable
       Node* curr = pointer_of<Node>(pred->next(level).load());
       while (curr != nullptr) {
+        // Mutant killed by test: reader_windows_sim_test
+        // ReaderWindows/*.AnInsertLinkedAfterAnInsertInFlightBehindAShortTowerMakesItDurable
         // Mutant survives (izraelevitz): a marked link leads only to the unlinking CAS below,
         // which persists the node's removal at this level; an unmarked one at levels 0-3 shares
         // the node's first line with its key, which the key load below persists; one above only
