@@ -18,6 +18,7 @@
 #include <deque>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -51,6 +52,13 @@ using AllPolicies =
 
 inline Value value_of(Key k) {
   return k * 0x9E3779B97F4A7C15ull + 7;
+}
+
+// The map holding exactly `keys`, each with its value_of.
+inline std::map<Key, Value> keys_of(std::initializer_list<Key> keys) {
+  std::map<Key, Value> m;
+  for (Key k : keys) m.emplace(k, value_of(k));
+  return m;
 }
 
 // A pool file path removed on destruction (the pool tests' own).

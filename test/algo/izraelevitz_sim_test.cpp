@@ -52,12 +52,6 @@ std::map<Key, Value> recovered_image(pm::sim::ImageKind kind) {
   return contents_of(list);
 }
 
-std::map<Key, Value> keys_of(std::initializer_list<Key> ks) {
-  std::map<Key, Value> m;
-  for (Key k : ks) m.emplace(k, value_of(k));
-  return m;
-}
-
 std::map<Key, Value> all_keys() {
   std::map<Key, Value> m;
   for (Key k = 1; k <= keys; ++k) m.emplace(k, value_of(k));

@@ -317,12 +317,6 @@ auto holding(std::initializer_list<Key> keys) {
   };
 }
 
-std::map<Key, Value> keys_of(std::initializer_list<Key> ks) {
-  std::map<Key, Value> m;
-  for (Key k : ks) m.emplace(k, value_of(k));
-  return m;
-}
-
 template <class S>
 class ReaderWindows : public ::testing::Test {};
 using OrderedMaps = ::testing::Types<HarrisMichaelList<flit>, SkipList<flit>,
