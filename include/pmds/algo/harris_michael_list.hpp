@@ -145,8 +145,6 @@ class HmBucket {
     // ReaderWindows/*.AGetThatFindsTheFirstInsertInFlightMakesItDurable
     Node* curr = pointer_of<Node>(head.load());
     while (curr != nullptr) {
-      // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed
-      // the node before its linking CAS.
       const Key curr_key = curr->key.load();
       if (curr_key >= key) {
         // Mutant killed by test: reader_windows_sim_test
@@ -265,8 +263,6 @@ class HarrisMichaelList : public AnchoredStructure<P> {
     auto guard = mem_.pin();
     const Node* n = Bucket::search(anchor_->head, key);
     if (n == nullptr) return std::nullopt;
-    // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed
-    // the node before its linking CAS.
     return n->value.load();
   }
 

@@ -85,8 +85,6 @@ class MichaelHashTable : public AnchoredStructure<P> {
     auto guard = mem_.pin();
     const Node* n = Bucket::search(bucket_of(key), key);
     if (n == nullptr) return std::nullopt;
-    // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed
-    // the node before its linking CAS.
     return n->value.load();
   }
 

@@ -99,8 +99,6 @@ class MichaelScottQueue : public AnchoredStructure<P> {
         anchor_->tail.compare_exchange(tail, next);
         continue;
       }
-      // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed
-      // the node before its linking CAS.
       const Value value = pointer_of<Node>(next)->value.load();
       if (anchor_->head.compare_exchange(head, next)) {
         mem_.retire(first);

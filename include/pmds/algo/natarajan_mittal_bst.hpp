@@ -83,8 +83,6 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
     Node* new_internal = nullptr;
     for (;;) {
       const SeekRecord s = seek(key);
-      // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed
-      // the node before its linking CAS.
       const Key leaf_key = s.leaf->key.load();
       if (leaf_key == key) {
         if (!flagged(s.leaf_edge)) {  // present
@@ -127,8 +125,6 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
     for (;;) {
       const SeekRecord s = seek(key);
       if (victim == nullptr) {  // injection mode
-        // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed
-        // the node before its linking CAS.
         if (s.leaf->key.load() != key) return false;
         Link& child = child_toward(s.parent, key);
         std::uintptr_t expected = word_of(s.leaf);
@@ -152,19 +148,13 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
     check_key(key);
     auto guard = mem_.pin();
     const SeekRecord s = seek(key);
-    // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed the
-    // node before its linking CAS.
     return s.leaf->key.load() == key && !flagged(s.leaf_edge);
   }
   std::optional<Value> get(Key key) {
     check_key(key);
     auto guard = mem_.pin();
     const SeekRecord s = seek(key);
-    // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed the
-    // node before its linking CAS.
     if (s.leaf->key.load() != key || flagged(s.leaf_edge)) return std::nullopt;
-    // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed the
-    // node before its linking CAS.
     return s.leaf->value.load();
   }
 
@@ -223,8 +213,6 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
   static bool flagged(std::uintptr_t edge) { return (edge & flag_bit) != 0; }
   static bool tagged(std::uintptr_t edge) { return (edge & tag_bit) != 0; }
 
-  // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed the
-  // node before its linking CAS.
   static Link& child_toward(Node* n, Key key) { return key < n->key.load() ? n->left : n->right; }
 
   // The paper's seek: the access path to key's leaf, with the last untagged edge on it
@@ -265,8 +253,6 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
   // it. True when this call's swing removed the leaf (and it retired what it removed).
   bool cleanup(Key key, const SeekRecord& s) {
     Link& successor_edge = child_toward(s.ancestor, key);
-    // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed the
-    // node before its linking CAS.
     const bool go_left = key < s.parent->key.load();
     Link* child = go_left ? &s.parent->left : &s.parent->right;
     Link* sibling = go_left ? &s.parent->right : &s.parent->left;

@@ -21,9 +21,11 @@
 //                     key, a value, a height, an anchor's kind): init(), load(), peek() only
 //                     (concept ImmutableWord). A policy may store it more cheaply: Mirror keeps
 //                     it without a sequence number (Mirror §4.1.1), FliT without a flush
-//                     counter; the transient and Izraelevitz policies make it a shared<T>.
+//                     counter; the transient policy makes it a shared<T>, Izraelevitz's a word
+//                     whose load persists as a shared load does.
 //      A durable policy may add a trailing pm::Site parameter, defaulted to the caller, to the
 //      accesses that persist (pm/site.hpp): the crash lab's mutants are then per algorithm line.
+//      An immutable<T> load's persist, where a policy has one, is one site for all callers.
 //   2. P::Memory      one per structure instance: node allocation, epoch reclamation, the
 //                     structure's root (its anchor node), publication and recovery tracing
 //                     (concept PolicyMemory, below).
@@ -500,10 +502,27 @@ struct IzraelevitzPolicy {
 
     pm::atomic<T> word_;
   };
-  // Mechanical: an immutable field's load is a shared load, flushed and fenced like any other
-  // (see above: the transform does not know which loads are redundant).
+  // Mechanical: an immutable field's load is flushed and fenced like any shared load (the
+  // transform does not know which loads are redundant). Unlike shared<T>, it is one persistence
+  // site for every immutable field of every algorithm, not its caller's line: why that flush is
+  // redundant is a property of the type, so the crash lab's mutation run asks it once, here.
   template <class T>
-  using immutable = shared<T>;
+  class immutable {
+   public:
+    T load() const noexcept {
+      const T v = word_.load(std::memory_order_seq_cst);
+      // Mutant survives: an immutable field is written by init() while its node is private and
+      // made durable by Memory::publish before the CAS that links the node (or, for an anchor,
+      // before set_root names it), so no load can see a value a crash could take back.
+      pm::persist(&word_, sizeof word_);
+      return v;
+    }
+    T peek() const noexcept { return word_.load(std::memory_order_relaxed); }
+    void init(T v) noexcept { word_.store(v, std::memory_order_relaxed); }
+
+   private:
+    pm::atomic<T> word_;
+  };
 
   // The recovery trace: the slots themselves are the nodes (detail::TraceRecovery).
   using Recovery = detail::TraceRecovery<detail::NodesInPlace>;

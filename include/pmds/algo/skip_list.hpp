@@ -137,8 +137,6 @@ class SkipList : public AnchoredStructure<P> {
     Window w;
     if (!find(key, w)) return false;
     Node* node = w.succs[0];
-    // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed the
-    // node before its linking CAS.
     const int height = static_cast<int>(node->height.load());
     for (int level = height - 1; level >= 1; --level) {
       // Mutant killed by test: reader_windows_sim_test
@@ -177,8 +175,6 @@ class SkipList : public AnchoredStructure<P> {
     auto guard = mem_.pin();
     const Node* n = search(key);
     if (n == nullptr) return std::nullopt;
-    // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed the
-    // node before its linking CAS.
     return n->value.load();
   }
 
@@ -263,8 +259,6 @@ class SkipList : public AnchoredStructure<P> {
           curr = pointer_of<Node>(succ);
           continue;
         }
-        // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed
-        // the node before its linking CAS.
         succ_key = curr->key.load();
         if (succ_key >= key) break;
         pred = curr;
@@ -292,8 +286,6 @@ class SkipList : public AnchoredStructure<P> {
           curr = pointer_of<Node>(succ_link);
           continue;
         }
-        // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed
-        // the node before its linking CAS.
         const Key curr_key = curr->key.load();
         if (curr_key == key) return curr;
         if (curr_key > key) break;

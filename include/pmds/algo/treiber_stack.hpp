@@ -77,8 +77,6 @@ class TreiberStack : public AnchoredStructure<P> {
       // flushed it) and never after.
       const std::uintptr_t next = node->next.load();
       if (anchor_->top.compare_exchange(top, next)) {
-        // Mutant survives (izraelevitz): an immutable field, durable since Memory::publish flushed
-        // the node before its linking CAS.
         const Value value = node->value.load();
         mem_.retire(node);
         return value;

@@ -8,8 +8,10 @@
 // is stored, the instructions are exactly what they were.
 //
 // A helper that issues a persistence instruction on behalf of its callers (linkfree's
-// flush_insert, the Izraelevitz policy's accesses) takes a Site too and passes it on, so the
-// site is the line of the algorithm that asked for the instruction, not the helper's one line.
+// flush_insert, the Izraelevitz policy's shared accesses) takes a Site too and passes it on, so
+// the site is the line of the algorithm that asked for the instruction, not the helper's one
+// line. A helper whose instruction is redundant for a reason that belongs to it, not to its
+// caller, keeps its own site (the Izraelevitz policy's immutable loads, algo/policy.hpp).
 #pragma once
 
 #include <cstdint>
