@@ -19,7 +19,6 @@
 
 #include "algo/algo_test_support.hpp"
 #include "pmds/algo/harris_michael_list.hpp"
-#include "pmds/crashlab/image_file.hpp"
 #include "support/crash_image.hpp"
 
 namespace pmds::algo {
@@ -27,6 +26,7 @@ namespace {
 
 using namespace testing;
 using pmds::test::write_minimum_image;
+using pmds::test::write_pool_image;
 
 constexpr Key keys = 16;
 
@@ -43,8 +43,7 @@ std::map<Key, Value> recovered_image(pm::sim::ImageKind kind) {
     // which would hide bug (c)).
     for (Key k = 2; k <= keys; ++k) EXPECT_TRUE(list.insert(k, value_of(k)));
     EXPECT_TRUE(list.insert(1, value_of(1)));
-    const pm::sim::Snapshot snap = pm::sim::snapshot(false);
-    crashlab::write_crash_image(snap, snap.choice(kind), pool_path.str(), image_path.str());
+    write_pool_image(pool_path.str(), image_path.str(), kind);
   }
   auto pool = pm::Pool::open(image_path.str(), "algo/list");
   EXPECT_FALSE(pool.was_clean_shutdown());

@@ -1,7 +1,7 @@
 // Helpers shared by the tests that run under the simulated Px86 backend: find an open pool's
 // region in a snapshot, replace a pool file with one of its crash images (docs/ARCHITECTURE.md
-// §3), so that opening the file again recovers from that crash, or write a pool file's minimum
-// crash image to a new file.
+// §3), so that opening the file again recovers from that crash, or write a pool file's crash
+// image (the minimum one, or another kind) to a new file.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -53,12 +53,17 @@ inline void write_crash_image(const pmds::pm::sim::Snapshot& snap, const void* b
   ASSERT_EQ(std::fclose(f), 0) << path;
 }
 
-// Writes the minimum crash image (only what is certainly durable) of the pool file at `pool_path`
-// as it is now (the snapshot's region 0) to a new file `image_path`.
-inline void write_minimum_image(const std::string& pool_path, const std::string& image_path) {
+// Writes the crash image `kind` of the pool file at `pool_path` as it is now (the snapshot's
+// region 0) to a new file `image_path`.
+inline void write_pool_image(const std::string& pool_path, const std::string& image_path,
+                             pmds::pm::sim::ImageKind kind) {
   const pmds::pm::sim::Snapshot snap = pmds::pm::sim::snapshot(false);
-  pmds::crashlab::write_crash_image(snap, snap.choice(pmds::pm::sim::ImageKind::minimum), pool_path,
-                                    image_path);
+  pmds::crashlab::write_crash_image(snap, snap.choice(kind), pool_path, image_path);
+}
+
+// The same with the minimum image: only what is certainly durable.
+inline void write_minimum_image(const std::string& pool_path, const std::string& image_path) {
+  write_pool_image(pool_path, image_path, pmds::pm::sim::ImageKind::minimum);
 }
 
 }  // namespace pmds::test
