@@ -52,33 +52,19 @@ if(PMDS_BUILD_TESTS)
   # floor when a change to the lab catches more; never lower one to make a change pass.
   # The mix is pinned (--mix fixed): a floor holds for the workload it was measured on, and at
   # this budget (four workload runs per mutant) a varied mix spreads them thinner than one.
-  # Floors measured 2026-11-24 at this budget and the --mutate workload (50% reads, 8 keys):
-  # list/linkfree 7/7, hash/linkfree 7/7, list/soft 4/4, hash/soft 4/4, list/izraelevitz 4/16
-  # and hash/izraelevitz 4/14 (most of their survivors are covered one at a time by another
-  # persist, and their sites say which: "Mutant survives (izraelevitz)" in
-  # algo/harris_michael_list.hpp. Not redundant, and open in the report: the two unlinking CASes'
-  # persists, whose window needs the retired node's slot reused before any thread reads the
-  # predecessor's link again, which test/algo/izraelevitz_sim_test.cpp builds and catches; and
-  # search's loads of the head, of the next link and of the found node's mark, whose windows
-  # need the key to meet an insert or remove in flight, and for the last two a second
-  # preemption between the key load and the link load); list/mirror and hash/mirror 6/8 (their
-  # survivors are patomic's two fences, which the next locked DWCAS makes redundant on x86:
-  # mirror/patomic.hpp).
-  # list/mirror was 7/9 until its keys and values became immutable words (2026-11-25): its node
-  # shrank to the anchor's slot size, so the allocator's chunk persist (caught) now runs at
-  # creation, before the census, and left the mutant set; the same two fences still survive.
-  # list/flit 5/13 and hash/flit 5/11 (2026-11-25): the survivors are loads' persists, which run
-  # only while a store to the word is in flight. They are real windows, not redundant (a reader
-  # acts on a link or mark its writer has not written back; FliT has no key-load persist to
-  # cover them, as Izraelevitz has), which this budget does not reach: the reader must meet the
-  # key in flight and the crash must come before the writer's persist. The remover's
-  # load before its marking CAS is redundant for both (its site says why).
-  # --grow 0: pools of a fixed size, as the floors were measured (with half the runs growing,
-  # list/flit's runs change and one of its reader persists survived at this budget: 5/14, the
-  # growth line's persist caught; the growth's own order is the planted growth bugs' to check).
-  # --pct 0: the random scheduler only, as the floors were measured; without it each survivor
-  # (about 40 here) gets a second run under planned preemptions, minutes of CI for a score that
-  # can only rise (crashlab/mutation.hpp).
+  # Floors measured 2026-12-05 at this budget and the --mutate workload (50% reads, 8 keys). A
+  # survivor that a named sim test kills with its site skipped ("Mutant killed by test",
+  # crashlab/mutation.hpp) counts as caught; one whose site says why it is redundant does not.
+  # list/linkfree 7/7, hash/linkfree 7/7, list/soft 4/4, hash/soft 4/4.
+  # list/izraelevitz 9/14 and hash/izraelevitz 8/13: the survivors are persists that another
+  # persist covers, and each site says which ("Mutant survives" in algo/; the immutable fields'
+  # loads are one site, in algo/policy.hpp).
+  # list/mirror and hash/mirror 7/9: the survivors are patomic's two fences, which the next
+  # locked DWCAS makes redundant on x86 (mirror/patomic.hpp).
+  # list/flit 12/13 and hash/flit 11/11: the reader windows (a load's persist while a store to
+  # its word is in flight) are killed by test/algo/reader_windows_sim_test.cpp; list/flit's
+  # survivor says why it is redundant.
+  # Each floor is its score rounded down to two places.
   # hash-bytes/soft (2026-12-03), with 24-byte keys and 100-byte values so that its nodes span
   # lines: 8/12; its survivors are the write-back of a replacement's deletion of the version two
   # back, and the flush and fence of recovery's deletion of an older version: states this budget
@@ -90,8 +76,8 @@ if(PMDS_BUILD_TESTS)
   # for both maps) would spend CI time on the same mutants.
   set(mutation_floors
       list/linkfree 1.0 hash/linkfree 1.0 list/soft 1.0 hash/soft 1.0 hash-bytes/soft 0.66
-      list/izraelevitz 0.25 hash/izraelevitz 0.28 list/mirror 0.75 hash/mirror 0.75
-      list/flit 0.38 hash/flit 0.45)
+      list/izraelevitz 0.64 hash/izraelevitz 0.61 list/mirror 0.77 hash/mirror 0.77
+      list/flit 0.92 hash/flit 1.0)
   while(mutation_floors)
     list(POP_FRONT mutation_floors structure floor)
     string(REGEX REPLACE "[/-]" "_" test_name "crashtest_mutation_${structure}")
