@@ -507,21 +507,16 @@ struct IzraelevitzPolicy {
   // site for every immutable field of every algorithm, not its caller's line: why that flush is
   // redundant is a property of the type, so the crash lab's mutation run asks it once, here.
   template <class T>
-  class immutable {
+  class immutable : private shared<T> {
    public:
+    using shared<T>::init;
+    using shared<T>::peek;
     T load() const noexcept {
-      const T v = word_.load(std::memory_order_seq_cst);
       // Mutant survives: an immutable field is written by init() while its node is private and
       // made durable by Memory::publish before the CAS that links the node (or, for an anchor,
       // before set_root names it), so no load can see a value a crash could take back.
-      pm::persist(&word_, sizeof word_);
-      return v;
+      return shared<T>::load(pm::Site::current());
     }
-    T peek() const noexcept { return word_.load(std::memory_order_relaxed); }
-    void init(T v) noexcept { word_.store(v, std::memory_order_relaxed); }
-
-   private:
-    pm::atomic<T> word_;
   };
 
   // The recovery trace: the slots themselves are the nodes (detail::TraceRecovery).
