@@ -62,8 +62,9 @@ if(PMDS_BUILD_TESTS)
   # list/mirror and hash/mirror 7/9: the survivors are patomic's two fences, which the next
   # locked DWCAS makes redundant on x86 (mirror/patomic.hpp).
   # list/flit 12/13 and hash/flit 11/11: the reader windows (a load's persist while a store to
-  # its word is in flight) are killed by test/algo/reader_windows_sim_test.cpp; list/flit's
-  # survivor says why it is redundant.
+  # its word is in flight) are killed by test/algo/reader_windows_sim_test.cpp and the two
+  # unlinking CASes' persists by test/algo/izraelevitz_sim_test.cpp; list/flit's survivor says
+  # why it is redundant.
   # Each floor is its score rounded down to two places.
   # hash-bytes/soft (2026-12-03), with 24-byte keys and 100-byte values so that its nodes span
   # lines: 8/12; its survivors are the write-back of a replacement's deletion of the version two
