@@ -34,7 +34,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The linearizability checker's Go module (porcupine) comes from the Go module proxy.
+# The linearizability checker's Go modules (porcupine, goccy/go-json) come from the Go module proxy.
 if [[ -f tools/lincheck/go.mod ]]; then
   (cd tools/lincheck && go mod download)
 fi
