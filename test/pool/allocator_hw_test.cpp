@@ -1,7 +1,12 @@
 // labels: concurrent memory
 // The chunk allocator under the hardware backend: slot sizes and alignment, distinct slots,
 // reuse, concurrent threads, a full pool, recovery accounting, bad arguments.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <barrier>
@@ -298,6 +303,54 @@ TEST(Allocator, RecoverAccounting) {
   EXPECT_EQ(a.used_chunks(), used_before);
   a.allocate(64);
   EXPECT_EQ(a.used_chunks(), used_before + 1);
+}
+
+// recover() learns that a never-used slot is zero from the pool file's holes (SEEK_DATA), without
+// reading it: on tmpfs reading a hole through the shared mapping allocates a page for it, so a
+// recovery that read every slot of a used chunk of a sparse pool file (the crash lab's images
+// are copies of a pool's data only) filled the chunk. The slots that were written are still found
+// to be (recycled: handed out in the first batch).
+TEST(Allocator, RecoveryReadsNoHoleOfThePoolFile) {
+  TempPath path("holes");
+  struct statfs fs {};
+  ASSERT_EQ(::statfs(pmds::test::scratch_dir().c_str(), &fs), 0);
+  if (fs.f_type != TMPFS_MAGIC) GTEST_SKIP() << "reading a hole allocates nothing here: not tmpfs";
+  constexpr std::uint64_t kWritten = 0x5752495454454e21;
+  std::set<void*> written;
+  off_t chunk_offset = 0;
+  {
+    pm::Pool pool = pm::Pool::create(path, 16 * kMiB, "test/alloc");
+    auto& a = pool.allocator();
+    for (int i = 0; i < 100; ++i) {  // the first 6,400 bytes of a 1 MiB chunk
+      void* p = a.allocate(64);
+      if (i == 0) chunk_offset = static_cast<char*>(p) - static_cast<char*>(pool.base());
+      if (i % 10 != 0) continue;
+      pm::write(p, &kWritten, sizeof kWritten);
+      pm::persist(p, sizeof kWritten);
+      written.insert(p);
+    }
+  }
+  {  // the rest of the chunk becomes a hole, as in a copy of the file's data
+    const int fd = ::open(path.str().c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, chunk_offset + 8192,
+                          static_cast<off_t>(kMiB) - 8192),
+              0);
+    ::close(fd);
+  }
+  struct stat before {};
+  ASSERT_EQ(::stat(path.str().c_str(), &before), 0);
+  pm::Pool pool = pm::Pool::open(path, "test/alloc");
+  auto& a = pool.allocator();
+  const pm::AllocatorRecoveryStats stats = a.recover([](void*, std::size_t) { return false; });
+  EXPECT_EQ(stats.live_slots, 0u);
+  EXPECT_EQ(stats.free_slots, a.slots_per_chunk(64));
+  struct stat after {};
+  ASSERT_EQ(::stat(path.str().c_str(), &after), 0);
+  EXPECT_EQ(after.st_blocks, before.st_blocks) << "recovery allocated pages of the file's holes";
+  std::set<void*> first_batch;
+  for (int i = 0; i < 64; ++i) first_batch.insert(a.allocate(64));
+  for (void* p : written) EXPECT_TRUE(first_batch.count(p)) << p << " was not found recycled";
 }
 
 // recover() in two steps (a lazy recovery): after open, allocate() hands out no slot of the chunks

@@ -68,9 +68,13 @@
 // a fresh node in its "invalid" state before initialising it).
 #pragma once
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -141,7 +145,7 @@ class ChunkAllocator {
   void* allocate(std::size_t n) {
     const std::size_t size = slot_size_for(n);
     const std::size_t cls = class_of(size);
-    ClassState& c = threads_[pmds::thread_id()].classes[cls];
+    ClassState& c = this_thread().classes[cls];
     if (c.free.empty()) {
       if (c.bump.remaining == 0 && !take_shared(c, cls, size))
         c.bump = Run{claim_chunk(cls, size), slots_per_chunk(size)};
@@ -170,7 +174,7 @@ class ChunkAllocator {
     const std::size_t cls = class_of_slot(slot);
     const std::size_t size = class_size_[cls].load(std::memory_order_relaxed);
     auto* p = static_cast<char*>(slot);
-    ClassState& c = threads_[pmds::thread_id()].classes[cls];
+    ClassState& c = this_thread().classes[cls];
     // Merge with the newest run when adjacent: keeps runs (and later allocations) consecutive.
     if (!c.free.empty()) {
       Run& r = c.free.back();
@@ -224,6 +228,7 @@ class ChunkAllocator {
   AllocatorRecoveryStats recover_chunks(const std::vector<std::size_t>& chunks, IsLive&& is_live) {
     AllocatorRecoveryStats stats;
     std::vector<std::vector<Run>> never_used(max_slot_sizes), recycled(max_slot_sizes);
+    const FileData data(path_);
     for (const std::size_t i : chunks) {
       const std::uint64_t w = directory_[i].load();
       ++stats.used_chunks;
@@ -232,6 +237,7 @@ class ChunkAllocator {
       chunk_class_[i].store(static_cast<std::uint8_t>(cls), std::memory_order_relaxed);
       char* chunk = chunk_begin(i);
       const std::size_t n = slots_per_chunk(size);
+      FileData::Cursor in_file = data.cursor(chunks_offset_ + (i << chunk_shift_));
       for (std::size_t k = 0; k < n; ++k) {
         char* slot = chunk + k * size;
         if (is_live(static_cast<void*>(slot), size)) {
@@ -239,7 +245,9 @@ class ChunkAllocator {
           continue;
         }
         ++stats.free_slots;
-        std::vector<Run>& runs = ever_used(slot, size) ? recycled[cls] : never_used[cls];
+        const bool used =
+            in_file.holds_data(k * size, std::min(size, ever_used_bytes)) && ever_used(slot, size);
+        std::vector<Run>& runs = used ? recycled[cls] : never_used[cls];
         if (!runs.empty() && runs.back().next + runs.back().remaining * size == slot)
           ++runs.back().remaining;
         else
@@ -298,8 +306,9 @@ class ChunkAllocator {
   // Quiescent only (reads other threads' lists).
   std::size_t free_slots() const {
     std::size_t n = 0;
-    for (std::size_t t = 0; t < pmds::max_threads; ++t)
-      for (const ClassState& c : threads_[t].classes) n += c.free_count + c.bump.remaining;
+    for (const auto& t : threads_)
+      if (t)
+        for (const ClassState& c : t->classes) n += c.free_count + c.bump.remaining;
     for (std::size_t k = 0; k < max_slot_sizes; ++k) {
       std::lock_guard g(shared_[k].mutex);
       n += shared_[k].count.load(std::memory_order_relaxed);
@@ -316,9 +325,10 @@ class ChunkAllocator {
       if (cls != no_class)
         slots[cls] += chunk_size_ / class_size_[cls].load(std::memory_order_relaxed);
     }
-    for (std::size_t t = 0; t < pmds::max_threads; ++t)
-      for (std::size_t k = 0; k < max_slot_sizes; ++k)
-        slots[k] -= threads_[t].classes[k].free_count + threads_[t].classes[k].bump.remaining;
+    for (const auto& t : threads_)
+      if (t)
+        for (std::size_t k = 0; k < max_slot_sizes; ++k)
+          slots[k] -= t->classes[k].free_count + t->classes[k].bump.remaining;
     std::size_t bytes = 0;
     for (std::size_t k = 0; k < max_slot_sizes; ++k) {
       std::lock_guard g(shared_[k].mutex);
@@ -474,22 +484,23 @@ class ChunkAllocator {
     std::atomic<std::size_t> count{0};  // slots in runs; written under the mutex
   };
 
-  // Pool calls this after it mapped and validated the pool: `chunk_count` chunks now, room in
-  // the directory (and in the reserved address range) for `chunk_limit`; `grow(count)` grows the
-  // pool past `count` chunks and returns the new count, or throws PoolFull (empty: never grows).
+  // Pool calls this after it mapped and validated the pool: the chunks at `chunks`, at offset
+  // `chunks_offset` of the file `path`; `chunk_count` chunks now, room in the directory (and in
+  // the reserved address range) for `chunk_limit`; `grow(count)` grows the pool past `count`
+  // chunks and returns the new count, or throws PoolFull (empty: never grows).
   ChunkAllocator(std::string path, atomic<std::uint64_t>* directory, char* chunks,
-                 std::size_t chunk_size, std::size_t chunk_count, std::size_t chunk_limit,
-                 std::function<std::size_t(std::size_t)> grow)
+                 std::size_t chunks_offset, std::size_t chunk_size, std::size_t chunk_count,
+                 std::size_t chunk_limit, std::function<std::size_t(std::size_t)> grow)
       : path_(std::move(path)),
         directory_(directory),
         chunks_(chunks),
+        chunks_offset_(chunks_offset),
         chunk_size_(chunk_size),
         chunk_shift_(static_cast<unsigned>(__builtin_ctzll(chunk_size))),
         chunk_count_(chunk_count),
         chunk_limit_(chunk_limit),
         grow_(std::move(grow)),
         chunk_class_(new std::atomic<std::uint8_t>[chunk_limit]),
-        threads_(new ThreadState[pmds::max_threads]),
         shared_(new SharedList[max_slot_sizes]) {
     std::size_t used = 0;
     for (std::size_t i = 0; i < chunk_count; ++i) {
@@ -681,8 +692,9 @@ class ChunkAllocator {
 
   // A slot that was allocated once: a non-zero byte in its first cache line (the pool file is
   // zero-filled at create, and every structure's node starts with its header).
+  static constexpr std::size_t ever_used_bytes = 64;
   static bool ever_used(const char* slot, std::size_t size) {
-    const std::size_t n = size < 64 ? size : 64;
+    const std::size_t n = std::min(size, ever_used_bytes);
     for (std::size_t b = 0; b < n; b += sizeof(std::uint64_t)) {
       std::uint64_t word;
       std::memcpy(&word, slot + b, sizeof word);
@@ -691,9 +703,82 @@ class ChunkAllocator {
     return false;
   }
 
+  // Where the pool file holds data (lseek SEEK_DATA/SEEK_HOLE), so that recovery need not read a
+  // slot in a hole to learn that it is zero: on tmpfs (the crash lab's images, a /dev/shm pool)
+  // and any sparse file, reading a hole through the shared mapping allocates a zeroed page for it.
+  // The never-used slots of a used chunk are such holes in the crash lab's images (copies of a
+  // pool's data only), and ever_used() read them all: in a crashlab_sim_test run of four
+  // structures, those page faults in masstree/incll's recoveries were 6% of the CPU (perf,
+  // 2026-12-05, 2-core AMD EPYC). A pool's own file has them where fallocate reserved pages that
+  // were never written (tmpfs, ext4's unwritten extents), where reading costs a fault per page. A
+  // file that cannot say (no path, a device dax, a file system without holes: SEEK_DATA then finds
+  // data everywhere) is data throughout.
+  class FileData {
+   public:
+    explicit FileData(const std::string& path)
+        : fd_(path.empty() ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+    ~FileData() {
+      if (fd_ >= 0) ::close(fd_);
+    }
+    FileData(const FileData&) = delete;
+    FileData& operator=(const FileData&) = delete;
+
+    // Asks about the bytes from file offset `base` on, in increasing offsets.
+    class Cursor {
+     public:
+      // Whether [base + at, base + at + length) may hold a non-zero byte (it overlaps data).
+      // `at` must not decrease from one call to the next.
+      bool holds_data(std::size_t at, std::size_t length) {
+        if (fd_ < 0) return true;
+        if (data_ended_) return false;
+        const off_t begin = base_ + static_cast<off_t>(at);
+        if (begin >= hole_) {  // past the extent found last: where is the next data?
+          const off_t data = ::lseek(fd_, begin, SEEK_DATA);
+          if (data < 0) {
+            if (errno != ENXIO) return give_up();
+            data_ended_ = true;  // holes to the end of the file
+            return false;
+          }
+          const off_t hole = ::lseek(fd_, data, SEEK_HOLE);
+          if (hole < 0) return give_up();
+          data_ = data;
+          hole_ = hole;
+        }
+        // [begin, hole_) holds data from data_ on, and is a hole before it.
+        return begin + static_cast<off_t>(length) > data_;
+      }
+
+     private:
+      friend class FileData;
+      Cursor(int fd, off_t base) : fd_(fd), base_(base) {}
+      bool give_up() {
+        fd_ = -1;
+        return true;
+      }
+      int fd_;
+      off_t base_;
+      off_t data_ = 0, hole_ = 0;  // the data extent found last: [data_, hole_)
+      bool data_ended_ = false;
+    };
+    Cursor cursor(std::size_t base) const { return Cursor(fd_, static_cast<off_t>(base)); }
+
+   private:
+    int fd_;
+  };
+
+  // The calling thread's lists, made on its first allocation or free. A process that opens a
+  // pool uses a few of the max_threads (a recovery, `pmds check`): zeroing all of them (192 KiB)
+  // at every open was 2.7% of a crash-lab run's CPU, in page faults (perf, crashlab_sim_test's
+  // list/linkfree case, 2026-12-05, 2-core AMD EPYC). Only this thread writes its entry; the
+  // quiescent readers (free_slots, allocated_bytes) skip threads that never made one.
+  ThreadState& this_thread() {
+    std::unique_ptr<ThreadState>& t = threads_[pmds::thread_id()];
+    if (!t) t = std::make_unique<ThreadState>();
+    return *t;
+  }
+
   void reset_volatile_state() {
-    for (std::size_t t = 0; t < pmds::max_threads; ++t)
-      for (ClassState& c : threads_[t].classes) c = ClassState{};
+    for (auto& t : threads_) t.reset();
     for (std::size_t k = 0; k < max_slot_sizes; ++k) {
       std::lock_guard g(shared_[k].mutex);
       shared_[k].runs.clear();
@@ -704,6 +789,7 @@ class ChunkAllocator {
   std::string path_;
   atomic<std::uint64_t>* directory_;
   char* chunks_;
+  std::size_t chunks_offset_;  // chunks_'s offset in the pool file
   std::size_t chunk_size_;
   unsigned chunk_shift_;
   std::atomic<std::size_t> chunk_count_;  // grows (claim_chunk) under growth_mutex_
@@ -716,8 +802,9 @@ class ChunkAllocator {
   std::atomic<bool> ahead_running_{false};
   std::atomic<bool> ahead_failed_{false};  // since the last growth that succeeded
   std::unique_ptr<std::atomic<std::uint8_t>[]> chunk_class_;  // volatile mirror of the directory
-  std::unique_ptr<ThreadState[]> threads_;                    // indexed by pmds::thread_id()
-  std::unique_ptr<SharedList[]> shared_;                      // indexed by class
+  // Indexed by pmds::thread_id(); each made by its thread on first use (this_thread()).
+  std::unique_ptr<ThreadState> threads_[pmds::max_threads];
+  std::unique_ptr<SharedList[]> shared_;  // indexed by class
   std::atomic<std::size_t> class_size_[max_slot_sizes] = {};
   std::atomic<std::size_t> class_count_{0};
   std::mutex class_mutex_;
