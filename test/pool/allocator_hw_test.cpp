@@ -309,7 +309,7 @@ TEST(Allocator, RecoverAccounting) {
 // reading it: on tmpfs reading a hole through the shared mapping allocates a page for it, so a
 // recovery that read every slot of a used chunk of a sparse pool file (the crash lab's images
 // are copies of a pool's data only) filled the chunk. The slots that were written are still found
-// to be (recycled: handed out in the first batch).
+// recycled (handed out in the first batch).
 TEST(Allocator, RecoveryReadsNoHoleOfThePoolFile) {
   TempPath path("holes");
   struct statfs fs {};

@@ -48,11 +48,12 @@ import (
 	"sort"
 	"strconv"
 
-	// goccy/go-json: encoding/json's API and errors (UseNumber, DisallowUnknownFields, the same
-	// messages), decoding faster. Reading histories is a third of lincheck's time in the crash
-	// lab: the 1,923 histories one crashlab_sim_test case of list/linkfree checks (PMDS_CRASHLAB_DUMP)
-	// took 0.97 s with encoding/json and 0.73 s with this, verdicts identical (2026-12-05, 2-core
-	// AMD EPYC). Verdicts are still written with encoding/json (main.go): few, and small.
+	// goccy/go-json: encoding/json's API and errors (UseNumber, DisallowUnknownFields, the
+	// same messages), decoding faster. Reading histories is a third of lincheck's time in the
+	// crash lab: the 1,923 histories of one crashlab_sim_test case of list/linkfree
+	// (PMDS_CRASHLAB_DUMP) took 0.97 s with encoding/json and 0.73 s with this, verdicts
+	// identical (2026-12-05, 2-core AMD EPYC). Verdicts are still written with encoding/json
+	// (main.go): few, and small.
 	json "github.com/goccy/go-json"
 )
 
