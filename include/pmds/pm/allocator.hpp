@@ -68,7 +68,6 @@
 // a fresh node in its "invalid" state before initialising it).
 #pragma once
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -228,7 +227,7 @@ class ChunkAllocator {
   AllocatorRecoveryStats recover_chunks(const std::vector<std::size_t>& chunks, IsLive&& is_live) {
     AllocatorRecoveryStats stats;
     std::vector<std::vector<Run>> never_used(max_slot_sizes), recycled(max_slot_sizes);
-    const FileData data(path_);
+    const FileData data(file_);
     for (const std::size_t i : chunks) {
       const std::uint64_t w = directory_[i].load();
       ++stats.used_chunks;
@@ -485,13 +484,15 @@ class ChunkAllocator {
   };
 
   // Pool calls this after it mapped and validated the pool: the chunks at `chunks`, at offset
-  // `chunks_offset` of the file `path`; `chunk_count` chunks now, room in the directory (and in
+  // `chunks_offset` of the file `path`, open as `file` (the pool's descriptor, not owned; -1 when
+  // there is none to ask about holes); `chunk_count` chunks now, room in the directory (and in
   // the reserved address range) for `chunk_limit`; `grow(count)` grows the pool past `count`
   // chunks and returns the new count, or throws PoolFull (empty: never grows).
-  ChunkAllocator(std::string path, atomic<std::uint64_t>* directory, char* chunks,
+  ChunkAllocator(std::string path, int file, atomic<std::uint64_t>* directory, char* chunks,
                  std::size_t chunks_offset, std::size_t chunk_size, std::size_t chunk_count,
                  std::size_t chunk_limit, std::function<std::size_t(std::size_t)> grow)
       : path_(std::move(path)),
+        file_(file),
         directory_(directory),
         chunks_(chunks),
         chunks_offset_(chunks_offset),
@@ -711,17 +712,12 @@ class ChunkAllocator {
   // structures, those page faults in masstree/incll's recoveries were 6% of the CPU (perf,
   // 2026-12-05, 2-core AMD EPYC). A pool's own file has them where fallocate reserved pages that
   // were never written (tmpfs, ext4's unwritten extents), where reading costs a fault per page. A
-  // file that cannot say (no path, a device dax, a file system without holes: SEEK_DATA then finds
-  // data everywhere) is data throughout.
+  // file that cannot say (no descriptor, a device dax, a file system without holes: SEEK_DATA then
+  // finds data everywhere) is data throughout. It asks the pool's own descriptor (lseek moves
+  // only its offset, which the pool never uses: it maps, truncates and allocates by offset).
   class FileData {
    public:
-    explicit FileData(const std::string& path)
-        : fd_(path.empty() ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
-    ~FileData() {
-      if (fd_ >= 0) ::close(fd_);
-    }
-    FileData(const FileData&) = delete;
-    FileData& operator=(const FileData&) = delete;
+    explicit FileData(int fd) : fd_(fd) {}
 
     // Asks about the bytes from file offset `base` on, in increasing offsets.
     class Cursor {
@@ -787,6 +783,7 @@ class ChunkAllocator {
   }
 
   std::string path_;
+  int file_;  // the pool file's descriptor (Pool's; -1: none)
   atomic<std::uint64_t>* directory_;
   char* chunks_;
   std::size_t chunks_offset_;  // chunks_'s offset in the pool file

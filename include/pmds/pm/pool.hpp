@@ -847,10 +847,11 @@ class Pool {
     // once grown to the limit (st.chunk_count, from the growth line, is >= id.chunk_count).
     if (st.limit > id.chunk_count)
       grow = [state = &st](std::size_t count) { return Pool::grow(*state, count); };
-    st.allocator.reset(new ChunkAllocator(
-        st.path, reinterpret_cast<atomic<std::uint64_t>*>(st.base + id.directory_offset),
-        st.base + id.chunks_offset, id.chunks_offset, st.chunk_size, st.chunk_count, st.limit,
-        std::move(grow)));
+    st.allocator.reset(
+        new ChunkAllocator(st.path, st.fd.get(),
+                           reinterpret_cast<atomic<std::uint64_t>*>(st.base + id.directory_offset),
+                           st.base + id.chunks_offset, id.chunks_offset, st.chunk_size,
+                           st.chunk_count, st.limit, std::move(grow)));
   }
 
   static void check_create_arguments(const std::string& path, std::size_t size,
