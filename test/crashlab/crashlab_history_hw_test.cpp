@@ -136,6 +136,46 @@ TEST(CrashlabHistoryJson, GoodAndBadHistoriesThroughLincheck) {
   EXPECT_EQ(checker.check(to_json_lines(h)).verdict, "violation");
 }
 
+// A history checked before (its text the same but for the header's meta, which names the
+// structure and the replay point) gets the same verdict from memory; any other is asked.
+TEST(CrashlabHistoryJson, LincheckAnswersARepeatedHistoryFromMemory) {
+  Lincheck checker(find_lincheck());
+  const registry::Entry& e = list_entry();
+  std::vector<registry::Item> survived{{5, 50}};
+  std::vector<registry::Item> lost;
+  HistoryText h;
+  h.entry = &e;
+  h.records = {rec(0, OpCode::insert, 5, 50, 1, 2, true)};
+  h.crashed = true;
+  h.crash_time = 3;
+  h.recovered = &lost;
+  h.meta = {{"structure", "list/linkfree"}, {"replay", "1:100:0"}};
+  const std::string first = to_json_lines(h);
+  EXPECT_EQ(checker.check(first).verdict, "violation");
+  EXPECT_EQ(checker.repeats(), 0u);
+
+  h.meta = {{"structure", "list/linkfree"}, {"replay", "1:200:2"}};  // another crash point
+  const std::string again = to_json_lines(h);
+  ASSERT_NE(again, first);
+  const Verdict repeated = checker.check(again);
+  EXPECT_EQ(checker.repeats(), 1u);
+  EXPECT_EQ(repeated.verdict, "violation");
+  EXPECT_EQ(repeated.object, "key 5");
+
+  h.recovered = &survived;  // another history: asked, and judged on its own
+  EXPECT_EQ(checker.check(to_json_lines(h)).verdict, "ok");
+  EXPECT_EQ(checker.repeats(), 1u);
+
+  // An input error is asked every time (its message names the line of lincheck's input).
+  const std::string bad =
+      "{\"type\":\"header\",\"model\":\"set\",\"criterion\":\"durable\"}\n"
+      "{\"type\":\"op\",\"thread\":0,\"op\":\"fly\",\"args\":[],\"call\":1,\"ret\":2}\n"
+      "{\"type\":\"end\"}\n";
+  EXPECT_EQ(checker.check(bad).verdict, "error");
+  EXPECT_EQ(checker.check(bad).verdict, "error");
+  EXPECT_EQ(checker.repeats(), 1u);
+}
+
 // The papers' epoch bounds as marks on a buffered history's operations (crash in epoch 10).
 TEST(CrashlabHistoryJson, EpochMarksFollowEachPapersBound) {
   const auto at = [](std::uint64_t call_epoch, std::uint64_t ret_epoch, bool done) {
