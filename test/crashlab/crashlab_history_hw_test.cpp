@@ -1,14 +1,17 @@
 // labels: crashlab memory
 // The crash lab's parts that need no crash: history recording (what a crash at any instruction
 // leaves readable), the JSON lines lincheck reads (checked end to end through lincheck, good
-// and bad), the workload generator's determinism, the lab's own JSON records read back.
+// and bad, and its verdicts remembered), the workload generator's determinism, the lab's own
+// JSON records read back, a simulated run's CPU affinity.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pmds/crashlab/history.hpp"
@@ -174,6 +177,31 @@ TEST(CrashlabHistoryJson, LincheckAnswersARepeatedHistoryFromMemory) {
   EXPECT_EQ(checker.check(bad).verdict, "error");
   EXPECT_EQ(checker.check(bad).verdict, "error");
   EXPECT_EQ(checker.repeats(), 1u);
+}
+
+// A simulated workload run keeps itself, and what it starts, on the CPU it runs on (the
+// calling thread only: the test's own threads keep their affinity).
+TEST(CrashlabProcess, StayOnThisCpuKeepsTheCallerAndTheThreadsItStarts) {
+  const auto cpus = [] {
+    cpu_set_t set;
+    EXPECT_EQ(::sched_getaffinity(0, sizeof set, &set), 0);
+    return CPU_COUNT(&set);
+  };
+  const int before = cpus();
+  int pinned = 0, started = 0, where = -1, on = -2;
+  std::thread([&] {
+    stay_on_this_cpu();
+    pinned = cpus();
+    where = ::sched_getcpu();
+    std::thread([&] {
+      started = cpus();
+      on = ::sched_getcpu();
+    }).join();
+  }).join();
+  EXPECT_EQ(pinned, 1);
+  EXPECT_EQ(started, 1);
+  EXPECT_EQ(on, where);
+  EXPECT_EQ(cpus(), before);
 }
 
 // The papers' epoch bounds as marks on a buffered history's operations (crash in epoch 10).

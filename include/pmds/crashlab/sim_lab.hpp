@@ -953,6 +953,7 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
     if (pid < 0) throw Error("pmds crashlab: fork failed");
     if (pid == 0) {
       ::close(fds[0]);
+      stay_on_this_cpu();  // the run and its helpers work one at a time (process.hpp)
       const std::size_t keep =
           o.keep_details > r.details.size() ? o.keep_details - r.details.size() : 0;
       const std::uint64_t pct_steps = o.replay ? o.replay->pct_steps : steps ? steps : 1000;
