@@ -227,7 +227,6 @@ class ChunkAllocator {
   AllocatorRecoveryStats recover_chunks(const std::vector<std::size_t>& chunks, IsLive&& is_live) {
     AllocatorRecoveryStats stats;
     std::vector<std::vector<Run>> never_used(max_slot_sizes), recycled(max_slot_sizes);
-    const FileData data(file_);
     for (const std::size_t i : chunks) {
       const std::uint64_t w = directory_[i].load();
       ++stats.used_chunks;
@@ -236,7 +235,7 @@ class ChunkAllocator {
       chunk_class_[i].store(static_cast<std::uint8_t>(cls), std::memory_order_relaxed);
       char* chunk = chunk_begin(i);
       const std::size_t n = slots_per_chunk(size);
-      FileData::Cursor in_file = data.cursor(chunks_offset_ + (i << chunk_shift_));
+      FileData in_file(file_, chunks_offset_ + (i << chunk_shift_));
       for (std::size_t k = 0; k < n; ++k) {
         char* slot = chunk + k * size;
         if (is_live(static_cast<void*>(slot), size)) {
@@ -704,62 +703,53 @@ class ChunkAllocator {
     return false;
   }
 
-  // Where the pool file holds data (lseek SEEK_DATA/SEEK_HOLE), so that recovery need not read a
-  // slot in a hole to learn that it is zero: on tmpfs (the crash lab's images, a /dev/shm pool)
-  // and any sparse file, reading a hole through the shared mapping allocates a zeroed page for it.
-  // The never-used slots of a used chunk are such holes in the crash lab's images (copies of a
-  // pool's data only), and ever_used() read them all: in a crashlab_sim_test run of four
-  // structures, those page faults in masstree/incll's recoveries were 6% of the CPU (perf,
-  // 2026-12-05, 2-core AMD EPYC). A pool's own file has them where fallocate reserved pages that
-  // were never written (tmpfs, ext4's unwritten extents), where reading costs a fault per page. A
-  // file that cannot say (no descriptor, a device dax, a file system without holes: SEEK_DATA then
-  // finds data everywhere) is data throughout. It asks the pool's own descriptor (lseek moves
-  // only its offset, which the pool never uses: it maps, truncates and allocates by offset).
+  // Where the pool file holds data (lseek SEEK_DATA/SEEK_HOLE) from offset `base` on, asked in
+  // increasing offsets, so that recovery need not read a slot in a hole to learn that it is zero:
+  // on tmpfs (the crash lab's images, a /dev/shm pool) and any sparse file, reading a hole
+  // through the shared mapping allocates a zeroed page for it. The never-used slots of a used
+  // chunk are such holes in the crash lab's images (copies of a pool's data only), and
+  // ever_used() read them all: in a crashlab_sim_test run of four structures, those page faults
+  // in masstree/incll's recoveries were 6% of the CPU (perf, 2026-12-05, 2-core AMD EPYC). A
+  // pool's own file has them where fallocate reserved pages that were never written (tmpfs,
+  // ext4's unwritten extents), where reading costs a fault per page. A file that cannot say (no
+  // descriptor, a device dax, a file system without holes: SEEK_DATA then finds data everywhere)
+  // is data throughout. It asks the pool's own descriptor (lseek moves only its offset, which the
+  // pool never uses: it maps, truncates and allocates by offset).
   class FileData {
    public:
-    explicit FileData(int fd) : fd_(fd) {}
+    FileData(int fd, std::size_t base) : fd_(fd), base_(static_cast<off_t>(base)) {}
 
-    // Asks about the bytes from file offset `base` on, in increasing offsets.
-    class Cursor {
-     public:
-      // Whether [base + at, base + at + length) may hold a non-zero byte (it overlaps data).
-      // `at` must not decrease from one call to the next.
-      bool holds_data(std::size_t at, std::size_t length) {
-        if (fd_ < 0) return true;
-        if (data_ended_) return false;
-        const off_t begin = base_ + static_cast<off_t>(at);
-        if (begin >= hole_) {  // past the extent found last: where is the next data?
-          const off_t data = ::lseek(fd_, begin, SEEK_DATA);
-          if (data < 0) {
-            if (errno != ENXIO) return give_up();
-            data_ended_ = true;  // holes to the end of the file
-            return false;
-          }
-          const off_t hole = ::lseek(fd_, data, SEEK_HOLE);
-          if (hole < 0) return give_up();
-          data_ = data;
-          hole_ = hole;
+    // Whether [base + at, base + at + length) may hold a non-zero byte (it overlaps data).
+    // `at` must not decrease from one call to the next.
+    bool holds_data(std::size_t at, std::size_t length) {
+      if (fd_ < 0) return true;
+      if (data_ended_) return false;
+      const off_t begin = base_ + static_cast<off_t>(at);
+      if (begin >= hole_) {  // past the extent found last: where is the next data?
+        const off_t data = ::lseek(fd_, begin, SEEK_DATA);
+        if (data < 0) {
+          if (errno != ENXIO) return give_up();
+          data_ended_ = true;  // holes to the end of the file
+          return false;
         }
-        // [begin, hole_) holds data from data_ on, and is a hole before it.
-        return begin + static_cast<off_t>(length) > data_;
+        const off_t hole = ::lseek(fd_, data, SEEK_HOLE);
+        if (hole < 0) return give_up();
+        data_ = data;
+        hole_ = hole;
       }
-
-     private:
-      friend class FileData;
-      Cursor(int fd, off_t base) : fd_(fd), base_(base) {}
-      bool give_up() {
-        fd_ = -1;
-        return true;
-      }
-      int fd_;
-      off_t base_;
-      off_t data_ = 0, hole_ = 0;  // the data extent found last: [data_, hole_)
-      bool data_ended_ = false;
-    };
-    Cursor cursor(std::size_t base) const { return Cursor(fd_, static_cast<off_t>(base)); }
+      // [begin, hole_) holds data from data_ on, and is a hole before it.
+      return begin + static_cast<off_t>(length) > data_;
+    }
 
    private:
+    bool give_up() {
+      fd_ = -1;
+      return true;
+    }
     int fd_;
+    off_t base_;
+    off_t data_ = 0, hole_ = 0;  // the data extent found last: [data_, hole_)
+    bool data_ended_ = false;
   };
 
   // The calling thread's lists, made on its first allocation or free. A process that opens a
