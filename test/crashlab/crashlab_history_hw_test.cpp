@@ -106,17 +106,22 @@ Record rec(std::uint16_t thread, OpCode code, std::uint64_t key, std::uint64_t v
   return r;
 }
 
-TEST(CrashlabHistoryJson, GoodAndBadHistoriesThroughLincheck) {
-  Lincheck checker(find_lincheck());
-  const registry::Entry& e = list_entry();
-  std::vector<registry::Item> survived{{5, 50}};
-  std::vector<registry::Item> lost;
+// A list's history: thread 0's insert(5) returned, thread 1's insert(6) was pending at the crash.
+HistoryText two_inserts_and_a_crash() {
   HistoryText h;
-  h.entry = &e;
+  h.entry = &list_entry();
   h.records = {rec(0, OpCode::insert, 5, 50, 1, 2, true),
                rec(1, OpCode::insert, 6, 60, 3, 0, false)};
   h.crashed = true;
   h.crash_time = 4;
+  return h;
+}
+
+TEST(CrashlabHistoryJson, GoodAndBadHistoriesThroughLincheck) {
+  Lincheck checker(find_lincheck());
+  std::vector<registry::Item> survived{{5, 50}};
+  std::vector<registry::Item> lost;
+  HistoryText h = two_inserts_and_a_crash();
   h.recovered = &survived;
   const std::string good = to_json_lines(h);
   EXPECT_NE(good.find("\"criterion\":\"durable\""), std::string::npos) << good;
@@ -143,15 +148,10 @@ TEST(CrashlabHistoryJson, GoodAndBadHistoriesThroughLincheck) {
 // structure and the replay point) gets the same verdict from memory; any other is asked.
 TEST(CrashlabHistoryJson, LincheckAnswersARepeatedHistoryFromMemory) {
   Lincheck checker(find_lincheck());
-  const registry::Entry& e = list_entry();
   std::vector<registry::Item> survived{{5, 50}};
   std::vector<registry::Item> lost;
-  HistoryText h;
-  h.entry = &e;
-  h.records = {rec(0, OpCode::insert, 5, 50, 1, 2, true)};
-  h.crashed = true;
-  h.crash_time = 3;
-  h.recovered = &lost;
+  HistoryText h = two_inserts_and_a_crash();
+  h.recovered = &lost;  // the completed insert(5) is gone
   h.meta = {{"structure", "list/linkfree"}, {"replay", "1:100:0"}};
   const std::string first = to_json_lines(h);
   EXPECT_EQ(checker.check(first).verdict, "violation");
