@@ -6,8 +6,9 @@
 // sync moves it twice); a clean close that keeps every completed operation; a killed process
 // whose recovery keeps everything before its last sync and a prefix of the rest; a stale
 // anti-node that must not cancel its payload at a later crash; concurrent stress with the
-// background advancer; contended keys; a full pool. Then put, on the hash table, the skip list
-// and the BST (against a model, its linearizability on contended keys, a full pool).
+// background advancer; contended keys; a full pool; the smallest rebuilt indexes. Then put, on the
+// hash table, the skip list and the BST (against a model, its linearizability on contended keys, a
+// full pool).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -103,10 +104,30 @@ TYPED_TEST(MontageMaps, ACleanCloseKeepsEveryCompletedOperation) {
   EXPECT_EQ(contents(r), model);
   // The system area and one payload per key; anti-nodes and deleted payloads were freed.
   EXPECT_EQ(r.recovery_stats().live_slots, model.size() + 1);
-  // And it goes on working on the rebuilt index (the tree's is balanced, its root routes by a
-  // user key), and survives another close.
+  // And it goes on working on the rebuilt index (the tree's is rebuilt balanced), and survives
+  // another close.
   ASSERT_NO_FATAL_FAILURE(check_against_model(r, model, 3000, 400, rng));
   EXPECT_EQ(contents(r), model);
+  EXPECT_EQ(contents(this->reopen()), model);
+}
+
+// The smallest rebuilt indexes, of no key and of one (the tree's keys go under an internal node of
+// key infinity, as the first insert into an empty tree puts them): emptied and filled again.
+TYPED_TEST(MontageMaps, ARecoveredMapOfNoKeyOrOneKeyEmptiesAndFillsAgain) {
+  this->make();
+  TypeParam& empty = this->reopen();
+  EXPECT_TRUE(contents(empty).empty());
+  EXPECT_FALSE(empty.remove(5));
+  EXPECT_TRUE(empty.insert(5, 50));
+  TypeParam& one = this->reopen();
+  EXPECT_EQ(contents(one), (std::map<Key, Value>{{5, 50}}));
+  EXPECT_TRUE(one.remove(5));
+  EXPECT_FALSE(one.contains(5));
+  EXPECT_TRUE(contents(one).empty());
+  for (const Key k : {7, 3, 5, 1}) EXPECT_TRUE(one.insert(k, k * 10));
+  EXPECT_TRUE(one.remove(1));
+  const std::map<Key, Value> model{{3, 30}, {5, 50}, {7, 70}};
+  EXPECT_EQ(contents(one), model);
   EXPECT_EQ(contents(this->reopen()), model);
 }
 

@@ -26,6 +26,27 @@
 // Durable policies: the anchor {kind, R} is the root; recovery visits every node reachable
 // from R. Pending deletes (flagged or tagged edges) are left as they are: the next operation
 // that meets them completes them, as it would before a crash.
+//
+// nbMontage (montage/policy.hpp, montage/natarajan_mittal_bst.hpp: the tree of its paper's §5)
+// keeps the tree in DRAM and each key's state in a payload its leaf points to (algo/policy.hpp,
+// "Payloads"). The two CASes at which an update takes effect are marked for it: an insert's swing
+// of its parent's edge to the new internal node (Access::link) and a remove's flag
+// (Access::remove, the leaf's payload detached first). Tagging and the ancestor's swing change no
+// payload. Two choices serve it and cost the other policies nothing:
+//   - a remove that finds its leaf's edge already flagged returns false at once (the key was
+//     absent when that edge was read) rather than helping and seeking again: under nbMontage
+//     each flag attempt costs an anti-node, so it is made only on a clean edge;
+//   - the tag bit is 4 where the policy reserves bit 1 (nbMontage's descriptor mark).
+// nbMontage recovers no shape: it rebuilds the tree balanced from the sorted payloads, in the
+// paper's shape (adopt_keys: S.left an internal node of key infinity over the keys' subtree and
+// an infinity leaf), so seek's first step below S still goes left.
+// put (insert or replace) is nbMontage's maps' operation: it replaces the key's leaf by a new one
+// with one CAS on the edge to it, from the old leaf to the new (Access::link, the old payload
+// detached first). A remove's flag, an insert beside the old leaf and another put all CAS that
+// edge expecting it clean and holding the old leaf, and fail; a flagged or tagged edge is helped
+// and the put retried. It is offered only over payload policies: those are the ones whose crash
+// runs include it (a trace-recovered tree would keep whichever leaf the edge holds, but the
+// crash lab has not run put on one).
 #pragma once
 
 #include <cstddef>
@@ -43,8 +64,6 @@ namespace pmds::algo {
 template <class P>
 requires MemoryPolicy<P>
 class NatarajanMittalTree : public AnchoredStructure<P> {
-  using AnchoredStructure<P>::mem_;
-
  public:
   static constexpr const char* name = "bst";
   static constexpr std::uint64_t kind = 0x706d64732e627374;  // "pmds.bst"
@@ -76,47 +95,13 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
     }
   }
 
-  bool insert(Key key, Value value) {
-    check_key(key);
-    auto guard = mem_.pin();
-    Node* new_leaf = nullptr;
-    Node* new_internal = nullptr;
-    for (;;) {
-      const SeekRecord s = seek(key);
-      const Key leaf_key = s.leaf->key.load();
-      if (leaf_key == key) {
-        if (!flagged(s.leaf_edge)) {  // present
-          if (new_leaf != nullptr) {  // built but never linked
-            mem_.deallocate(new_leaf);
-            mem_.deallocate(new_internal);
-          }
-          return false;
-        }
-        cleanup(key, s);  // deleted but not yet removed: help, then retry
-        continue;
-      }
-      if (new_leaf == nullptr) {
-        new_leaf = new (mem_.allocate(sizeof(Node))) Node;
-        new_leaf->key.init(key);
-        new_leaf->value.init(value);
-        new_leaf->left.init(0);
-        new_leaf->right.init(0);
-        mem_.publish(new_leaf, sizeof(Node));
-        new_internal = new (mem_.allocate(sizeof(Node))) Node;
-        new_internal->value.init(0);
-      }
-      // The new internal node routes between the new leaf and the leaf it replaces.
-      new_internal->key.init(key > leaf_key ? key : leaf_key);
-      new_internal->left.init(word_of(key < leaf_key ? new_leaf : s.leaf));
-      new_internal->right.init(word_of(key < leaf_key ? s.leaf : new_leaf));
-      mem_.publish(new_internal, sizeof(Node));
-      Link& child = child_toward(s.parent, key);
-      std::uintptr_t expected = word_of(s.leaf);  // clean: neither flagged nor tagged
-      if (child.compare_exchange(expected, word_of(new_internal), Access::link)) return true;
-      if (address(expected) == s.leaf && (flagged(expected) || tagged(expected)))
-        cleanup(key, s);  // a delete holds this edge: help it
-    }
-  }
+  // False if the key was present. Over a payload policy, throws PoolFull (the tree unchanged)
+  // when no block is left.
+  bool insert(Key key, Value value) { return upsert(key, value, false); }
+
+  // Insert or replace: true if the key was absent (see the header). Throws PoolFull (the tree
+  // unchanged) when no block is left.
+  bool put(Key key, Value value) requires HasPayloads<P> { return upsert(key, value, true); }
 
   bool remove(Key key) {
     check_key(key);
@@ -125,13 +110,15 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
     for (;;) {
       const SeekRecord s = seek(key);
       if (victim == nullptr) {  // injection mode
-        if (s.leaf->key.load() != key) return false;
+        // A flagged edge: the key was absent when it was read (see the header).
+        if (s.leaf->key.load() != key || flagged(s.leaf_edge)) return false;
         Link& child = child_toward(s.parent, key);
         std::uintptr_t expected = word_of(s.leaf);
+        if constexpr (HasPayloads<P>) mem_.detach_payload(s.leaf->payload);  // PoolFull: unchanged
         // Mutant survives (izraelevitz): a reader that meets the flag persists it itself, as every
         // shared load does, and remove returns only after a swing, whose CAS persists the leaf's
         // removal.
-        if (child.compare_exchange(expected, word_of(s.leaf) | flag_bit)) {
+        if (child.compare_exchange(expected, word_of(s.leaf) | flag_bit, Access::remove)) {
           victim = s.leaf;  // linearized: the key is deleted
           if (cleanup(key, s)) return true;
         } else if (address(expected) == s.leaf && (flagged(expected) || tagged(expected))) {
@@ -181,18 +168,43 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
     return n;
   }
 
- private:
-  using Link = typename P::template shared<std::uintptr_t>;
-  // Edge bits (nodes are 16-byte aligned).
-  static constexpr std::uintptr_t flag_bit = 1;  // the leaf below is being deleted
-  static constexpr std::uintptr_t tag_bit = 2;   // the node above is being removed: frozen
+ protected:
+  using AnchoredStructure<P>::mem_;
 
   struct Node {
     typename P::template immutable<Key> key;
-    typename P::template immutable<Value> value;        // leaves only
-    typename P::template shared<std::uintptr_t> left;   // nullptr in a leaf
-    typename P::template shared<std::uintptr_t> right;  // nullptr in a leaf
+    typename P::template immutable<Value> value;         // leaves only
+    typename P::template shared<std::uintptr_t> left;    // nullptr in a leaf
+    typename P::template shared<std::uintptr_t> right;   // nullptr in a leaf
+    [[no_unique_address]] payload_field_t<P> payload{};  // leaves, over a payload policy
   };
+
+  // For a structure that rebuilds the tree from its payloads at open (nbMontage §3.4): a leaf for
+  // a payload that survived, an internal node that routes key < node.key to `left`, and
+  // adopt_keys(keys), which puts the subtree of every user key under S as an insert into the
+  // empty tree would have: S.left = an internal node of key infinity over `keys` and the empty
+  // tree's infinity leaf. Quiescent, on a tree just created.
+  Node* make_leaf(Key key, Value value, payload_field_t<P> payload) {
+    Node* n = make_node(key, 0, 0, value);
+    n->payload = payload;
+    return n;
+  }
+  Node* make_internal(Key key, Node* left, Node* right) {
+    return make_node(key, word_of(left), word_of(right));
+  }
+  static Key key_of(const Node* n) { return n->key.peek(); }
+  void adopt_keys(Node* keys) {
+    sentinel_s_->left.init(
+        word_of(make_internal(infinity, keys, address(sentinel_s_->left.peek()))));
+  }
+
+ private:
+  using Link = typename P::template shared<std::uintptr_t>;
+  // Edge bits (nodes are 16-byte aligned): the tag moves to bit 2 where the policy reserves bit 1.
+  static constexpr std::uintptr_t flag_bit = 1;  // the leaf below is being deleted
+  static constexpr std::uintptr_t tag_bit =      // the node above is being removed: frozen
+      (reserved_value_bits<P> & 2) != 0 ? 4 : 2;
+  static_assert((reserved_value_bits<P> & (flag_bit | tag_bit)) == 0);
 
   struct Anchor {
     typename P::template immutable<std::uint64_t> kind;
@@ -214,6 +226,67 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
   static bool tagged(std::uintptr_t edge) { return (edge & tag_bit) != 0; }
 
   static Link& child_toward(Node* n, Key key) { return key < n->key.load() ? n->left : n->right; }
+
+  // insert (update false) and put (update true).
+  bool upsert(Key key, Value value, bool update) {
+    check_key(key);
+    auto guard = mem_.pin();
+    Node* new_leaf = nullptr;  // built at the first attempt that needs them, reused by retries
+    Node* new_internal = nullptr;
+    const auto discard_new = [&] {  // never linked: nobody saw them or the payload
+      if (new_leaf != nullptr) {
+        if constexpr (HasPayloads<P>) mem_.discard_payload(new_leaf->payload);
+        mem_.deallocate(new_leaf);
+      }
+      if (new_internal != nullptr) mem_.deallocate(new_internal);
+    };
+    for (;;) {
+      const SeekRecord s = seek(key);
+      const Key leaf_key = s.leaf->key.load();
+      const bool present = leaf_key == key;
+      if (present && flagged(s.leaf_edge)) {
+        cleanup(key, s);  // deleted but not yet removed: help, then retry
+        continue;
+      }
+      if (present && !update) {
+        discard_new();
+        return false;
+      }
+      if (new_leaf == nullptr) {
+        payload_field_t<P> payload{};
+        if constexpr (HasPayloads<P>) payload = mem_.new_payload(key, value);  // PoolFull
+        new_leaf = make_leaf(key, value, payload);
+      }
+      Link& child = child_toward(s.parent, key);
+      std::uintptr_t expected = word_of(s.leaf);  // clean: neither flagged nor tagged
+      if (present) {                              // put: the new leaf takes the old one's place
+        if constexpr (HasPayloads<P>) {
+          try {
+            mem_.detach_payload(s.leaf->payload);  // PoolFull: nothing changed
+          } catch (...) {
+            discard_new();  // its payload must not stay pending for the thread's next CAS
+            throw;
+          }
+        }
+        if (child.compare_exchange(expected, word_of(new_leaf), Access::link)) {
+          if (new_internal != nullptr) mem_.deallocate(new_internal);
+          mem_.retire(s.leaf);  // only this CAS unlinked it
+          return false;
+        }
+      } else {
+        if (new_internal == nullptr) new_internal = new (mem_.allocate(sizeof(Node))) Node;
+        // The new internal node routes between the new leaf and the leaf it replaces.
+        new_internal->key.init(key > leaf_key ? key : leaf_key);
+        new_internal->value.init(0);
+        new_internal->left.init(word_of(key < leaf_key ? new_leaf : s.leaf));
+        new_internal->right.init(word_of(key < leaf_key ? s.leaf : new_leaf));
+        mem_.publish(new_internal, sizeof(Node));
+        if (child.compare_exchange(expected, word_of(new_internal), Access::link)) return true;
+      }
+      if (address(expected) == s.leaf && (flagged(expected) || tagged(expected)))
+        cleanup(key, s);  // a delete holds this edge: help it
+    }
+  }
 
   // The paper's seek: the access path to key's leaf, with the last untagged edge on it
   // (ancestor -> successor). Caller is pinned.
@@ -297,10 +370,10 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
     mem_.retire(parent);
   }
 
-  Node* make_node(Key key, std::uintptr_t left, std::uintptr_t right) {
+  Node* make_node(Key key, std::uintptr_t left, std::uintptr_t right, Value value = 0) {
     Node* n = new (mem_.allocate(sizeof(Node))) Node;
     n->key.init(key);
-    n->value.init(0);
+    n->value.init(value);
     n->left.init(left);
     n->right.init(right);
     mem_.publish(n, sizeof(Node));

@@ -107,8 +107,9 @@ namespace pmds::algo {
 
 // Which shared write an access is: the planted bugs (a) and (b) act on the linking CAS only.
 enum class Access : std::uint8_t {
-  plain,  // any other shared write
-  link,   // the CAS that makes a new node reachable (list/skip-list/BST insert, enqueue, push)
+  plain,   // any other shared write
+  link,    // the CAS that makes a new node reachable (list/skip-list/BST insert, enqueue, push)
+  remove,  // the CAS at which a remove takes effect (a BST's flag): plain but for nbMontage
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -545,6 +546,46 @@ struct IzraelevitzPolicy {
 using izraelevitz = IzraelevitzPolicy<>;
 
 static_assert(DurableMemoryPolicy<izraelevitz>);
+
+// ---------------------------------------------------------------------------------------------
+// Payloads (nbMontage §3.2; montage/policy.hpp). A policy may keep the abstract state in a
+// payload block per element rather than in the nodes: its nodes are then DRAM, and it names
+// P::Payload, the field a node holds, and its Memory offers
+//   Payload new_payload(key, value)   a payload for a node being built (PoolFull: nothing changed)
+//   void detach_payload(Payload)      the thread's next Access::link or Access::remove CAS removes
+//   it void discard_payload(Payload)     the payload of a node that was never linked
+// and its retire(node) frees the node's payload with the node. An algorithm that supports such a
+// policy keeps a `payload` field in each node that holds an element, makes the payload when it
+// builds the node, and detaches it before the CAS that removes or replaces the element: the CASes
+// marked Access::link and Access::remove are where an operation takes effect, which nbMontage's
+// lin_cas tags its payloads with. Every other policy has none of this (NoPayload: no bytes).
+template <class P>
+concept HasPayloads = requires {
+  typename P::Payload;
+};
+
+struct NoPayload {};
+
+template <class P>
+struct payload_field {
+  using type = NoPayload;
+};
+template <HasPayloads P>
+struct payload_field<P> {
+  using type = typename P::Payload;
+};
+template <class P>
+using payload_field_t = typename payload_field<P>::type;
+
+// Value bits a policy's words reserve for themselves (nbMontage: bit 1 marks a descriptor); an
+// algorithm's mark bits avoid them.
+template <class P>
+inline constexpr std::uintptr_t reserved_value_bits = 0;
+template <class P>
+requires requires {
+  P::reserved_value_bits;
+}
+inline constexpr std::uintptr_t reserved_value_bits<P> = P::reserved_value_bits;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers shared by the algorithms.

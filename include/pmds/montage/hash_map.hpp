@@ -15,12 +15,14 @@
 // nbMontage §3.2), so reads touch DRAM only, as SOFT's volatile nodes do (Zuriel et al. §4), and
 // the payload is read only by recovery; byte-string reads compare and copy from the payload.
 //
-// Why not algo/michael_hash.hpp over a memory policy: the policy seam (algo/policy.hpp) has no
-// notion of an operation's payloads — which node fields are the abstract state, which CAS is an
-// operation's linearization point and what it creates or detaches — and algo/ structures recover
-// by tracing links from a persistent root, where nbMontage rebuilds from a pool scan. Widening
-// the seam for that (an operation context, payload creation, a tagged linearizing CAS on the
-// remove's mark) is issue 14's next stage; this file is the reference it will be checked against.
+// Why not algo/michael_hash.hpp over a memory policy, as the BST is (montage/policy.hpp,
+// montage/natarajan_mittal_bst.hpp): the seam now carries payloads (algo/policy.hpp, "Payloads":
+// a payload per node, the CASes at which an update takes effect marked for lin_cas, an index
+// rebuilt from a scan), but algo/'s maps hold 8-byte keys, and this file is one code over Keys,
+// for 8-byte and byte-string keys and (Durable false) the byte strings' twin. Moving the 8-byte
+// form alone would keep this file for the byte strings: the algorithm would still be written
+// twice. What is left is a Keys parameter on algo/michael_hash.hpp and a put there; until then
+// this file is the reference that move will be checked against.
 //
 // put (insert or update) does not follow nbMontage Figure 7's update, which replaces the node
 // with a lin_cas on its predecessor while a concurrent remove can still mark the old node with

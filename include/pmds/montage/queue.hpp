@@ -16,8 +16,10 @@
 // becomes the dummy) it detaches first. Swinging the tail is a plain cas. A dummy's payload is
 // deleted when the dummy itself is retired.
 //
-// Why not algo/ms_queue.hpp over a policy: see montage/hash_map.hpp (the seam has no notion of an
-// operation's payloads, and algo/ structures recover by tracing, not by a scan).
+// Why not algo/ms_queue.hpp over a policy, as the BST is (montage/policy.hpp): the seam's
+// payloads hold a key and a value (algo/policy.hpp, "Payloads"); the queue's also hold the serial
+// number taken right before each link attempt, its order at recovery, which algo/ms_queue.hpp has
+// no step for.
 //
 // Pool layout: StructureRoot (epoch_system.hpp) with tag "QUEUMONT" and parameter 0.
 #pragma once

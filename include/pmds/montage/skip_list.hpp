@@ -17,9 +17,9 @@
 // or fence; with 8-byte keys they read only DRAM (a node keeps copies of its key and value).
 //
 // Why not algo/skip_list.hpp over a memory policy: for the reason hash_map.hpp's header gives
-// (the policy seam has no operation payloads, no tagged level-0 mark, and algo/ recovery traces
-// a persistent root where nbMontage rebuilds from a pool scan). This file follows the algo/
-// code step for step, with the differences above; widening the seam would retire it.
+// (the seam carries payloads now, as the BST shows, but algo/'s lists hold 8-byte keys and this
+// file is one code over Keys, byte strings included). This file follows the algo/ code step for
+// step, with the differences above; a Keys parameter on algo/skip_list.hpp would retire it.
 //
 // put replaces a present key's node as hash_map.hpp's put does: one lin_cas on the OLD node's
 // level-0 link, from its successor s to (new node | mark), the new node's level-0 link being s.

@@ -1,0 +1,185 @@
+// pmds — nbMontage (Cai et al., DISC 2021) as a memory policy over algo/: the lock-free algorithm
+// of algo/ keeps its index in DRAM and its abstract state in payloads (nbMontage §3.2), so that
+// one file holds the algorithm for every technique (algo/policy.hpp, "Payloads").
+//
+//   MontagePolicy::shared<T>   a DRAM word a lin_cas may hold a descriptor in (epoch_system.hpp):
+//                              a load that meets a descriptor helps it and reads again, and a
+//                              compare_exchange is the epoch system's: lin_cas for the CASes at
+//                              which an update takes effect (Access::link, Access::remove), the
+//                              helping cas for every other one. Values keep bit 1 clear (it
+//                              marks a descriptor): algo::reserved_value_bits.
+//   MontagePolicy::immutable<T>  a plain DRAM field (a key, a value kept beside the payload so
+//                              that reads touch DRAM only), written before the node is linked.
+//   MontagePolicy::Memory      DRAM nodes with epoch reclamation, and the structure's
+//                              EpochSystem: new_payload / detach_payload / discard_payload
+//                              (nbMontage Figure 1's pnew, pdetach, pdelete), and retire(node),
+//                              whose deleter pdeletes the node's payload once no reader holds it.
+//
+// The epoch system a word helps in is the one of the operation the calling thread runs: pin()
+// names it for the thread (OperationScope), since a word holds no pointer back to its structure
+// and a descriptor names only a thread and a serial number. Loads and CASes read it only when
+// they meet a descriptor, and lin_cas once: the common path reads no thread-local.
+//
+// The structure that owns a Memory (montage/natarajan_mittal_bst.hpp) opens the system
+// (open_system) and rebuilds the index from the payloads its recovery returns: nothing of the
+// index is in the pool, so P::durable is false (no trace recovery) while P::criterion is
+// buffered.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+#include "pmds/algo/policy.hpp"
+#include "pmds/faults.hpp"
+#include "pmds/interfaces.hpp"
+#include "pmds/montage/epoch_system.hpp"
+#include "pmds/montage/key_value_payload.hpp"
+#include "pmds/reclaim/epoch.hpp"
+
+namespace pmds::montage {
+
+template <FaultPolicy Faults = NoFaults>
+struct MontagePolicy {
+  static constexpr bool durable = false;  // the index is DRAM, rebuilt from the payloads
+  static constexpr Criterion criterion = Criterion::buffered;
+  static constexpr const char* name = "montage";
+  static constexpr Fault planted = Faults::planted;
+  // Bit 1 of a word marks an installed lin_cas descriptor (epoch_system.hpp).
+  static constexpr std::uintptr_t reserved_value_bits = 2;
+
+  using System = EpochSystem<Faults>;
+  using Payload = KeyValuePayload*;  // what a node holds: its payload block (nullptr: none)
+
+  // The epoch system of the operation the calling thread runs (set by Memory::pin).
+  static System& current() noexcept { return *current_; }
+
+  template <class T>
+  class shared {
+    static_assert(sizeof(T) == sizeof(std::uint64_t) && std::is_integral_v<T>);
+
+   public:
+    // acquire: a node linked by a lin_cas (acq_rel) is read complete.
+    T load() const noexcept {
+      const std::uint64_t v = word_.load(std::memory_order_acquire);
+      return is_descriptor(v) ? current().load(word_) : v;
+    }
+    T peek() const noexcept { return word_.load(std::memory_order_relaxed); }
+    void store(T v, algo::Access = algo::Access::plain) noexcept {
+      word_.store(v, std::memory_order_release);
+    }
+    // On failure `expected` receives the word's value, any descriptor in it completed first.
+    bool compare_exchange(T& expected, T desired, algo::Access a = algo::Access::plain) {
+      System& system = current();
+      const bool done = a == algo::Access::plain ? system.cas(word_, expected, desired)
+                                                 : system.lin_cas(word_, expected, desired);
+      if (!done) expected = system.load(word_);
+      return done;
+    }
+    // relaxed: the node is private until a lin_cas (acq_rel) links it.
+    void init(T v) noexcept { word_.store(v, std::memory_order_relaxed); }
+
+   private:
+    mutable std::atomic<std::uint64_t> word_{0};  // the epoch system's helping writes it
+  };
+
+  template <class T>
+  class immutable {
+   public:
+    T load() const noexcept { return value_; }
+    T peek() const noexcept { return value_; }
+    void init(T v) noexcept { value_ = v; }
+
+   private:
+    T value_{};
+  };
+
+  // Makes `system` the calling thread's current one for as long as it lives (nestable).
+  class OperationScope {
+   public:
+    explicit OperationScope(System* system) noexcept : previous_(std::exchange(current_, system)) {}
+    OperationScope(const OperationScope&) = delete;
+    OperationScope& operator=(const OperationScope&) = delete;
+    ~OperationScope() { current_ = previous_; }
+
+   private:
+    System* previous_;
+  };
+
+  class Memory {
+   public:
+    Memory() = default;
+    Memory(const Memory&) = delete;
+    Memory& operator=(const Memory&) = delete;
+
+    // The structure's epoch system, created in or opened from `pool` (EpochSystem's constructors).
+    template <class Tag, class... Args>
+    System& open_system(Tag tag, pm::Pool& pool, Args&&... args) {
+      system_.emplace(tag, pool, std::forward<Args>(args)...);
+      return *system_;
+    }
+    System& system() noexcept { return *system_; }
+    const System& system() const noexcept { return *system_; }
+
+    struct Pinned {
+      reclaim::EpochDomain::Guard guard;
+      OperationScope scope;
+    };
+    Pinned pin() { return Pinned{epochs_.pin(), OperationScope(&*system_)}; }
+
+    // malloc's own alignment (16 on x86-64) leaves the edge bits free. Not the transient
+    // policy's rounding and aligned new: a 40-byte tree node takes a 48-byte chunk of glibc's
+    // malloc this way and a 64-byte one that way (malloc_usable_size and the distance between
+    // consecutive nodes, g++ 12 / glibc 2.36).
+    void* allocate(std::size_t n) {
+      static_assert(__STDCPP_DEFAULT_NEW_ALIGNMENT__ >= algo::detail::node_alignment);
+      return ::operator new(n);
+    }
+    // A node never linked, or the index freed at a clean close: its payload is not touched.
+    void deallocate(void* p) noexcept { free_slot(p); }
+    // A node an operation unlinked: freed once no pinned thread can read it, and its payload
+    // pdelete-d then (freed two epochs after its anti-node, §3.5).
+    template <class N>
+    void retire(N* node) {
+      System* system = &*system_;
+      epochs_.retire(node, [system](N* dead) noexcept {
+        if constexpr (requires { dead->payload; })
+          if (dead->payload != nullptr) system->pdelete(dead->payload);
+        free_slot(dead);
+      });
+    }
+    void publish(const void*, std::size_t) noexcept {}  // DRAM: the payload is what persists
+    void* root() const noexcept { return root_; }
+    void set_root(const void* anchor) noexcept { root_ = const_cast<void*>(anchor); }
+    void drain() { epochs_.drain(); }
+
+    // nbMontage Figure 1. new_payload: a payload for a node being built (PoolFull: nothing
+    // changed), tagged by this thread's next lin_cas. detach_payload: that lin_cas removes it.
+    // discard_payload: a payload whose node was never linked.
+    Payload new_payload(Key key, Value value) {
+      KeyValuePayload* p = system_->template pnew<KeyValuePayload>();
+      p->key.store(key, std::memory_order_relaxed);
+      p->value.store(value, std::memory_order_relaxed);
+      return p;
+    }
+    void detach_payload(Payload p) { system_->pdetach(p); }
+    void discard_payload(Payload p) { system_->pdelete(p); }
+
+   private:
+    static void free_slot(void* p) noexcept { ::operator delete(p); }
+    std::optional<System> system_;  // before epochs_, whose deleters call pdelete
+    reclaim::EpochDomain epochs_;
+    void* root_ = nullptr;
+  };
+
+ private:
+  static inline thread_local System* current_ = nullptr;
+};
+
+static_assert(algo::MemoryPolicy<MontagePolicy<>>);
+
+}  // namespace pmds::montage
