@@ -1,15 +1,21 @@
 // labels: concurrent
 // The algo/ sets and maps (Harris-Michael list, Michael's hash table, the lock-free skip list,
-// the Natarajan-Mittal tree), each under every memory policy, through one body per test: sequential
-// and concurrent behaviour against a model, reserved keys; and, durable (Izraelevitz), recovery
-// in a new process after a dirty exit, a clean close and a kill mid-operation, with the allocator
-// accounting for every slot, the pool misused, and the planted recovery bug caught. What only one
-// structure has (the hash table's bucket counts and segments, a head's marked link) is tested
-// beside it.
+// the Natarajan-Mittal tree), each under every memory policy, through one body per test:
+// sequential and concurrent behaviour against a model, reserved keys, the tree's put; and,
+// durable (Izraelevitz), recovery in a new process after a dirty exit, a clean close and a kill
+// mid-operation, with the allocator accounting for every slot, the pool misused, and the planted
+// recovery bug caught. What only one structure has (the hash table's bucket counts and segments,
+// a head's marked link) is tested beside it.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
+#include <random>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -201,6 +207,74 @@ TYPED_TEST(AlgoSetRecovery, PlantedRecoveryBugDropsAKey) {
   auto pool = pm::Pool::open(path.str(), Instance<D>::layout());
   Buggy buggy(open_existing, pool);
   EXPECT_EQ(buggy.size(), 9u);
+}
+
+// ---- The tree's put, under every policy -------------------------------------------------------
+
+template <class P>
+class BstPut : public ::testing::Test {
+ protected:
+  using Tree = NatarajanMittalTree<P>;
+  static std::map<Key, Value> contents(const Tree& t) {
+    std::map<Key, Value> m;
+    t.for_each([&](Key k, Value v) { m.emplace(k, v); });
+    return m;
+  }
+};
+TYPED_TEST_SUITE(BstPut, AllPolicies);
+
+// Inserts, replacements, removes and gets against a model; durable, across a clean reopen, whose
+// trace reaches one leaf and one internal node per key (the replaced leaves were freed).
+TYPED_TEST(BstPut, PutsAgainstAModelAndAcrossAReopen) {
+  Instance<typename TestFixture::Tree> t;
+  std::map<Key, Value> model;
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 4000; ++i) {
+    const Key k = 1 + rng() % 200;
+    const Value v = rng() % 1000;
+    switch (rng() % 4) {
+      case 0:
+      case 1:
+        ASSERT_EQ(t->put(k, v), !model.contains(k));
+        model[k] = v;
+        break;
+      case 2:
+        ASSERT_EQ(t->remove(k), model.erase(k) == 1);
+        break;
+      default:
+        ASSERT_EQ(t->get(k), model.contains(k) ? std::optional<Value>(model.at(k)) : std::nullopt);
+    }
+  }
+  EXPECT_EQ(TestFixture::contents(*t), model);
+  t.reopen();
+  EXPECT_EQ(TestFixture::contents(*t), model);
+  if constexpr (TypeParam::durable) {
+    EXPECT_EQ(t->recovery_stats().live_slots, 6 + 2 * model.size());
+  }
+}
+
+// Three threads putting and removing four keys: a put that inserts and a remove that succeeds each
+// change their key's presence, so per key their counts differ by its final presence (a put that
+// replaces and a remove that both took the same leaf would break it).
+TYPED_TEST(BstPut, PutsAndRemovesOfFewKeysLinearize) {
+  Instance<typename TestFixture::Tree> t;
+  constexpr Key keys = 4;
+  std::array<std::atomic<long>, keys + 1> changes{};
+  std::vector<std::thread> threads;
+  for (int id = 0; id < 3; ++id)
+    threads.emplace_back([&, id] {
+      std::mt19937_64 rng(id);
+      for (int i = 0; i < 3000; ++i) {
+        const Key k = 1 + rng() % keys;
+        if (rng() % 2 == 0) {
+          if (t->put(k, static_cast<Value>(i))) ++changes[k];
+        } else if (t->remove(k)) {
+          --changes[k];
+        }
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (Key k = 1; k <= keys; ++k) EXPECT_EQ(changes[k].load(), t->contains(k) ? 1 : 0) << k;
 }
 
 // ---- What one structure has --------------------------------------------------------------------

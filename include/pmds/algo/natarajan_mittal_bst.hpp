@@ -40,13 +40,14 @@
 // nbMontage recovers no shape: it rebuilds the tree balanced from the sorted payloads, in the
 // paper's shape (adopt_keys: S.left an internal node of key infinity over the keys' subtree and
 // an infinity leaf), so seek's first step below S still goes left.
-// put (insert or replace) is nbMontage's maps' operation: it replaces the key's leaf by a new one
-// with one CAS on the edge to it, from the old leaf to the new (Access::link, the old payload
-// detached first). A remove's flag, an insert beside the old leaf and another put all CAS that
+//
+// put (insert or replace) replaces the key's leaf by a new one with one CAS on the edge to it,
+// from the old leaf to the new (Access::link: it links a new node; over payloads, the old payload
+// is detached first). A remove's flag, an insert beside the old leaf and another put all CAS that
 // edge expecting it clean and holding the old leaf, and fail; a flagged or tagged edge is helped
-// and the put retried. It is offered only over payload policies: those are the ones whose crash
-// runs include it (a trace-recovered tree would keep whichever leaf the edge holds, but the
-// crash lab has not run put on one).
+// and the put retried. The old leaf is retired by the put whose CAS unlinked it. A durable tree
+// needs nothing more: the new leaf is published before the CAS, and recovery's trace reaches
+// whichever leaf the edge holds.
 #pragma once
 
 #include <cstddef>
@@ -95,13 +96,12 @@ class NatarajanMittalTree : public AnchoredStructure<P> {
     }
   }
 
-  // False if the key was present. Over a payload policy, throws PoolFull (the tree unchanged)
-  // when no block is left.
+  // False if the key was present. A durable tree throws PoolFull (the tree unchanged) when its
+  // pool has no room.
   bool insert(Key key, Value value) { return upsert(key, value, false); }
 
-  // Insert or replace: true if the key was absent (see the header). Throws PoolFull (the tree
-  // unchanged) when no block is left.
-  bool put(Key key, Value value) requires HasPayloads<P> { return upsert(key, value, true); }
+  // Insert or replace: true if the key was absent (see the header). Throws PoolFull as insert.
+  bool put(Key key, Value value) { return upsert(key, value, true); }
 
   bool remove(Key key) {
     check_key(key);

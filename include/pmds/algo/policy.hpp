@@ -551,9 +551,9 @@ static_assert(DurableMemoryPolicy<izraelevitz>);
 // Payloads (nbMontage §3.2; montage/policy.hpp). A policy may keep the abstract state in a
 // payload block per element rather than in the nodes: its nodes are then DRAM, and it names
 // P::Payload, the field a node holds, and its Memory offers
-//   Payload new_payload(key, value)   a payload for a node being built (PoolFull: nothing changed)
-//   void detach_payload(Payload)      the thread's next Access::link or Access::remove CAS removes
-//   it void discard_payload(Payload)     the payload of a node that was never linked
+//   new_payload(key, value)   a payload for a node being built (PoolFull: nothing changed);
+//   detach_payload(payload)   the thread's next Access::link or Access::remove CAS removes it;
+//   discard_payload(payload)  the payload of a node that was never linked;
 // and its retire(node) frees the node's payload with the node. An algorithm that supports such a
 // policy keeps a `payload` field in each node that holds an element, makes the payload when it
 // builds the node, and detaches it before the CAS that removes or replaces the element: the CASes

@@ -17,8 +17,8 @@
 //
 // The epoch system a word helps in is the one of the operation the calling thread runs: pin()
 // names it for the thread (OperationScope), since a word holds no pointer back to its structure
-// and a descriptor names only a thread and a serial number. Loads and CASes read it only when
-// they meet a descriptor, and lin_cas once: the common path reads no thread-local.
+// and a descriptor names only a thread and a serial number. A load reads it only when it meets
+// a descriptor (the common path of a search reads no thread-local), a CAS once.
 //
 // The structure that owns a Memory (montage/natarajan_mittal_bst.hpp) opens the system
 // (open_system) and rebuilds the index from the payloads its recovery returns: nothing of the
