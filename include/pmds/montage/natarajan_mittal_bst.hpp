@@ -21,11 +21,8 @@
 // blocks from the allocator.
 #pragma once
 
-#include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 #include "pmds/algo/natarajan_mittal_bst.hpp"
@@ -35,7 +32,6 @@
 #include "pmds/montage/parallel.hpp"
 #include "pmds/montage/policy.hpp"
 #include "pmds/pm/pool.hpp"
-#include "pmds/reclaim/epoch.hpp"
 
 namespace pmds::montage {
 
