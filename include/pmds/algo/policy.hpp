@@ -105,7 +105,8 @@
 
 namespace pmds::algo {
 
-// Which shared write an access is: the planted bugs (a) and (b) act on the linking CAS only.
+// Which shared write an access is: the planted bugs (a) and (b) act on the linking CAS only, and
+// nbMontage's policy makes the link and remove CASes its lin_cas (the "Payloads" section below).
 enum class Access : std::uint8_t {
   plain,   // any other shared write
   link,    // the CAS that makes a new node reachable (list/skip-list/BST insert, enqueue, push)
