@@ -8,14 +8,11 @@
 // a head's marked link) is tested beside it.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <random>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -24,6 +21,7 @@
 #include "pmds/algo/michael_hash.hpp"
 #include "pmds/algo/natarajan_mittal_bst.hpp"
 #include "pmds/algo/skip_list.hpp"
+#include "support/presence_balance.hpp"
 
 namespace pmds::algo {
 namespace {
@@ -215,11 +213,6 @@ template <class P>
 class BstPut : public ::testing::Test {
  protected:
   using Tree = NatarajanMittalTree<P>;
-  static std::map<Key, Value> contents(const Tree& t) {
-    std::map<Key, Value> m;
-    t.for_each([&](Key k, Value v) { m.emplace(k, v); });
-    return m;
-  }
 };
 TYPED_TEST_SUITE(BstPut, AllPolicies);
 
@@ -245,9 +238,9 @@ TYPED_TEST(BstPut, PutsAgainstAModelAndAcrossAReopen) {
         ASSERT_EQ(t->get(k), model.contains(k) ? std::optional<Value>(model.at(k)) : std::nullopt);
     }
   }
-  EXPECT_EQ(TestFixture::contents(*t), model);
+  EXPECT_EQ(contents_of(*t), model);
   t.reopen();
-  EXPECT_EQ(TestFixture::contents(*t), model);
+  EXPECT_EQ(contents_of(*t), model);
   if constexpr (TypeParam::durable) {
     EXPECT_EQ(t->recovery_stats().live_slots, 6 + 2 * model.size());
   }
@@ -258,23 +251,11 @@ TYPED_TEST(BstPut, PutsAgainstAModelAndAcrossAReopen) {
 // replaces and a remove that both took the same leaf would break it).
 TYPED_TEST(BstPut, PutsAndRemovesOfFewKeysLinearize) {
   Instance<typename TestFixture::Tree> t;
-  constexpr Key keys = 4;
-  std::array<std::atomic<long>, keys + 1> changes{};
-  std::vector<std::thread> threads;
-  for (int id = 0; id < 3; ++id)
-    threads.emplace_back([&, id] {
-      std::mt19937_64 rng(id);
-      for (int i = 0; i < 3000; ++i) {
-        const Key k = 1 + rng() % keys;
-        if (rng() % 2 == 0) {
-          if (t->put(k, static_cast<Value>(i))) ++changes[k];
-        } else if (t->remove(k)) {
-          --changes[k];
-        }
-      }
-    });
-  for (auto& th : threads) th.join();
-  for (Key k = 1; k <= keys; ++k) EXPECT_EQ(changes[k].load(), t->contains(k) ? 1 : 0) << k;
+  pmds::test::expect_changes_match_presence(*t, 4, 3000,
+                                            [&](int, std::mt19937_64& rng, Key k, Value i) -> int {
+                                              if (rng() % 2 == 0) return t->put(k, i) ? 1 : 0;
+                                              return t->remove(k) ? -1 : 0;
+                                            });
 }
 
 // ---- What one structure has --------------------------------------------------------------------

@@ -4,16 +4,14 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <random>
-#include <thread>
-#include <vector>
 
 #include "pmds/montage/epoch_system.hpp"
+#include "support/presence_balance.hpp"
 #include "support/temp_path.hpp"
 
 namespace montage_test {
@@ -51,25 +49,7 @@ void check_against_model(M& m, std::map<Key, Value>& model, int operations, Key 
   }
 }
 
-// Three threads, `steps` steps each, on keys [1, keys]: each step draws a key k and calls
-// step(t, rng, k, i) (i = 1..steps), which returns +1 when it made k present (an insert or a put
-// that found it absent), -1 when it made k absent (a remove that found it) and 0 otherwise. Every
-// such change flips k's presence, so at the end each key's changes sum to exactly its presence.
-template <class M, class Step>
-void expect_changes_match_presence(M& m, Key keys, Value steps, Step step) {
-  std::vector<std::atomic<std::int64_t>> balance(keys + 1);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 3; ++t)
-    threads.emplace_back([&, t] {
-      std::mt19937_64 rng(t);
-      for (Value i = 1; i <= steps; ++i) {
-        const Key k = 1 + rng() % keys;
-        balance[k].fetch_add(step(t, rng, k, i));
-      }
-    });
-  for (auto& th : threads) th.join();
-  for (Key k = 1; k <= keys; ++k) EXPECT_EQ(balance[k].load(), m.contains(k) ? 1 : 0) << k;
-}
+using pmds::test::expect_changes_match_presence;
 
 // No background advancer: the test moves the clock (background_step, sync).
 inline pmds::montage::Options manual_clock() {

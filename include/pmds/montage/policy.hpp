@@ -55,9 +55,6 @@ struct MontagePolicy {
   using System = EpochSystem<Faults>;
   using Payload = KeyValuePayload*;  // what a node holds: its payload block (nullptr: none)
 
-  // The epoch system of the operation the calling thread runs (set by Memory::pin).
-  static System& current() noexcept { return *current_; }
-
   template <class T>
   class shared {
     static_assert(sizeof(T) == sizeof(std::uint64_t) && std::is_integral_v<T>);
@@ -177,6 +174,8 @@ struct MontagePolicy {
   };
 
  private:
+  // The epoch system of the operation the calling thread runs (set by Memory::pin).
+  static System& current() noexcept { return *current_; }
   static inline thread_local System* current_ = nullptr;
 };
 
