@@ -1,18 +1,21 @@
 // labels: concurrent
 // The algo/ sets and maps (Harris-Michael list, Michael's hash table, the lock-free skip list,
 // the Natarajan-Mittal tree), each under every memory policy, through one body per test:
-// sequential and concurrent behaviour against a model, reserved keys, the tree's put; and,
-// durable (Izraelevitz), recovery in a new process after a dirty exit, a clean close and a kill
-// mid-operation, with the allocator accounting for every slot, the pool misused, and the planted
-// recovery bug caught. What only one structure has (the hash table's bucket counts and segments,
-// a head's marked link) is tested beside it.
+// sequential and concurrent behaviour against a model, reserved keys, the ordered maps' put and
+// the skip list's scan; and, durable (Izraelevitz), recovery in a new process after a dirty exit,
+// a clean close and a kill mid-operation, with the allocator accounting for every slot, the pool
+// misused, and the planted recovery bug caught. What only one structure has (the hash table's
+// bucket counts and segments, a head's marked link) is tested beside it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <random>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -65,7 +68,10 @@ struct SkipListSubject {
   static constexpr Key durable_own_keys = 64;
   static constexpr Key recovery_keys = 200;
   // The anchor, the head and one node per key (completed removes unlinked theirs everywhere).
-  static std::size_t live(const S<izraelevitz>&, std::size_t keys) { return 2 + keys; }
+  template <class T>
+  static std::size_t live(const T&, std::size_t keys) {
+    return 2 + keys;
+  }
 };
 
 struct BstSubject {
@@ -76,7 +82,10 @@ struct BstSubject {
   static constexpr Key recovery_keys = 200;
   // The anchor, sentinels R and S and their three leaves, and per key one leaf and one internal
   // node (completed removes took both out).
-  static std::size_t live(const S<izraelevitz>&, std::size_t keys) { return 6 + 2 * keys; }
+  template <class T>
+  static std::size_t live(const T&, std::size_t keys) {
+    return 6 + 2 * keys;
+  }
 };
 
 // A structure under one policy: the per-policy tests' type parameter.
@@ -207,19 +216,17 @@ TYPED_TEST(AlgoSetRecovery, PlantedRecoveryBugDropsAKey) {
   EXPECT_EQ(buggy.size(), 9u);
 }
 
-// ---- The tree's put, under every policy -------------------------------------------------------
+// ---- The ordered maps' put, under every policy -------------------------------------------------
 
-template <class P>
-class BstPut : public ::testing::Test {
- protected:
-  using Tree = NatarajanMittalTree<P>;
-};
-TYPED_TEST_SUITE(BstPut, AllPolicies);
+template <class C>
+class MapPut : public ::testing::Test {};
+using OrderedMapCases = Cases<SkipListSubject, BstSubject>;
+TYPED_TEST_SUITE(MapPut, OrderedMapCases);
 
 // Inserts, replacements, removes and gets against a model; durable, across a clean reopen, whose
-// trace reaches one leaf and one internal node per key (the replaced leaves were freed).
-TYPED_TEST(BstPut, PutsAgainstAModelAndAcrossAReopen) {
-  Instance<typename TestFixture::Tree> t;
+// trace reaches the structure's nodes for the keys left (the replaced nodes were freed).
+TYPED_TEST(MapPut, PutsAgainstAModelAndAcrossAReopen) {
+  Instance<typename TypeParam::S> t;
   std::map<Key, Value> model;
   std::mt19937_64 rng(5);
   for (int i = 0; i < 4000; ++i) {
@@ -241,21 +248,100 @@ TYPED_TEST(BstPut, PutsAgainstAModelAndAcrossAReopen) {
   EXPECT_EQ(contents_of(*t), model);
   t.reopen();
   EXPECT_EQ(contents_of(*t), model);
-  if constexpr (TypeParam::durable) {
-    EXPECT_EQ(t->recovery_stats().live_slots, 6 + 2 * model.size());
+  if constexpr (TypeParam::P::durable) {
+    EXPECT_EQ(t->recovery_stats().live_slots, TypeParam::Of::live(*t, model.size()));
   }
 }
 
 // Three threads putting and removing four keys: a put that inserts and a remove that succeeds each
 // change their key's presence, so per key their counts differ by its final presence (a put that
-// replaces and a remove that both took the same leaf would break it).
-TYPED_TEST(BstPut, PutsAndRemovesOfFewKeysLinearize) {
-  Instance<typename TestFixture::Tree> t;
+// replaces and a remove that both took the same node would break it).
+TYPED_TEST(MapPut, PutsAndRemovesOfFewKeysLinearize) {
+  Instance<typename TypeParam::S> t;
   pmds::test::expect_changes_match_presence(*t, 4, 3000,
                                             [&](int, std::mt19937_64& rng, Key k, Value i) -> int {
                                               if (rng() % 2 == 0) return t->put(k, i) ? 1 : 0;
                                               return t->remove(k) ? -1 : 0;
                                             });
+}
+
+// ---- The skip list's scan ----------------------------------------------------------------------
+
+template <class P>
+class SkipListScan : public ::testing::Test {};
+TYPED_TEST_SUITE(SkipListScan, AllPolicies);
+
+// After inserts, replacements and removes, every scan (from below, at, between and past the keys;
+// short and long) visits the model's keys >= from in order with their values; range() the same.
+TYPED_TEST(SkipListScan, ScansMatchAModel) {
+  Instance<SkipList<TypeParam>> t;
+  std::map<Key, Value> model;
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 3000; ++i) {
+    const Key k = 1 + 3 * (rng() % 300);  // gaps, so that a scan may start between keys
+    if (rng() % 3 == 0) {
+      t->remove(k);
+      model.erase(k);
+    } else {
+      t->put(k, i);
+      model[k] = i;
+    }
+  }
+  for (const Key from :
+       {Key{0}, Key{1}, Key{2}, Key{450}, Key{451}, Key{898}, Key{899}, Key{5000}}) {
+    for (const std::size_t max_count :
+         {std::size_t{0}, std::size_t{1}, std::size_t{17}, model.size() + 1}) {
+      std::vector<std::pair<Key, Value>> seen, expected;
+      const std::size_t n =
+          t->scan(from, max_count, [&](Key k, Value v) { seen.emplace_back(k, v); });
+      for (auto it = model.lower_bound(std::max(from, min_user_key));
+           it != model.end() && expected.size() < max_count; ++it)
+        expected.emplace_back(*it);
+      EXPECT_EQ(n, seen.size());
+      EXPECT_EQ(seen, expected) << "from " << from << ", at most " << max_count;
+    }
+  }
+  std::vector<std::pair<Key, Value>> ranged;
+  for (const auto& kv : t->range(100, 700)) ranged.push_back(kv);
+  const std::vector<std::pair<Key, Value>> in_range(model.lower_bound(100), model.lower_bound(700));
+  EXPECT_EQ(ranged, in_range);
+}
+
+// One thread scans the whole list again and again while another puts and removes the odd keys:
+// every scan sees each even key (present throughout) with its value, in ascending order.
+TYPED_TEST(SkipListScan, ScansWhileOthersWriteSeeTheStableKeysInOrder) {
+  Instance<SkipList<TypeParam>> t;
+  constexpr Key keys = 200;
+  for (Key k = 2; k <= keys; k += 2) t->insert(k, k * 10);
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    std::mt19937_64 rng(3);
+    for (int i = 0; i < (TypeParam::durable ? 3000 : 30000); ++i) {
+      const Key k = 1 + 2 * (rng() % (keys / 2));
+      if (rng() % 2 == 0)
+        t->put(k, rng());
+      else
+        t->remove(k);
+    }
+    done.store(true);
+  });
+  int scans = 0;
+  for (bool last = false; !last; ++scans) {
+    last = done.load();  // one more scan after the writer stopped
+    std::vector<Key> seen;
+    t->scan(min_user_key, keys + 1, [&](Key k, Value v) {
+      if (k % 2 == 0) {
+        EXPECT_EQ(v, k * 10);
+      }
+      seen.push_back(k);
+    });
+    ASSERT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+    ASSERT_EQ(std::adjacent_find(seen.begin(), seen.end()), seen.end());
+    ASSERT_EQ(std::count_if(seen.begin(), seen.end(), [](Key k) { return k % 2 == 0; }),
+              static_cast<std::ptrdiff_t>(keys / 2));
+  }
+  writer.join();
+  EXPECT_GT(scans, 1);
 }
 
 // ---- What one structure has --------------------------------------------------------------------

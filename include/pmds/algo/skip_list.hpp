@@ -1,10 +1,19 @@
 // pmds — a lock-free skip list (Herlihy & Shavit, "The Art of Multiprocessor Programming"
-// §14.4, after Fraser), written once over a memory policy (algo/policy.hpp): a set and a map.
+// §14.4, after Fraser), written once over a memory policy (algo/policy.hpp): a set and an
+// ordered map with put and scan.
 //
 // Each level is a Harris list with its own mark bit in the node's link for that level. A key
 // is present when its node is linked at level 0 and that link is unmarked; remove() marks the
 // node's links top-down and level 0 last (the winner of the level-0 mark is the remover, its
 // linearization point); find() unlinks every marked node it passes, at every level.
+//
+// put() of a present key replaces its node: the old node's upper links are marked as a remove
+// marks them, then one CAS on its level-0 link, from its successor s to (new node | mark), the
+// new node's level-0 link being s, takes the old node out and puts the new one in at once (its
+// linearization point); the new node's upper levels are then linked as an insert links them. A
+// remove that meets a marked level-0 link tells the two marks apart by where the link points
+// (a put's at a node of the same key) and looks again after a put's. A replaced node is
+// recovered as a removed one: its marked level-0 link leads to its replacement.
 //
 // Reclamation. A node may still be linked at an upper level after it left level 0 (an inserter
 // that is still linking upper levels races with its remover), so it can be retired only once
@@ -39,6 +48,7 @@
 #include "pmds/interfaces.hpp"
 #include "pmds/pm/pool_format.hpp"
 #include "pmds/random_height.hpp"
+#include "pmds/range.hpp"
 
 namespace pmds::algo {
 
@@ -75,94 +85,40 @@ class SkipList : public AnchoredStructure<P> {
     }
   }
 
-  bool insert(Key key, Value value) {
-    check_key(key);
-    auto guard = mem_.pin();
-    const int height = static_cast<int>(random_height<max_height>());
-    raise_levels(height);
-    Window w;
-    Node* node = nullptr;
-    for (;;) {
-      if (find(key, w)) {
-        if (node != nullptr) mem_.deallocate(node);  // built but never linked
-        return false;
-      }
-      if (node == nullptr) {
-        node = new (mem_.allocate(Node::bytes(height))) Node;
-        node->key.init(key);
-        node->value.init(value);
-        node->height.init(static_cast<std::uint64_t>(height));
-        node->owners.init(2);  // the inserter and the remover (see the header comment)
-        for (int i = 0; i < height; ++i) new (&node->next(i)) Link;
-      }
-      for (int i = 0; i < height; ++i) node->next(i).init(word_of(w.succs[i]));
-      mem_.publish(node, Node::bytes(height));  // contents durable before the link
-      std::uintptr_t expected = word_of(w.succs[0]);
-      if (w.preds[0]->next(0).compare_exchange(expected, word_of(node), Access::link)) break;
-    }
-    // The key is in (level 0). Link the upper levels, stopping if the node gets marked.
-    for (int level = 1; level < height; ++level) {
-      for (;;) {
-        Node* succ = w.succs[level];
-        // Mutant survives: the node's own link, written by its initialization (durable since
-        // Memory::publish) or by this insert's CAS below (persisted), or marked by a remover;
-        // a mark seen before its remover's persist only ends this insert's linking early, and a
-        // crash that loses it leaves the node a shorter tower, which recovery accepts.
-        std::uintptr_t link = node->next(level).load();
-        if (is_marked(link)) goto linked;
-        if (pointer_of<Node>(link) != succ) {
-          // Mutant killed by test: reader_windows_sim_test
-          // SkipListWindows/*.AnInsertsReaimedUpperLinkIsDurableBeforeTheOldSlotIsReused
-          if (!node->next(level).compare_exchange(link, word_of(succ)))
-            continue;  // marked meanwhile: seen at the top of the loop
-        }
-        std::uintptr_t expected = word_of(succ);
-        if (w.preds[level]->next(level).compare_exchange(expected, word_of(node))) break;
-        find(key, w);
-        if (w.succs[0] != node) goto linked;  // removed meanwhile
-      }
-    }
-  linked:
-    // If a remover marked the node, its find() may have run before one of our links above.
-    // Mutant survives: the value read only decides whether find() runs again, whose unlinking
-    // CASes persist what they change; insert's answer does not depend on it.
-    if (is_marked(node->next(0).load())) find(key, w);
-    release(node);
-    return true;
-  }
+  // False if the key was present. Throws PoolFull (the set unchanged) when no slot is left.
+  bool insert(Key key, Value value) { return upsert(key, value, false); }
 
+  // Insert or replace: true if the key was absent. A replacement swaps the key's node for a new
+  // one (see the header). Throws PoolFull as insert.
+  bool put(Key key, Value value) { return upsert(key, value, true); }
+
+  // False if the key was absent. Linearizes at the level-0 mark.
   bool remove(Key key) {
     check_key(key);
     auto guard = mem_.pin();
     Window w;
-    if (!find(key, w)) return false;
-    Node* node = w.succs[0];
-    const int height = static_cast<int>(node->height.load());
-    for (int level = height - 1; level >= 1; --level) {
-      // Mutant killed by test: reader_windows_sim_test
-      // SkipListWindows/*.ARemoveThatFindsAnUpperLevelMarkedMakesItDurable (three preemptions:
-      // another remove's mark seen here, not persisted, is skipped; the marks below it persist).
-      std::uintptr_t link = node->next(level).load();
-      // Until it is marked, by this CAS or another's: a failed CAS reloads `link`, a successful
-      // one ends the loop (looping on `link` alone would CAS, and persist, a second time).
-      // Mutant killed by test: reader_windows_sim_test
-      // SkipListWindows/*.AnUpperLevelsMarkIsDurableBeforeTheMarkBelowIt
-      while (!is_marked(link) && !node->next(level).compare_exchange(link, link | mark_bit)) {
-      }
-    }
-    // Mutant killed by test: reader_windows_sim_test
-    // SkipListWindows/*.ARemoveThatMeetsAMarkAfterItsSearchMakesItDurable (two preemptions: a
-    // mark made after this remove's search is answered with false, no CAS after it).
-    std::uintptr_t link = node->next(0).load();
     for (;;) {
-      if (is_marked(link)) return false;  // another remover won: the key left before us
+      if (!find(key, w)) return false;
+      Node* node = w.succs[0];
+      mark_upper_levels(node);
       // Mutant killed by test: reader_windows_sim_test
-      // SkipListWindows/*.ARemoveThatMeetsAMarkAfterItsSearchMakesItDurable
-      if (node->next(0).compare_exchange(link, link | mark_bit)) break;
+      // SkipListWindows/*.ARemoveThatMeetsAMarkAfterItsSearchMakesItDurable (two preemptions: a
+      // mark made after this remove's search is answered with false, no CAS after it).
+      std::uintptr_t link = node->next(0).load();
+      for (;;) {
+        if (is_marked(link)) break;
+        // Mutant killed by test: reader_windows_sim_test
+        // SkipListWindows/*.ARemoveThatMeetsAMarkAfterItsSearchMakesItDurable
+        if (node->next(0).compare_exchange(link, link | mark_bit)) {
+          find(key, w);  // unlinks it at every level
+          release(node);
+          return true;
+        }
+      }
+      // Marked by another remover, who won: the key left before us. Or by a put, whose new node
+      // (the marked link's target, holding the same key) took the key over: find it again.
+      if (!replaced_by_put(key, link)) return false;
     }
-    find(key, w);  // unlinks it at every level
-    release(node);
-    return true;
   }
 
   bool contains(Key key) {
@@ -177,6 +133,30 @@ class SkipList : public AnchoredStructure<P> {
     if (n == nullptr) return std::nullopt;
     return n->value.load();
   }
+
+  // Up to max_count keys >= from in ascending order, visit(key, value) each; returns how many.
+  // Each key visited was in the map when its level-0 link was read (not an atomic snapshot).
+  template <class F>
+  std::size_t scan(Key from, std::size_t max_count, F&& visit) {
+    if (from == min_reserved_key) from = min_user_key;
+    auto guard = mem_.pin();
+    std::size_t count = 0;
+    for (Node* n = lower_bound(from); n != nullptr && count < max_count;) {
+      const std::uintptr_t link = n->next(0).load();
+      if (!is_marked(link)) {
+        visit(n->key.load(), n->value.load());
+        ++count;
+      }
+      n = pointer_of<Node>(link);
+    }
+    return count;
+  }
+
+  /// The keys in [from, to) in ascending order, for a range-for, while other threads write
+  /// (weakly consistent: pmds::Range says what that promises).
+  Range<SkipList, Key, Value> range(Key from, Key to) { return {*this, from, to}; }
+  /// The keys from `from` to the end.
+  Range<SkipList, Key, Value> range(Key from = min_user_key) { return {*this, from}; }
 
   // Quiescent: f(key, value) for every key, in key order.
   template <class F>
@@ -230,6 +210,131 @@ class SkipList : public AnchoredStructure<P> {
     int seen = levels_.load(std::memory_order_relaxed);
     while (seen < height && !levels_.compare_exchange_weak(seen, height)) {
     }
+  }
+
+  // insert (update false) and put. Absent key: a new node linked at level 0 by a CAS on its
+  // predecessor's link. Present key (put): the old node's upper levels are marked as a remove
+  // marks them, then one CAS on its level-0 link, from its successor s to (new node | mark), the
+  // new node's level-0 link being s: the old node is removed and the new one in, at once. Either
+  // way the new node's upper levels are then linked.
+  bool upsert(Key key, Value value, bool update) {
+    check_key(key);
+    auto guard = mem_.pin();
+    const int height = static_cast<int>(random_height<max_height>());
+    raise_levels(height);
+    Window w;
+    Node* node = nullptr;  // made at the first attempt that needs it, reused by retries
+    Node* replaced = nullptr;
+    for (;;) {
+      const bool present = find(key, w);
+      if (present && !update) {
+        if (node != nullptr) mem_.deallocate(node);  // built but never linked
+        return false;
+      }
+      if (node == nullptr) node = make_node(key, value, height);
+      Link* target;             // the level-0 word whose CAS puts the node in
+      std::uintptr_t expected;  // its value, which becomes the node's level-0 link
+      std::uintptr_t desired = word_of(node);
+      if (present) {
+        Node* old = w.succs[0];
+        mark_upper_levels(old);
+        target = &old->next(0);
+        expected = target->load();
+        if (is_marked(expected)) continue;  // removed or replaced meanwhile: find again
+        desired |= mark_bit;
+      } else {
+        target = &w.preds[0]->next(0);
+        expected = word_of(w.succs[0]);
+      }
+      node->next(0).init(expected);
+      for (int i = 1; i < height; ++i) node->next(i).init(word_of(w.succs[i]));
+      mem_.publish(node, Node::bytes(height));  // contents durable before the link
+      if (!target->compare_exchange(expected, desired, Access::link)) continue;
+      if (!present) break;
+      replaced = w.succs[0];
+      find(key, w);                         // unlinks the old node at every level
+      if (w.succs[0] != node) goto linked;  // removed meanwhile
+      break;
+    }
+    // The key is in (level 0). Link the upper levels, stopping if the node gets marked.
+    for (int level = 1; level < height; ++level) {
+      for (;;) {
+        Node* succ = w.succs[level];
+        // Mutant survives: the node's own link, written by its initialization (durable since
+        // Memory::publish) or by this insert's CAS below (persisted), or marked by a remover;
+        // a mark seen before its remover's persist only ends this insert's linking early, and a
+        // crash that loses it leaves the node a shorter tower, which recovery accepts.
+        std::uintptr_t link = node->next(level).load();
+        if (is_marked(link)) goto linked;
+        if (pointer_of<Node>(link) != succ) {
+          // Mutant killed by test: reader_windows_sim_test
+          // SkipListWindows/*.AnInsertsReaimedUpperLinkIsDurableBeforeTheOldSlotIsReused
+          if (!node->next(level).compare_exchange(link, word_of(succ)))
+            continue;  // marked meanwhile: seen at the top of the loop
+        }
+        std::uintptr_t expected = word_of(succ);
+        if (w.preds[level]->next(level).compare_exchange(expected, word_of(node))) break;
+        find(key, w);
+        if (w.succs[0] != node) goto linked;  // removed meanwhile
+      }
+    }
+  linked:
+    // If a remover marked the node, its find() may have run before one of our links above.
+    // Mutant survives: the value read only decides whether find() runs again, whose unlinking
+    // CASes persist what they change; insert's answer does not depend on it.
+    if (is_marked(node->next(0).load())) find(key, w);
+    release(node);
+    if (replaced != nullptr) release(replaced);  // its remover's release
+    return replaced == nullptr;
+  }
+
+  Node* make_node(Key key, Value value, int height) {
+    Node* node = new (mem_.allocate(Node::bytes(height))) Node;  // PoolFull: nothing changed
+    node->key.init(key);
+    node->value.init(value);
+    node->height.init(static_cast<std::uint64_t>(height));
+    node->owners.init(2);  // the inserter and the remover (see the header comment)
+    for (int i = 0; i < height; ++i) new (&node->next(i)) Link;
+    return node;
+  }
+
+  // Marks a node's upper levels, top-down (a remove's and a put's first step; level 0 last).
+  static void mark_upper_levels(Node* node) {
+    const int height = static_cast<int>(node->height.load());
+    for (int level = height - 1; level >= 1; --level) {
+      // Mutant killed by test: reader_windows_sim_test
+      // SkipListWindows/*.ARemoveThatFindsAnUpperLevelMarkedMakesItDurable (three preemptions:
+      // another remove's mark seen here, not persisted, is skipped; the marks below it persist).
+      std::uintptr_t link = node->next(level).load();
+      // Until it is marked, by this CAS or another's: a failed CAS reloads `link`, a successful
+      // one ends the loop (looping on `link` alone would CAS, and persist, a second time).
+      // Mutant killed by test: reader_windows_sim_test
+      // SkipListWindows/*.AnUpperLevelsMarkIsDurableBeforeTheMarkBelowIt
+      while (!is_marked(link) && !node->next(level).compare_exchange(link, link | mark_bit)) {
+      }
+    }
+  }
+
+  // A marked level-0 link whose target holds the same key was marked by a put (a remover's mark
+  // keeps the successor it had, whose key is larger: an insert of the key after the remove links
+  // a node of its own, never behind the removed one).
+  static bool replaced_by_put(Key key, std::uintptr_t marked_link) {
+    const Node* next = pointer_of<Node>(marked_link);
+    return next != nullptr && next->key.load() == key;
+  }
+
+  // The first level-0 node with key >= key (marked or not), writing nothing.
+  Node* lower_bound(Key key) {
+    Node* pred = head_;
+    Node* curr = nullptr;
+    for (int level = levels_.load(std::memory_order_acquire) - 1; level >= 0; --level) {
+      curr = pointer_of<Node>(pred->next(level).load());
+      while (curr != nullptr && curr->key.load() < key) {
+        pred = curr;
+        curr = pointer_of<Node>(curr->next(level).load());
+      }
+    }
+    return curr;
   }
 
   // Herlihy–Shavit find: preds/succs around key at every level below levels_, unlinking

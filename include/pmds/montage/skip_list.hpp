@@ -19,7 +19,8 @@
 // Why not algo/skip_list.hpp over a memory policy: for the reason hash_map.hpp's header gives
 // (the seam carries payloads now, as the BST shows, but algo/'s lists hold 8-byte keys and this
 // file is one code over Keys, byte strings included). This file follows the algo/ code step for
-// step, with the differences above; a Keys parameter on algo/skip_list.hpp would retire it.
+// step, with the differences above (algo/'s list has this put, by the same replacing CAS, and
+// this scan); a Keys parameter on algo/skip_list.hpp would retire it.
 //
 // put replaces a present key's node as hash_map.hpp's put does: one lin_cas on the OLD node's
 // level-0 link, from its successor s to (new node | mark), the new node's level-0 link being s.
