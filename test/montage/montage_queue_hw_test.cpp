@@ -2,7 +2,9 @@
 // nbMontage's Michael–Scott queue (montage/queue.hpp) on the hardware backend: FIFO
 // order, a clean close that keeps every element in order, a killed process whose recovery keeps
 // every enqueue before its last sync and a prefix of the rest, concurrent producers and
-// consumers (each value once, each producer's values in order), a full pool.
+// consumers (each value once, each producer's values in order), a full pool, a pool of the
+// layout before 0.3.0.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -143,6 +145,25 @@ TEST_F(MontageQueue, AFullPoolThrowsAndLosesNothing) {
   // way, and the queue is unchanged (every enqueued payload is still there after a reopen).
   EXPECT_THROW(q.dequeue(), PoolFull);
   EXPECT_EQ(reopen().recovery_stats().live_slots, (v - 1) + 1);  // + the system area
+}
+
+// A pool of the layout before 0.3.0 (tag "QUEUMONT", value-first payloads) is refused with a
+// typed error that says so, and left as it was.
+TEST_F(MontageQueue, APoolOfTheOldLayoutIsATypedErrorNotAMisreadQueue) {
+  MontageQueueType& q = make();
+  for (Value v = 1; v <= 10; ++v) q.enqueue(v);
+  s_.reset();
+  pool_->root(pm::StructureRoot::tag_root).store(MontageQueueType::tag_before_0_3);
+  pool_.reset();
+  pool_.emplace(pm::Pool::open(path_, kLayout));
+  try {
+    MontageQueueType reopened(open_existing, *pool_, manual_clock());
+    FAIL() << "opened a pool of the old layout";
+  } catch (const PoolError& e) {
+    EXPECT_EQ(e.code(), PoolErrc::layout_mismatch);
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("before pmds 0.3.0"));
+  }
+  EXPECT_EQ(pool_->root(pm::StructureRoot::tag_root).load(), MontageQueueType::tag_before_0_3);
 }
 
 }  // namespace

@@ -12,12 +12,25 @@
 // cache lines). Recovery visits the nodes from head along next; if the recovered tail is not
 // among them (it cannot be in a state the Izraelevitz transform persists, but a dangling
 // tail would be fatal) it is set to the last node.
+//
+// nbMontage (montage/policy.hpp, montage/queue.hpp: the queue of its paper's §5) keeps the list
+// in DRAM and each value in a payload its node points to (algo/policy.hpp, "Payloads"). The two
+// CASes at which an operation takes effect are marked for it: an enqueue's link (Access::link)
+// and a dequeue's swing of head to head's successor (Access::remove, the successor's payload,
+// whose value it returns, detached first). The payloads also carry the queue's order, which
+// nbMontage recovers by sorting them: §5's serial number from a counter, taken right before each
+// link attempt (the payload is private until the link). A link on a node is the first its next
+// word ever takes, and a later link is made on a node reachable only after it, by an enqueuer
+// that saw it as the tail afterwards, so serial order is queue order. The old dummy's payload
+// is freed with it when it is retired.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <new>
 #include <optional>
+#include <type_traits>
 
 #include "pmds/algo/anchored_structure.hpp"
 #include "pmds/algo/policy.hpp"
@@ -28,8 +41,6 @@ namespace pmds::algo {
 template <class P>
 requires MemoryPolicy<P>
 class MichaelScottQueue : public AnchoredStructure<P> {
-  using AnchoredStructure<P>::mem_;
-
  public:
   static constexpr const char* name = "queue";
   static constexpr std::uint64_t kind = 0x706d64732e717565;  // "pmds.que"
@@ -55,12 +66,12 @@ class MichaelScottQueue : public AnchoredStructure<P> {
     }
   }
 
+  // Throws PoolFull (the queue unchanged) when no slot is left.
   void enqueue(Value value) {
     auto guard = mem_.pin();
-    Node* node = new (mem_.allocate(sizeof(Node))) Node;
-    node->value.init(value);
-    node->next.init(0);
-    mem_.publish(node, sizeof(Node));  // contents durable before the link
+    payload_field_t<P> payload{};
+    if constexpr (HasPayloads<P>) payload = mem_.new_payload(0, value);  // PoolFull: unchanged
+    Node* node = make_node(value, payload);
     for (;;) {
       // Mutant survives: the tail is a hint. It names a node whose link CAS persisted before the
       // tail moved to it, operations help a lagging tail, and recovery keeps a tail only where its
@@ -69,6 +80,8 @@ class MichaelScottQueue : public AnchoredStructure<P> {
       Node* last = pointer_of<Node>(tail);
       std::uintptr_t next = last->next.load();
       if (next == 0) {
+        if constexpr (HasPayloads<P>)  // the queue's order (see the header)
+          mem_.set_payload_key(payload, serials_.next.fetch_add(1, std::memory_order_relaxed));
         if (last->next.compare_exchange(next, word_of(node), Access::link)) {
           // Mutant survives: the tail is a hint, which recovery resets when its walk misses it.
           anchor_->tail.compare_exchange(tail, word_of(node));  // may fail: someone helped
@@ -99,8 +112,10 @@ class MichaelScottQueue : public AnchoredStructure<P> {
         anchor_->tail.compare_exchange(tail, next);
         continue;
       }
-      const Value value = pointer_of<Node>(next)->value.load();
-      if (anchor_->head.compare_exchange(head, next)) {
+      Node* successor = pointer_of<Node>(next);
+      const Value value = successor->value.load();
+      if constexpr (HasPayloads<P>) mem_.detach_payload(successor->payload);  // PoolFull: unchanged
+      if (anchor_->head.compare_exchange(head, next, Access::remove)) {
         mem_.retire(first);
         return value;
       }
@@ -121,11 +136,43 @@ class MichaelScottQueue : public AnchoredStructure<P> {
     return n;
   }
 
- private:
+ protected:
+  using AnchoredStructure<P>::mem_;
+
   struct Node {
     typename P::template immutable<Value> value;
     typename P::template shared<std::uintptr_t> next;
+    [[no_unique_address]] payload_field_t<P> payload{};  // over a payload policy
   };
+
+  // A node holding `value` (and its payload), not linked, its contents durable.
+  Node* make_node(Value value, payload_field_t<P> payload) {
+    Node* node = new (mem_.allocate(sizeof(Node))) Node;
+    node->value.init(value);
+    node->next.init(0);
+    node->payload = payload;
+    mem_.publish(node, sizeof(Node));  // contents durable before the link
+    return node;
+  }
+
+  // Quiescent, over a payload policy: the queue as recovered, a node per payload in queue order
+  // (the serial numbers' order; the next serial is the one after the last).
+  void adopt_back(Value value, payload_field_t<P> payload) requires(HasPayloads<P>) {
+    Node* node = make_node(value, payload);
+    pointer_of<Node>(anchor_->tail.peek())->next.store(word_of(node));
+    anchor_->tail.store(word_of(node));
+  }
+  void set_next_serial(std::uint64_t serial) requires(HasPayloads<P>) {
+    serials_.next.store(serial);
+  }
+
+ private:
+  // The serial number counter of a payload policy (see the header), on a line of its own; no
+  // bytes for the others.
+  struct alignas(64) Serials {
+    std::atomic<std::uint64_t> next{0};
+  };
+  struct NoSerials {};
 
   // head and tail are the two contended words: 64 bytes apart, so never on one cache line.
   struct Anchor {
@@ -137,10 +184,7 @@ class MichaelScottQueue : public AnchoredStructure<P> {
   };
 
   void create() {
-    Node* dummy = new (mem_.allocate(sizeof(Node))) Node;
-    dummy->value.init(0);
-    dummy->next.init(0);
-    mem_.publish(dummy, sizeof(Node));
+    Node* dummy = make_node(0, {});
     anchor_ = this->template create_anchor<Anchor>(kind, [dummy](Anchor& a) {
       a.head.init(word_of(dummy));
       a.tail.init(word_of(dummy));
@@ -173,6 +217,7 @@ class MichaelScottQueue : public AnchoredStructure<P> {
   }
 
   Anchor* anchor_ = nullptr;
+  [[no_unique_address]] std::conditional_t<HasPayloads<P>, Serials, NoSerials> serials_;
 };
 
 }  // namespace pmds::algo

@@ -555,6 +555,9 @@ static_assert(DurableMemoryPolicy<izraelevitz>);
 //   new_payload(key, value)   a payload for a node being built (PoolFull: nothing changed);
 //   detach_payload(payload)   the thread's next Access::link or Access::remove CAS removes it;
 //   discard_payload(payload)  the payload of a node that was never linked;
+//   set_payload_key(payload, k)  a payload not yet linked takes key k instead (the queue's serial
+//                             number, its order at recovery, retaken before each link attempt:
+//                             nbMontage §5);
 // and its retire(node) frees the node's payload with the node. An algorithm that supports such a
 // policy keeps a `payload` field in each node that holds an element, makes the payload when it
 // builds the node, and detaches it before the CAS that removes or replaces the element: the CASes

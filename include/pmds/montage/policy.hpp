@@ -155,7 +155,8 @@ struct MontagePolicy {
     void drain() { epochs_.drain(); }
 
     // nbMontage Figure 1. new_payload: a payload for a node being built (PoolFull: nothing
-    // changed), tagged by this thread's next lin_cas. detach_payload: that lin_cas removes it.
+    // changed), tagged by this thread's next lin_cas. set_payload_key: the payload is still
+    // private (not linked), so its key may change. detach_payload: that lin_cas removes it.
     // discard_payload: a payload whose node was never linked.
     Payload new_payload(Key key, Value value) {
       KeyValuePayload* p = system_->template pnew<KeyValuePayload>();
@@ -163,6 +164,7 @@ struct MontagePolicy {
       p->value.store(value, std::memory_order_relaxed);
       return p;
     }
+    void set_payload_key(Payload p, Key key) { p->key.store(key, std::memory_order_relaxed); }
     void detach_payload(Payload p) { system_->pdetach(p); }
     void discard_payload(Payload p) { system_->pdelete(p); }
 

@@ -1,190 +1,104 @@
 // pmds::montage::Queue — the Michael–Scott queue on nbMontage (§5 of its paper): "queue/montage",
 // buffered durable linearizability, with sync().
 //
-// The list of nodes, head and tail are DRAM; each enqueued value has a payload (montage::Block
-// header + value + serial number) in the pool. nbMontage §5: "the queue uses payloads to hold
-// values and their order. Specifically, between its two loads of the queue tail pointer, the
-// enqueue operation calls fetch_add on a global counter to obtain a serial number for the
-// to-be-inserted value." Here the serial is taken once the enqueuer has seen the tail with a
-// null next, right before its lin_cas on that next word, and again at every retry: a link on a
-// node is the first that node's next ever takes, and any later link is made on a node that is
-// only reachable after it, by an enqueuer that saw it as the tail afterwards, so serial order is
-// queue order. Recovery sorts the surviving payloads by serial number.
+// The algorithm is algo/ms_queue.hpp's (Michael & Scott, PODC 1996; its header explains it and
+// what it does for nbMontage) over MontagePolicy (montage/policy.hpp): the list of nodes, head
+// and tail in DRAM, each enqueued value in a payload (a KeyValuePayload whose key is the value's
+// serial number, §5: "the queue uses payloads to hold values and their order") that never
+// changes once linked (§3.2). The two CASes at which an operation takes effect are lin_cas
+// (epoch_system.hpp): an enqueue's link of its node after the last one, and a dequeue's swing of
+// head to head's successor, whose payload (the value returned; the successor becomes the dummy)
+// it detaches first. A dummy's payload is deleted when the dummy itself is retired.
 //
-// The two linearizing CASes are lin_cas: an enqueue's link of its node after the last one, and a
-// dequeue's swing of head to head's successor, whose payload (the value returned; the successor
-// becomes the dummy) it detaches first. Swinging the tail is a plain cas. A dummy's payload is
-// deleted when the dummy itself is retired.
+// This file is what nbMontage adds around the algorithm: the pool's root and epoch system,
+// recovery (the queue rebuilt from the surviving payloads sorted by serial number, §3.4), sync
+// and the clean close.
 //
-// Why not algo/ms_queue.hpp over a policy, as the BST is (montage/policy.hpp): the seam's
-// payloads hold a key and a value (algo/policy.hpp, "Payloads"); the queue's also hold the serial
-// number taken right before each link attempt, its order at recovery, which algo/ms_queue.hpp has
-// no step for.
-//
-// Pool layout: StructureRoot (epoch_system.hpp) with tag "QUEUMONT" and parameter 0.
+// Pool layout: StructureRoot (epoch_system.hpp) with tag "QUEUMON2" and parameter 0. (Until
+// 0.3.0 the tag was "QUEUMONT" and a payload held the value before the serial; a KeyValuePayload
+// holds the serial first, so a pool of the old layout is refused, PoolError layout_mismatch,
+// rather than misread.)
 #pragma once
 
 #include <algorithm>
-#include <atomic>
+#include <cstddef>
 #include <cstdint>
-#include <optional>
+#include <string>
 #include <vector>
 
+#include "pmds/algo/ms_queue.hpp"
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/montage/epoch_system.hpp"
-#include "pmds/pm/access.hpp"
+#include "pmds/montage/key_value_payload.hpp"
+#include "pmds/montage/policy.hpp"
 #include "pmds/pm/pool.hpp"
-#include "pmds/reclaim/epoch.hpp"
 
 namespace pmds::montage {
 
 template <FaultPolicy Faults = NoFaults>
-class Queue {
+class Queue : public algo::MichaelScottQueue<MontagePolicy<Faults>> {
+  using Algorithm = algo::MichaelScottQueue<MontagePolicy<Faults>>;
+  using Algorithm::mem_;
+
  public:
   static constexpr Criterion criterion = Criterion::buffered;
   static constexpr EpochBound epoch_bound = EpochBound::two_epochs;
-  static constexpr std::uint64_t tag = 0x544e4f4d55455551;  // "QUEUMONT"
+  static constexpr std::uint64_t tag = 0x324e4f4d55455551;  // "QUEUMON2"
   static constexpr const char* name = "queue/montage";
+  static constexpr std::uint64_t tag_before_0_3 = 0x544e4f4d55455551;  // "QUEUMONT"
 
-  struct Payload : Block {
-    pm::atomic<Value> value;
-    pm::atomic<std::uint64_t> serial;  // the enqueue order
-  };
-  static_assert(sizeof(Payload) == 64);
-
+  // A new, empty queue in `pool`, which must hold no structure.
   Queue(CreateTag, pm::Pool& pool, const Options& options = {}) {
     StructureRoot::check_unused(pool, name);
-    system_.emplace(create_new, pool, options);
-    init_list({});
-    StructureRoot::write(pool, tag, 0, system_->area());
+    auto& system = mem_.open_system(create_new, pool, options);
+    StructureRoot::write(pool, tag, 0, system.area());
   }
 
+  // Opens the queue a pool holds: the list is rebuilt from the payloads recovery keeps (§3.4).
   Queue(OpenTag, pm::Pool& pool, const Options& options = {}) {
+    if (pool.root(StructureRoot::tag_root).load() == tag_before_0_3)
+      throw PoolError(PoolErrc::layout_mismatch,
+                      std::string("pmds: pool '") + pool.path() + "' holds a " + name +
+                          " of the layout before pmds 0.3.0 (value-first payloads), which this "
+                          "version does not read");
     const auto [parameter, area] = StructureRoot::read(pool, tag, name);
     (void)parameter;
-    system_.emplace(open_existing, pool, area, options);
-    auto r = system_->recover([](const Block* b) -> const char* {
-      return b->kind_size.load() >> 8 < sizeof(Payload) ? "montage queue: a payload too small"
-                                                        : nullptr;
-    });
-    recovery_ = r.stats;
-    std::vector<Payload*> payloads;
-    payloads.reserve(r.payloads.size());
-    for (Block* b : r.payloads) payloads.push_back(static_cast<Payload*>(b));
-    std::sort(payloads.begin(), payloads.end(), [](const Payload* a, const Payload* b) {
-      return a->serial.load() < b->serial.load();
-    });
-    init_list(payloads);
+    rebuild(mem_.open_system(open_existing, pool, area, options).recover([](const Block* b) {
+      return b->kind_size.load() >> 8 < sizeof(KeyValuePayload)
+                 ? "montage queue: a payload too small"
+                 : nullptr;
+    }));
   }
 
   Queue(const Queue&) = delete;
   Queue& operator=(const Queue&) = delete;
 
-  // A clean close: everything completed is made durable (sync), then the DRAM list is freed.
-  ~Queue() {
-    sync();
-    domain_.drain();
-    for (Node* n = node_of(head_.load()); n != nullptr;) {
-      Node* next = node_of(n->next.load());
-      delete n;
-      n = next;
-    }
-  }
+  // A clean close: everything completed is made durable (sync); the algorithm's destructor then
+  // frees the DRAM list (the payloads stay).
+  ~Queue() { sync(); }
 
-  // Throws PoolFull (the queue unchanged) when no block is left for the payload.
-  void enqueue(Value v) {
-    auto guard = domain_.pin();
-    Payload* p = system_->template pnew<Payload>();
-    p->value.store(v, std::memory_order_relaxed);
-    Node* n = new Node{{0}, v, p};
-    for (;;) {
-      const std::uint64_t t = system_->load(tail_);
-      Node* last = node_of(t);
-      const std::uint64_t next = system_->load(last->next);
-      if (system_->load(tail_) != t) continue;
-      if (next != 0) {
-        system_->cas(tail_, t, next);  // a lagging tail: help it on
-        continue;
-      }
-      // The payload is still private: its serial may change until the lin_cas succeeds.
-      p->serial.store(next_serial_.fetch_add(1, std::memory_order_acq_rel),
-                      std::memory_order_relaxed);
-      if (system_->lin_cas(last->next, 0, word_of(n))) {
-        system_->cas(tail_, t, word_of(n));
-        return;
-      }
-    }
-  }
-
-  // The value at the front, removed; nullopt when the queue is empty. Throws PoolFull (the
-  // queue unchanged) when no block is left for the anti-node.
-  std::optional<Value> dequeue() {
-    auto guard = domain_.pin();
-    for (;;) {
-      const std::uint64_t h = system_->load(head_);
-      const std::uint64_t t = system_->load(tail_);
-      Node* first = node_of(h);
-      const std::uint64_t next = system_->load(first->next);
-      if (system_->load(head_) != h) continue;
-      if (h == t) {
-        if (next == 0) return std::nullopt;
-        system_->cas(tail_, t, next);
-        continue;
-      }
-      Node* successor = node_of(next);
-      system_->pdetach(successor->payload);
-      if (system_->lin_cas(head_, h, next)) {
-        const Value v = successor->value;
-        retire(first);
-        return v;
-      }
-    }
-  }
-
-  void sync() { system_->sync(); }
-  std::uint64_t epoch() const { return system_->epoch(); }
-  void background_step() { system_->background_step(); }
-  void drain() { domain_.drain(); }
+  // Everything completed before the call is durable when it returns (two epoch advances).
+  void sync() { mem_.system().sync(); }
+  // One epoch advance: what the background thread does every epoch (Options::epoch_length).
+  void background_step() { mem_.system().background_step(); }
+  std::uint64_t epoch() const { return mem_.system().epoch(); }
+  // Quiescent: runs every pending reclamation of DRAM nodes now.
+  void drain() { mem_.drain(); }
   const RecoveryStats& recovery_stats() const { return recovery_; }
 
  private:
-  struct Node {
-    std::atomic<std::uint64_t> next;  // Node*, or a descriptor while a lin_cas on it runs
-    Value value;                      // a copy of the payload's
-    Payload* payload;                 // null for the initial dummy
-  };
-  static Node* node_of(std::uint64_t w) { return reinterpret_cast<Node*>(w); }
-  static std::uint64_t word_of(const Node* n) { return reinterpret_cast<std::uint64_t>(n); }
-
-  // A dummy (no payload), then one node per payload in order.
-  void init_list(const std::vector<Payload*>& payloads) {
-    Node* last = new Node{{0}, 0, nullptr};
-    head_.store(word_of(last));
-    std::uint64_t serial = 0;
-    for (Payload* p : payloads) {
-      Node* n = new Node{{0}, p->value.load(), p};
-      last->next.store(word_of(n));
-      last = n;
-      serial = std::max(serial, p->serial.load() + 1);
-    }
-    tail_.store(word_of(last));
-    next_serial_.store(serial);
+  // The list from the surviving payloads, in serial-number order; the next serial is the one
+  // after the last.
+  void rebuild(typename EpochSystem<Faults>::Recovered r) {
+    recovery_ = r.stats;
+    std::vector<KeyValueEntry> entries(r.payloads.size());
+    for (std::size_t i = 0; i < entries.size(); ++i) entries[i] = WordKeys::entry(r.payloads[i]);
+    std::sort(entries.begin(), entries.end(), key_less);
+    for (const KeyValueEntry& e : entries) this->adopt_back(e.value, e.payload);
+    this->set_next_serial(entries.empty() ? 0 : entries.back().key + 1);
   }
 
-  void retire(Node* n) {
-    EpochSystem<Faults>* system = &*system_;
-    domain_.retire(n, [system](Node* dead) noexcept {
-      if (dead->payload != nullptr) system->pdelete(dead->payload);
-      delete dead;
-    });
-  }
-
-  std::optional<EpochSystem<Faults>> system_;  // before domain_: its deleters call pdelete
-  reclaim::EpochDomain domain_;
-  alignas(64) std::atomic<std::uint64_t> head_{0};
-  alignas(64) std::atomic<std::uint64_t> tail_{0};
-  alignas(64) std::atomic<std::uint64_t> next_serial_{0};
   RecoveryStats recovery_;
 };
 
