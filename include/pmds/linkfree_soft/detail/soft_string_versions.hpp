@@ -321,10 +321,13 @@ class SoftStringVersions {
   void complete_replace(Word& current, std::uintptr_t replacing) {
     const Version* r = version_of(replacing);
     pnode_of(r->fresh)->make_live(validity_of(r->fresh));
-    // The crash lab rarely reaches a crash that needs this write-back (a second replacement,
-    // a remove, then a crash); soft_string_recovery_sim_test.cpp kills its mutant.
-    if (r->previous != nullptr)
+    if (r->previous != nullptr) {
+      // The crash lab rarely reaches a crash that needs this write-back (a second replacement,
+      // a remove, then a crash).
+      // Mutant killed by test: soft_string_recovery_sim_test
+      // SoftStringRecovery/*.AVersionTwoReplacementsBackStaysDeletedAfterARemove
       pnode_of(r->previous->old)->mark_deleted(validity_of(r->previous->old));
+    }
     pm::fence();  // the one fence of a replacement
     std::uintptr_t expected = replacing;
     if (current.compare_exchange_strong(expected, replacing & ~replacing_tag,
@@ -438,14 +441,15 @@ class SoftStringVersions {
       if (i > 0 && found[i].hash == found[kept - 1].hash) {
         read_key(pnode_of(found[i].word), ka);
         read_key(pnode_of(found[kept - 1].word), kb);
-        // The crash lab rarely reaches this (a crash between a replacement's fences, then a
-        // remove of that key, then a crash): soft_string_recovery_sim_test.cpp kills the
-        // mutants of this flush and the fence below.
         if (ka == kb) {  // an older version of the key kept just before
           ++stats.duplicate_keys;
           PNode* p = pnode_of(found[i].word);
           p->deleted.store(static_cast<std::uint8_t>(validity_of(found[i].word)),
                            std::memory_order_release);
+          // The crash lab rarely reaches this (a crash between a replacement's fences, then a
+          // remove of that key, then a crash).
+          // Mutant killed by test: soft_string_recovery_sim_test
+          // SoftStringRecovery/*.AnOlderVersionDeletedAtRecoveryStaysDeletedAfterACrash
           pm::flush(p);
           wrote = true;
           allocator_.free(p);
@@ -454,7 +458,10 @@ class SoftStringVersions {
       }
       found[kept++] = found[i];
     }
-    if (wrote) pm::fence();  // the older versions are durably deleted before any operation
+    // The older versions are durably deleted before any operation (the flush's case above).
+    // Mutant killed by test: soft_string_recovery_sim_test
+    // SoftStringRecovery/*.AnOlderVersionDeletedAtRecoveryStaysDeletedAfterACrash
+    if (wrote) pm::fence();
     found.resize(kept);
     stats.live_slots = kept;
     stats.freed_slots = stats.slots_scanned - kept;
