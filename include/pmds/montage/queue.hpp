@@ -20,8 +20,6 @@
 // rather than misread.)
 #pragma once
 
-#include <algorithm>
-#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -88,13 +86,12 @@ class Queue : public algo::MichaelScottQueue<MontagePolicy<Faults>> {
   const RecoveryStats& recovery_stats() const { return recovery_; }
 
  private:
-  // The list from the surviving payloads, in serial-number order; the next serial is the one
-  // after the last.
+  // The list from the surviving payloads, in serial-number order (sorted over
+  // Options::recovery_threads threads); the next serial is the one after the last.
   void rebuild(typename EpochSystem<Faults>::Recovered r) {
     recovery_ = r.stats;
-    std::vector<KeyValueEntry> entries(r.payloads.size());
-    for (std::size_t i = 0; i < entries.size(); ++i) entries[i] = WordKeys::entry(r.payloads[i]);
-    std::sort(entries.begin(), entries.end(), key_less);
+    const std::vector<KeyValueEntry> entries =
+        sorted_entries(r.payloads, mem_.system().recovery_threads(), key_less);
     for (const KeyValueEntry& e : entries) this->adopt_back(e.value, e.payload);
     this->set_next_serial(entries.empty() ? 0 : entries.back().key + 1);
   }
