@@ -80,7 +80,10 @@ class MichaelScottQueue : public AnchoredStructure<P> {
       Node* last = pointer_of<Node>(tail);
       std::uintptr_t next = last->next.load();
       if (next == 0) {
-        if constexpr (HasPayloads<P>)  // the queue's order (see the header)
+        // The queue's order (see the header). relaxed: `last` was reached through an acquire
+        // load of the link that made it reachable, made after last's own serial was taken, so
+        // the two increments are ordered (coherence of one atomic) without a fence of their own.
+        if constexpr (HasPayloads<P>)
           mem_.set_payload_key(payload, serials_.next.fetch_add(1, std::memory_order_relaxed));
         if (last->next.compare_exchange(next, word_of(node), Access::link)) {
           // Mutant survives: the tail is a hint, which recovery resets when its walk misses it.
@@ -155,8 +158,8 @@ class MichaelScottQueue : public AnchoredStructure<P> {
     return node;
   }
 
-  // Quiescent, over a payload policy: the queue as recovered, a node per payload in queue order
-  // (the serial numbers' order; the next serial is the one after the last).
+  // Quiescent, over a payload policy: the queue as recovered, a node per payload appended in
+  // queue order (the serial numbers' order); then set_next_serial, one past the last serial.
   void adopt_back(Value value, payload_field_t<P> payload) requires(HasPayloads<P>) {
     Node* node = make_node(value, payload);
     pointer_of<Node>(anchor_->tail.peek())->next.store(word_of(node));
