@@ -1,13 +1,16 @@
 // labels: concurrent memory
 // NodeSlab: blocks that never straddle a line, reuse of freed blocks by the freeing thread and,
 // through the shared batches, by another thread (no growth when one thread allocates and another
-// frees), and distinct blocks under concurrent use.
+// frees), and distinct blocks under concurrent use. TowerSlab: whole lines per height, a freed
+// block reused for a node of the same number of lines only.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <random>
 #include <set>
@@ -143,6 +146,43 @@ TEST(NodeSlab, ConcurrentThreadsHoldDistinctBlocks) {
   EXPECT_EQ(all.size(), mailbox.size());
   for (const auto& held : left)
     for (Node24* n : held) EXPECT_TRUE(all.insert(n).second);
+}
+
+struct Header32 {
+  std::uint64_t a[4];
+};
+using Towers = pmds::TowerSlab<Header32, 24>;
+
+TEST(TowerSlab, ANodeTakesWholeLinesAlignedToALine) {
+  EXPECT_EQ(Towers::block_size(1), 64u);  // 40 bytes
+  EXPECT_EQ(Towers::block_size(4), 64u);  // 64 bytes
+  EXPECT_EQ(Towers::block_size(5), 128u);
+  EXPECT_EQ(Towers::block_size(12), 128u);
+  EXPECT_EQ(Towers::block_size(13), 192u);
+  EXPECT_EQ(Towers::block_size(24), 256u);  // 224 bytes
+  Towers slab;
+  std::set<std::uintptr_t> lines;
+  for (int i = 0; i < 20000; ++i) {
+    const unsigned height = 1 + static_cast<unsigned>(i) % 24;
+    auto* p = static_cast<std::byte*>(slab.allocate(height));
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    ASSERT_EQ(a % 64, 0u);
+    std::memset(p, 0xab, Towers::node_bytes(height));  // ASan: the block holds the node
+    for (std::uintptr_t l = a; l < a + Towers::block_size(height); l += 64)
+      ASSERT_TRUE(lines.insert(l).second) << "two blocks share a line";
+  }
+  EXPECT_GE(slab.reserved_bytes(), lines.size() * 64);
+}
+
+TEST(TowerSlab, AFreedBlockIsReusedForItsOwnSizeOnly) {
+  Towers slab;
+  void* short1 = slab.allocate(1);
+  void* tall = slab.allocate(20);
+  slab.free(short1, 1);
+  slab.free(tall, 20);
+  EXPECT_EQ(slab.allocate(3), short1);  // 1 and 3 both take one line
+  EXPECT_NE(slab.allocate(6), tall);    // two lines, not three
+  EXPECT_EQ(slab.allocate(13), tall);
 }
 
 }  // namespace

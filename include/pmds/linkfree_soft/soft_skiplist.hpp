@@ -28,6 +28,7 @@
 #include "pmds/linkfree_soft/detail/set_root.hpp"
 #include "pmds/linkfree_soft/detail/soft_pnode.hpp"
 #include "pmds/linkfree_soft/detail/soft_skip_index.hpp"
+#include "pmds/node_slab.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/allocator.hpp"
 #include "pmds/pm/pool.hpp"
@@ -44,9 +45,13 @@ namespace detail {
 // largest hash range).
 inline constexpr unsigned soft_skip_max_height = 24;
 
+struct SoftSkipNode;
+// The list's DRAM blocks for its nodes (one line for a node of height 4 or less).
+using SoftSkipSlab = TowerSlab<SoftSkipNode, soft_skip_max_height>;
+
 // A volatile skip-list node: a 32-byte header followed by `height` next words (link(0) carries
-// the SOFT state, link(i > 0) a mark bit). key, value, pnode and height never change once the
-// node is published.
+// the SOFT state, link(i > 0) a mark bit), in a block of the list's SoftSkipSlab. key, value,
+// pnode and height never change once the node is published.
 struct SoftSkipNode {
   Key key;
   Value value;
@@ -62,16 +67,14 @@ struct SoftSkipNode {
   }
 
   // A node with every link null (unpublished): the caller fills the links before publishing.
-  static SoftSkipNode* make(Key k, Value v, std::uintptr_t pnode, std::uint32_t pending,
-                            unsigned height) {
-    void* raw = ::operator new(sizeof(SoftSkipNode) + height * sizeof(std::atomic<std::uintptr_t>));
-    auto* n = new (raw) SoftSkipNode{k, v, pnode, {pending}, height};
+  static SoftSkipNode* make(SoftSkipSlab& slab, Key k, Value v, std::uintptr_t pnode,
+                            std::uint32_t pending, unsigned height) {
+    auto* n = new (slab.allocate(height)) SoftSkipNode{k, v, pnode, {pending}, height};
     for (unsigned i = 0; i < height; ++i) new (&n->link(i)) std::atomic<std::uintptr_t>(0);
     return n;
   }
-  static void free(SoftSkipNode* n) {
-    n->~SoftSkipNode();  // the links are trivially destructible
-    ::operator delete(static_cast<void*>(n));
+  static void free(SoftSkipSlab& slab, SoftSkipNode* n) {
+    slab.free(n, n->height);  // trivially destructible, links included
   }
 };
 static_assert(sizeof(SoftSkipNode) == 32);
@@ -261,9 +264,10 @@ class SoftSkipList {
   void release(Node* n) {
     index_.release(n, n->key, [this](Node* dead) {
       pm::ChunkAllocator* allocator = &allocator_;
-      domain_.retire(dead, [allocator](Node* d) noexcept {
+      detail::SoftSkipSlab* slab = &slab_;
+      domain_.retire(dead, [allocator, slab](Node* d) noexcept {
         allocator->free(detail::pnode_of(d->pnode));
-        Node::free(d);
+        Node::free(*slab, d);
       });
     });
   }
@@ -294,7 +298,7 @@ class SoftSkipList {
     const bool validity = p->template prepare<Faults>();
     try {
       // pending: the inserter (tower) and the winning remover (marks).
-      return Node::make(key, value, detail::pack_pnode(p, validity), 2,
+      return Node::make(slab_, key, value, detail::pack_pnode(p, validity), 2,
                         random_height<max_height>());
     } catch (...) {
       allocator_.free(slot);
@@ -304,15 +308,16 @@ class SoftSkipList {
 
   void discard(Node* n) {
     allocator_.free(detail::pnode_of(n->pnode));
-    Node::free(n);
+    Node::free(slab_, n);
   }
 
   // The sentinels and, at destruction (quiescent), every node still linked at level 0. Retired
   // nodes are the epoch domain's, destroyed after this. PNodes stay as they are.
   struct Nodes {
-    Node* head = Node::make(min_reserved_key, 0, 0, 1, max_height);
-    Node* tail = make_tail(head);
-    Nodes() {
+    detail::SoftSkipSlab& slab;
+    Node* head = Node::make(slab, min_reserved_key, 0, 0, 1, max_height);
+    Node* tail = make_tail();
+    explicit Nodes(detail::SoftSkipSlab& s) : slab(s) {
       for (unsigned lvl = 0; lvl < max_height; ++lvl)
         head->link(lvl).store(reinterpret_cast<std::uintptr_t>(tail), std::memory_order_relaxed);
     }
@@ -323,17 +328,17 @@ class SoftSkipList {
       Node* n = ptr(head->link(0).load(std::memory_order_acquire));
       while (n != tail && n != nullptr) {
         Node* next = ptr(n->link(0).load(std::memory_order_relaxed));
-        Node::free(n);
+        Node::free(slab, n);
         n = next;
       }
-      Node::free(head);
-      Node::free(tail);
+      Node::free(slab, head);
+      Node::free(slab, tail);
     }
-    static Node* make_tail(Node* head) {
+    Node* make_tail() {
       try {
-        return Node::make(max_reserved_key, 0, 0, 1, max_height);
+        return Node::make(slab, max_reserved_key, 0, 0, 1, max_height);
       } catch (...) {
-        Node::free(head);
+        Node::free(slab, head);
         throw;
       }
     }
@@ -348,15 +353,16 @@ class SoftSkipList {
     // pending: only a remover's share (no inserter builds these towers).
     index_.link_sorted(live.nodes.size(), [&](std::size_t i) {
       const detail::LivePNode& lp = live.nodes[i];
-      return Node::make(lp.key, lp.value, lp.pnode, 1, random_height<max_height>());
+      return Node::make(slab_, lp.key, lp.value, lp.pnode, 1, random_height<max_height>());
     });
     recovery_.seconds = clock.seconds();
   }
 
   pm::Pool& pool_;
   pm::ChunkAllocator& allocator_;
+  detail::SoftSkipSlab slab_;    // outlives domain_, whose pending deleters free into it
   reclaim::EpochDomain domain_;  // destroyed after nodes_: retired nodes are freed last
-  Nodes nodes_;
+  Nodes nodes_{slab_};
   Node* const head_ = nodes_.head;
   Node* const tail_ = nodes_.tail;
   Index index_{head_, tail_};

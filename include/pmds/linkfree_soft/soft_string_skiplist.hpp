@@ -21,7 +21,7 @@
 //
 // Memory: a persistent node is a pool block of ChunkAllocator::block_size(32 + key + value)
 // bytes; per key in DRAM, one volatile node of 32 bytes plus 8 per tower level (two levels on
-// average).
+// average) in a block of whole cache lines (pmds::TowerSlab: one line up to height 4).
 #pragma once
 
 #include <atomic>
@@ -42,6 +42,7 @@
 #include "pmds/linkfree_soft/detail/soft_pnode.hpp"
 #include "pmds/linkfree_soft/detail/soft_skip_index.hpp"
 #include "pmds/linkfree_soft/detail/soft_string_versions.hpp"
+#include "pmds/node_slab.hpp"
 #include "pmds/pm/allocator.hpp"
 #include "pmds/pm/pool.hpp"
 #include "pmds/random_height.hpp"
@@ -52,6 +53,11 @@
 namespace pmds::linkfree_soft {
 
 namespace detail {
+
+struct SoftStringSkipNode;
+// The map's DRAM blocks for its nodes; 24 levels as skiplist/soft (2^24 keys before it thins).
+inline constexpr unsigned soft_string_skip_max_height = 24;
+using SoftStringSkipSlab = TowerSlab<SoftStringSkipNode, soft_string_skip_max_height>;
 
 // A volatile node: the key's order words, the current word (SoftStringVersions), the parties
 // still linking or marking it (SoftSkipIndex), its height, then `height` next words (link(0)
@@ -71,17 +77,14 @@ struct SoftStringSkipNode {
   }
 
   // A node with every link null (unpublished): the caller fills the links before publishing.
-  static SoftStringSkipNode* make(ByteKeyOrder order, std::uintptr_t current, std::uint32_t pending,
-                                  unsigned height) {
-    void* raw =
-        ::operator new(sizeof(SoftStringSkipNode) + height * sizeof(std::atomic<std::uintptr_t>));
-    auto* n = new (raw) SoftStringSkipNode{order, {current}, {pending}, height};
+  static SoftStringSkipNode* make(SoftStringSkipSlab& slab, ByteKeyOrder order,
+                                  std::uintptr_t current, std::uint32_t pending, unsigned height) {
+    auto* n = new (slab.allocate(height)) SoftStringSkipNode{order, {current}, {pending}, height};
     for (unsigned i = 0; i < height; ++i) new (&n->link(i)) std::atomic<std::uintptr_t>(0);
     return n;
   }
-  static void free(SoftStringSkipNode* n) {
-    n->~SoftStringSkipNode();  // the links are trivially destructible
-    ::operator delete(static_cast<void*>(n));
+  static void free(SoftStringSkipSlab& slab, SoftStringSkipNode* n) {
+    slab.free(n, n->height);  // trivially destructible, links included
   }
 };
 static_assert(sizeof(SoftStringSkipNode) == 32);
@@ -132,7 +135,7 @@ class SoftStringSkipList {
   using Node = detail::SoftStringSkipNode;
   using Probe = detail::SoftStringProbe;
   using V = detail::SoftStringVersions;
-  static constexpr unsigned max_height = 24;  // as skiplist/soft: 2^24 keys before it thins
+  static constexpr unsigned max_height = detail::soft_string_skip_max_height;
   using Index = detail::SoftSkipIndex<Node, detail::SoftStringSkipOrder, max_height>;
   using Search = Index::Search;
 
@@ -342,7 +345,7 @@ class SoftStringSkipList {
     Node* fresh;
     try {
       // pending: the inserter (tower) and the winning remover (marks).
-      fresh = Node::make(q.order, word, 2, random_height<max_height>());
+      fresh = Node::make(slab_, q.order, word, 2, random_height<max_height>());
     } catch (...) {
       versions_.discard_pnode(word);
       throw;
@@ -357,7 +360,7 @@ class SoftStringSkipList {
                                           detail::make_word(fresh, detail::state_of(s.prev_word0)),
                                           std::memory_order_acq_rel, std::memory_order_relaxed)) {
       versions_.discard_pnode(word);  // never published
-      Node::free(fresh);
+      Node::free(slab_, fresh);
       return false;
     }
     complete_insert(fresh);  // durable and "inserted": the insert has taken effect
@@ -375,9 +378,10 @@ class SoftStringSkipList {
   void release(Node* n, const Probe& q) {
     index_.release(n, q, [this](Node* dead) {
       pm::ChunkAllocator* allocator = &allocator_;
-      domain_.retire(dead, [allocator](Node* d) noexcept {
+      detail::SoftStringSkipSlab* slab = &slab_;
+      domain_.retire(dead, [allocator, slab](Node* d) noexcept {
         V::free_current(d->current.load(std::memory_order_relaxed), allocator);
-        Node::free(d);
+        Node::free(*slab, d);
       });
     });
   }
@@ -397,7 +401,7 @@ class SoftStringSkipList {
         });
     // pending: only a remover's share (no inserter builds these towers).
     index_.link_sorted(found.size(), [&](std::size_t i) {
-      return Node::make(found[i].order, found[i].word, 1, random_height<max_height>());
+      return Node::make(slab_, found[i].order, found[i].word, 1, random_height<max_height>());
     });
     count_.reset(found.size());
     recovery_.seconds = clock.seconds();
@@ -407,9 +411,10 @@ class SoftStringSkipList {
   // version record; retired nodes are the epoch domain's, destroyed after this. Persistent nodes
   // stay as they are.
   struct Nodes {
-    Node* head = Node::make({}, 0, 1, max_height);
-    Node* tail = make_tail(head);
-    Nodes() {
+    detail::SoftStringSkipSlab& slab;
+    Node* head = Node::make(slab, {}, 0, 1, max_height);
+    Node* tail = make_tail();
+    explicit Nodes(detail::SoftStringSkipSlab& s) : slab(s) {
       for (unsigned lvl = 0; lvl < max_height; ++lvl)
         head->link(lvl).store(reinterpret_cast<std::uintptr_t>(tail), std::memory_order_relaxed);
     }
@@ -421,17 +426,17 @@ class SoftStringSkipList {
       while (n != tail && n != nullptr) {
         Node* next = Index::ptr(n->link(0).load(std::memory_order_relaxed));
         V::free_current(n->current.load(std::memory_order_relaxed), nullptr);
-        Node::free(n);
+        Node::free(slab, n);
         n = next;
       }
-      Node::free(head);
-      Node::free(tail);
+      Node::free(slab, head);
+      Node::free(slab, tail);
     }
-    static Node* make_tail(Node* head) {
+    Node* make_tail() {
       try {
-        return Node::make({~std::uint64_t{0}, ~std::uint64_t{0}}, 0, 1, max_height);
+        return Node::make(slab, {~std::uint64_t{0}, ~std::uint64_t{0}}, 0, 1, max_height);
       } catch (...) {
-        Node::free(head);
+        Node::free(slab, head);
         throw;
       }
     }
@@ -439,9 +444,10 @@ class SoftStringSkipList {
 
   pm::Pool& pool_;
   pm::ChunkAllocator& allocator_;
-  reclaim::EpochDomain domain_;  // destroyed after nodes_: retired nodes are freed last
+  detail::SoftStringSkipSlab slab_;  // outlives domain_, whose pending deleters free into it
+  reclaim::EpochDomain domain_;      // destroyed after nodes_: retired nodes are freed last
   V versions_{name, allocator_, domain_};
-  Nodes nodes_;
+  Nodes nodes_{slab_};
   Index index_{nodes_.head, nodes_.tail};
   detail::KeyCount count_;
   RecoveryStats recovery_;
