@@ -12,12 +12,16 @@
 // Measured: results/README.md, "The transient twin against the original Masstree".
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
+#include <memory>
 #include <memory_resource>
 #include <new>
+#include <type_traits>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -76,6 +80,30 @@ inline void free_chunk(void* p, std::size_t bytes) {
   bytes = mapped_size(bytes);
   ::munmap(p, bytes);
   mapped_chunk_bytes().fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+// An array in one chunk of allocate_chunk, freed with it (make_chunk_array).
+struct ChunkArrayDeleter {
+  std::size_t bytes = 0;
+  void operator()(void* p) const noexcept { free_chunk(p, bytes); }
+};
+template <class T>
+using ChunkArray = std::unique_ptr<T[], ChunkArrayDeleter>;
+
+// n value-initialized T in one chunk aligned to a cache line, on huge pages from 2 MiB on: a
+// table read at random indices, such as a hash table's buckets (8 MiB for 2^20 of them, a TLB
+// miss on most operations on small pages). T must be trivially destructible: the elements are
+// never destroyed. Throws std::bad_alloc when there is no memory.
+template <class T>
+ChunkArray<T> make_chunk_array(std::size_t n) {
+  static_assert(std::is_trivially_destructible_v<T>, "the array never runs destructors");
+  static_assert(alignof(T) <= 64);
+  if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_alloc();
+  const std::size_t bytes = std::max(n * sizeof(T), std::size_t{1});
+  T* a = static_cast<T*>(allocate_chunk(bytes, 64));
+  if (a == nullptr) throw std::bad_alloc();
+  for (std::size_t i = 0; i < n; ++i) ::new (static_cast<void*>(a + i)) T();
+  return ChunkArray<T>(a, ChunkArrayDeleter{bytes});
 }
 
 // allocate_chunk as the upstream of a std::pmr resource (an arena's chunks).

@@ -1,8 +1,10 @@
 // labels: memory
-// allocate_chunk / free_chunk and HugePageResource: alignment, whole pages mapped and
-// counted while held and no longer after, small chunks from the heap, and an arena on top.
+// allocate_chunk / free_chunk, HugePageResource and make_chunk_array: alignment, whole pages
+// mapped and counted while held and no longer after, small chunks from the heap, an arena on top,
+// and arrays value-initialized and given back.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory_resource>
@@ -59,6 +61,23 @@ TEST(HugePages, AnArenaOnTheResourceGetsItsLargeChunksFromIt) {
     EXPECT_GE(mapped_chunk_bytes().load(), before + 2 * huge_page_bytes);
   }
   EXPECT_EQ(mapped_chunk_bytes().load(), before);  // the arena gave every chunk back
+}
+
+TEST(HugePages, AChunkArrayIsValueInitializedAlignedAndGivenBackWithItsChunk) {
+  const std::size_t before = mapped_chunk_bytes().load();
+  {
+    const std::size_t n = std::size_t{1} << 20;  // 8 MiB of buckets: huge pages
+    auto buckets = pmds::make_chunk_array<std::atomic<std::uint64_t>>(n);
+    EXPECT_TRUE(aligned(buckets.get(), huge_page_bytes));
+    EXPECT_GE(mapped_chunk_bytes().load(), before + n * sizeof(std::uint64_t));
+    for (std::size_t i = 0; i < n; i += 4097) ASSERT_EQ(buckets[i].load(), 0u);
+    buckets[n - 1].store(7);
+    EXPECT_EQ(buckets[n - 1].load(), 7u);
+    auto small = pmds::make_chunk_array<std::atomic<std::uint64_t>>(3);  // from the heap
+    EXPECT_TRUE(aligned(small.get(), 64));
+    EXPECT_EQ(small[2].load(), 0u);
+  }
+  EXPECT_EQ(mapped_chunk_bytes().load(), before);
 }
 
 }  // namespace

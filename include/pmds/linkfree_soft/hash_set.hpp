@@ -53,6 +53,7 @@
 
 #include "pmds/bucket_index.hpp"
 #include "pmds/error.hpp"
+#include "pmds/huge_pages.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/linkfree_soft/detail/set_root.hpp"
 #include "pmds/pm/pool.hpp"
@@ -166,7 +167,7 @@ class HashSet {
   void init_buckets(std::size_t n) {
     bucket_count_ = n;
     index_ = BucketIndex(n);
-    buckets_ = std::make_unique<typename L::Bucket[]>(n);
+    buckets_ = make_chunk_array<typename L::Bucket>(n);
   }
   typename L::Bucket& bucket(Key k) { return buckets_[index_of(k)]; }
 
@@ -174,7 +175,7 @@ class HashSet {
   typename L::Shared shared_;
   std::size_t bucket_count_ = 0;
   BucketIndex index_;
-  std::unique_ptr<typename L::Bucket[]> buckets_;
+  ChunkArray<typename L::Bucket> buckets_;  // on huge pages (huge_pages.hpp)
   RecoveryStats recovery_;
 };
 

@@ -25,6 +25,7 @@
 
 #include "pmds/bucket_index.hpp"
 #include "pmds/error.hpp"
+#include "pmds/huge_pages.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/linkfree_soft/detail/set_root.hpp"
 #include "pmds/linkfree_soft/detail/soft_pnode.hpp"
@@ -286,7 +287,7 @@ class SoftStringHashMap {
   void init_buckets(std::size_t n) {
     bucket_count_ = n;
     index_ = BucketIndex(n);
-    buckets_ = std::make_unique<std::atomic<std::uintptr_t>[]>(n);
+    buckets_ = make_chunk_array<std::atomic<std::uintptr_t>>(n);
     for (std::size_t i = 0; i < n; ++i)
       buckets_[i].store(detail::make_word(&tail_, detail::inserted), std::memory_order_relaxed);
   }
@@ -424,7 +425,7 @@ class SoftStringHashMap {
   V versions_{name, allocator_, domain_};
   std::size_t bucket_count_ = 0;
   BucketIndex index_;
-  std::unique_ptr<std::atomic<std::uintptr_t>[]> buckets_;
+  ChunkArray<std::atomic<std::uintptr_t>> buckets_;  // on huge pages (huge_pages.hpp)
   detail::KeyCount count_;
   RecoveryStats recovery_;
   // The tail sentinel every bucket ends with; compare() puts it after every key.

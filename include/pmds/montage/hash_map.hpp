@@ -56,6 +56,7 @@
 
 #include "pmds/bucket_index.hpp"
 #include "pmds/error.hpp"
+#include "pmds/huge_pages.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/montage/epoch_system.hpp"
 #include "pmds/montage/key_value_payload.hpp"
@@ -426,7 +427,7 @@ class BasicHashMap {
   void init_buckets(std::size_t n) {
     bucket_count_ = n;
     index_ = BucketIndex(n);
-    buckets_ = std::make_unique<std::atomic<std::uint64_t>[]>(n);
+    buckets_ = make_chunk_array<std::atomic<std::uint64_t>>(n);
   }
   std::atomic<std::uint64_t>& bucket(const Probe& key) { return buckets_[index_(Keys::hash(key))]; }
 
@@ -477,7 +478,7 @@ class BasicHashMap {
   reclaim::EpochDomain domain_;
   std::size_t bucket_count_ = 0;
   BucketIndex index_;
-  std::unique_ptr<std::atomic<std::uint64_t>[]> buckets_;
+  ChunkArray<std::atomic<std::uint64_t>> buckets_;  // on huge pages (huge_pages.hpp)
   RecoveryStats recovery_;
 };
 
