@@ -41,10 +41,6 @@ namespace pmds::linkfree_soft {
 
 namespace detail {
 
-// Towers of height h >= 1 with P(h) = 2^-h, at most 24 levels (2^24 = 16M keys, 4x Zuriel et al.'s
-// largest hash range).
-inline constexpr unsigned soft_skip_max_height = 24;
-
 struct SoftSkipNode;
 // The list's DRAM blocks for its nodes (one line for a node of height 4 or less).
 using SoftSkipSlab = TowerSlab<SoftSkipNode, soft_skip_max_height>;

@@ -55,9 +55,8 @@ namespace pmds::linkfree_soft {
 namespace detail {
 
 struct SoftStringSkipNode;
-// The map's DRAM blocks for its nodes; 24 levels as skiplist/soft (2^24 keys before it thins).
-inline constexpr unsigned soft_string_skip_max_height = 24;
-using SoftStringSkipSlab = TowerSlab<SoftStringSkipNode, soft_string_skip_max_height>;
+// The map's DRAM blocks for its nodes (one line for a node of height 4 or less).
+using SoftStringSkipSlab = TowerSlab<SoftStringSkipNode, soft_skip_max_height>;
 
 // A volatile node: the key's order words, the current word (SoftStringVersions), the parties
 // still linking or marking it (SoftSkipIndex), its height, then `height` next words (link(0)
@@ -135,7 +134,7 @@ class SoftStringSkipList {
   using Node = detail::SoftStringSkipNode;
   using Probe = detail::SoftStringProbe;
   using V = detail::SoftStringVersions;
-  static constexpr unsigned max_height = detail::soft_string_skip_max_height;
+  static constexpr unsigned max_height = detail::soft_skip_max_height;
   using Index = detail::SoftSkipIndex<Node, detail::SoftStringSkipOrder, max_height>;
   using Search = Index::Search;
 

@@ -39,6 +39,10 @@ namespace pmds::linkfree_soft::detail {
 // The mark of a node's upper-level next words (levels >= 1).
 inline constexpr std::uintptr_t skip_mark = 1;
 
+// Both SOFT skip lists' towers: height h >= 1 with P(h) = 2^-h, at most 24 levels (2^24 = 16M
+// keys, 4x Zuriel et al.'s largest hash range).
+inline constexpr unsigned soft_skip_max_height = 24;
+
 template <class Node, class Order, unsigned MaxHeight>
 class SoftSkipIndex {
  public:
