@@ -30,6 +30,16 @@
 // `owners` to 1 (only a future remover) where a crashed inserter left it at 2, and retires
 // the nodes that were deleted (marked at level 0, or reached only above it) once the allocator
 // knows the live slots.
+//
+// nbMontage (montage/policy.hpp, montage/skip_list.hpp: the skip list of its paper's §5) keeps
+// the list in DRAM and each key's state in a payload its node points to (algo/policy.hpp,
+// "Payloads"). The CASes at which an update takes effect are the level-0 ones: an insert's link
+// and a put's replacing CAS (Access::link, a put's old payload detached first) and a remove's mark
+// (Access::remove, the payload detached first); upper levels and unlinking change no payload. A
+// failed lin_cas drops its detach, so the detach is made again before each attempt. `owners`
+// counts in units of 4 where the policy reserves bit 1 (nbMontage's descriptor mark), so that the
+// count 2 is not read as a descriptor. nbMontage recovers no shape: it rebuilds the list from the
+// sorted payloads (adopt_in_order).
 #pragma once
 
 #include <algorithm>
@@ -55,8 +65,6 @@ namespace pmds::algo {
 template <class P>
 requires MemoryPolicy<P>
 class SkipList : public AnchoredStructure<P> {
-  using AnchoredStructure<P>::mem_;
-
  public:
   static constexpr const char* name = "skiplist";
   static constexpr std::uint64_t kind = 0x706d64732e736b70;  // "pmds.skp"
@@ -107,9 +115,10 @@ class SkipList : public AnchoredStructure<P> {
       std::uintptr_t link = node->next(0).load();
       for (;;) {
         if (is_marked(link)) break;
+        if constexpr (HasPayloads<P>) mem_.detach_payload(node->payload);  // PoolFull: key stays
         // Mutant killed by test: reader_windows_sim_test
         // SkipListWindows/*.ARemoveThatMeetsAMarkAfterItsSearchMakesItDurable
-        if (node->next(0).compare_exchange(link, link | mark_bit)) {
+        if (node->next(0).compare_exchange(link, link | mark_bit, Access::remove)) {
           find(key, w);  // unlinks it at every level
           release(node);
           return true;
@@ -173,26 +182,65 @@ class SkipList : public AnchoredStructure<P> {
     return n;
   }
 
- private:
+ protected:
+  using AnchoredStructure<P>::mem_;
   using Link = typename P::template shared<std::uintptr_t>;
+
+  // One owner of a node, as `owners` counts it: 4 where the policy reserves bit 1 (the header).
+  static constexpr std::uint64_t owner = (reserved_value_bits<P> & 2) != 0 ? 4 : 1;
+  static_assert((reserved_value_bits<P> & (owner | 2 * owner)) == 0);
 
   struct Node {
     typename P::template immutable<Key> key;
     typename P::template immutable<Value> value;
     typename P::template immutable<std::uint64_t> height;
-    typename P::template shared<std::uint64_t> owners;  // releases left before retire
+    typename P::template shared<std::uint64_t> owners;  // releases left before retire (x owner)
+    [[no_unique_address]] payload_field_t<P> payload{};  // over a payload policy
     // followed by `height` links; level i's link is next(i)
 
     Link& next(int i) { return reinterpret_cast<Link*>(this + 1)[i]; }
     const Link& next(int i) const { return reinterpret_cast<const Link*>(this + 1)[i]; }
     // Rounded to a cache line: few slot sizes for the allocator, and a short node never
-    // shares a line with another node.
+    // shares a line with another node. Not over payloads, whose nodes are DRAM only and take
+    // malloc's chunks (skiplist/montage, 50,000 of 100,000 keys: 156 bytes per element, pool
+    // and DRAM, rounded, 137 not).
     static constexpr std::size_t bytes(int height) {
-      return pm::format::round_up(sizeof(Node) + static_cast<std::size_t>(height) * sizeof(Link),
-                                  64);
+      const std::size_t n = sizeof(Node) + static_cast<std::size_t>(height) * sizeof(Link);
+      return HasPayloads<P> ? n : pm::format::round_up(n, 64);
     }
   };
+  // The payload field takes no bytes under the other policies: their pool layout is as it was.
+  struct NodeWithoutPayload {
+    decltype(Node::key) key;
+    decltype(Node::value) value;
+    decltype(Node::height) height;
+    decltype(Node::owners) owners;
+  };
+  static_assert(HasPayloads<P> || sizeof(Node) == sizeof(NodeWithoutPayload));
 
+  // For a structure that rebuilds the list from its payloads at open (nbMontage §3.4): a node for
+  // a payload that survived, of a fresh random height and owned only by a future remover, and
+  // adopt_in_order(nodes), which links nodes of ascending keys at every level of their heights.
+  // Quiescent, on a list just created.
+  Node* make_recovered_node(Key key, Value value, payload_field_t<P> payload) {
+    return make_node(key, value, payload, static_cast<int>(random_height<max_height>()), 1);
+  }
+  void adopt_in_order(const std::vector<Node*>& nodes) {
+    std::array<Node*, max_height> last;
+    last.fill(head_);
+    int levels = 1;
+    for (Node* n : nodes) {
+      const int height = static_cast<int>(n->height.peek());
+      for (int level = 0; level < height; ++level) {
+        last[level]->next(level).init(word_of(n));
+        last[level] = n;
+      }
+      levels = std::max(levels, height);
+    }
+    levels_.store(levels);
+  }
+
+ private:
   struct Anchor {
     typename P::template immutable<std::uint64_t> kind;
     typename P::template shared<std::uintptr_t> head;
@@ -228,7 +276,7 @@ class SkipList : public AnchoredStructure<P> {
     for (;;) {
       const bool present = find(key, w);
       if (present && !update) {
-        if (node != nullptr) mem_.deallocate(node);  // built but never linked
+        if (node != nullptr) discard(node);
         return false;
       }
       if (node == nullptr) node = make_node(key, value, height);
@@ -249,6 +297,16 @@ class SkipList : public AnchoredStructure<P> {
       node->next(0).init(expected);
       for (int i = 1; i < height; ++i) node->next(i).init(word_of(w.succs[i]));
       mem_.publish(node, Node::bytes(height));  // contents durable before the link
+      if constexpr (HasPayloads<P>) {
+        if (present) {
+          try {
+            mem_.detach_payload(w.succs[0]->payload);  // PoolFull: nothing changed
+          } catch (...) {
+            discard(node);  // its payload must not stay pending for the thread's next CAS
+            throw;
+          }
+        }
+      }
       if (!target->compare_exchange(expected, desired, Access::link)) continue;
       if (!present) break;
       replaced = w.succs[0];
@@ -288,14 +346,27 @@ class SkipList : public AnchoredStructure<P> {
     return replaced == nullptr;
   }
 
+  // The inserter and the remover own a new node (see the header comment).
   Node* make_node(Key key, Value value, int height) {
+    payload_field_t<P> payload{};
+    if constexpr (HasPayloads<P>) payload = mem_.new_payload(key, value);  // PoolFull
+    return make_node(key, value, payload, height, 2);
+  }
+  Node* make_node(Key key, Value value, payload_field_t<P> payload, int height, int owners) {
     Node* node = new (mem_.allocate(Node::bytes(height))) Node;  // PoolFull: nothing changed
     node->key.init(key);
     node->value.init(value);
     node->height.init(static_cast<std::uint64_t>(height));
-    node->owners.init(2);  // the inserter and the remover (see the header comment)
+    node->owners.init(static_cast<std::uint64_t>(owners) * owner);
+    node->payload = payload;
     for (int i = 0; i < height; ++i) new (&node->next(i)) Link;
     return node;
+  }
+
+  // A node never linked: nobody else saw it or its payload.
+  void discard(Node* node) {
+    if constexpr (HasPayloads<P>) mem_.discard_payload(node->payload);
+    mem_.deallocate(node);
   }
 
   // Marks a node's upper levels, top-down (a remove's and a put's first step; level 0 last).
@@ -407,9 +478,9 @@ class SkipList : public AnchoredStructure<P> {
     // Mutant survives: recovery sets `owners` again from the node's state.
     std::uint64_t owners = node->owners.load();
     // Mutant survives: recovery sets `owners` again from the node's state.
-    while (!node->owners.compare_exchange(owners, owners - 1)) {
+    while (!node->owners.compare_exchange(owners, owners - owner)) {
     }
-    if (owners == 1) mem_.retire(node);
+    if (owners == owner) mem_.retire(node);
   }
 
   void create() {
@@ -498,7 +569,7 @@ class SkipList : public AnchoredStructure<P> {
           }
           levels = std::max(levels, level + 1);
           here.push_back({n, height});
-          if (level == 0 && n->owners.peek() != 1) owned.push_back(n);  // inserter crashed
+          if (level == 0 && n->owners.peek() != owner) owned.push_back(n);  // inserter crashed
           pred = n;
         }
         n = pointer_of<Node>(link);
@@ -511,7 +582,7 @@ class SkipList : public AnchoredStructure<P> {
     for (const auto& [link, word] : unlinks) link->store(word);
     // Mutant survives: a crash that loses these stores leaves `owners` at 2, which the next
     // recovery resets again.
-    for (Node* n : owned) n->owners.store(1);
+    for (Node* n : owned) n->owners.store(owner);
     levels_.store(levels);
     trace.finish();
     for (Node* n : deleted) mem_.retire(n);

@@ -99,17 +99,11 @@ class NatarajanMittalTree : public algo::NatarajanMittalTree<MontagePolicy<Fault
   void rebuild(typename EpochSystem<Faults>::Recovered r) {
     recovery_ = r.stats;
     const std::size_t threads = mem_.system().recovery_threads();
-    const std::vector<KeyValueEntry> entries = sorted_entries(r.payloads, threads, key_less);
-    std::vector<Node*> leaves(entries.size(), nullptr);  // nullptr: a duplicate
-    in_parallel(threads, entries.size(), [&](std::size_t first, std::size_t last) {
-      for (std::size_t i = first; i < last; ++i)
-        if (i == 0 || entries[i - 1].key != entries[i].key)
-          leaves[i] = this->make_leaf(entries[i].key, entries[i].value, entries[i].payload);
-    });
     std::vector<Block*> duplicates;
-    for (std::size_t i = 0; i < leaves.size(); ++i)
-      if (leaves[i] == nullptr) duplicates.push_back(entries[i].payload);
-    std::erase(leaves, nullptr);
+    const std::vector<Node*> leaves = nodes_in_key_order<Node>(
+        r.payloads, threads,
+        [this](const KeyValueEntry& e) { return this->make_leaf(e.key, e.value, e.payload); },
+        duplicates);
     if (!leaves.empty()) this->adopt_keys(build(leaves, 0, leaves.size(), threads));
     mem_.system().free_duplicates(duplicates, recovery_);
   }

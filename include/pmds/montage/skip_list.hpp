@@ -2,36 +2,36 @@
 // "skiplist/montage", an ordered map with scan, buffered durable linearizability, with sync();
 // and ByteStringSkipList, "skiplist-bytes/montage", the same list over byte-string keys and
 // values in byte order (pmds::ByteStringMap), and its transient twin
-// "skiplist-bytes/transient" (TransientByteStringSkipList). One code over the Keys and Durable
-// parameters (key_value_payload.hpp, transient_system.hpp).
+// "skiplist-bytes/transient" (TransientByteStringSkipList).
 //
-// The index is the lock-free skip list of algo/skip_list.hpp (Herlihy & Shavit §14.4, after
-// Fraser; its header explains the algorithm and the two-owner reclamation of a node), in DRAM,
-// rebuilt at recovery from the payloads. Each node points to its payload, a pool block
-// (montage::Block header + key + value) that never changes once linked (§3.2). The key is in the
-// map when its node is linked at level 0 with that link unmarked, so the two linearizing CASes
-// are level-0 ones, done by lin_cas (epoch_system.hpp): an insert's level-0 link, and a remove's
-// level-0 mark, after pdetach of the payload. Every other CAS (upper levels, unlinking) changes
-// no payload and is plain; level-0 words are read through the epoch system (they may hold a
-// lin_cas descriptor), upper-level words directly (no lin_cas acts on them). Reads never flush
-// or fence; with 8-byte keys they read only DRAM (a node keeps copies of its key and value).
+// SkipList is algo/skip_list.hpp's list (Herlihy & Shavit §14.4, after Fraser; its header
+// explains the algorithm, the two-owner reclamation of a node and what it does for nbMontage)
+// over MontagePolicy (montage/policy.hpp), as the BST is: the index in DRAM, each node pointing
+// to its payload, a KeyValuePayload that never changes once linked (§3.2), and keeping copies of
+// its key and value so that reads touch DRAM only. What this file adds around it: the pool's root
+// and epoch system, recovery (the list rebuilt from the payloads that survive, §3.4), sync and the
+// clean close.
 //
-// Why not algo/skip_list.hpp over a memory policy: for the reason hash_map.hpp's header gives
-// (the seam carries payloads now, as the BST shows, but algo/'s lists hold 8-byte keys and this
-// file is one code over Keys, byte strings included). This file follows the algo/ code step for
-// step, with the differences above (algo/'s list has this put, by the same replacing CAS, and
-// this scan); a Keys parameter on algo/skip_list.hpp would retire it.
+// BasicSkipList, the byte-string lists, is the same algorithm step for step, written over
+// ByteStringKeys (key_value_payload.hpp): a node keeps the key's first 16 bytes in order words and
+// compares the rest in its payload, which algo/'s 8-byte nodes cannot carry; a Keys parameter on
+// algo/skip_list.hpp would retire it. The linearizing CASes are the level-0 ones, done by lin_cas
+// (epoch_system.hpp): an insert's level-0 link, a put's replacing CAS (below) and a remove's
+// level-0 mark, after pdetach of the payload. Every other CAS (upper levels, unlinking) changes no
+// payload and is plain; level-0 words are read through the epoch system (they may hold a lin_cas
+// descriptor), upper-level words directly (no lin_cas acts on them). Reads never flush or fence.
 //
-// put replaces a present key's node as hash_map.hpp's put does: one lin_cas on the OLD node's
-// level-0 link, from its successor s to (new node | mark), the new node's level-0 link being s.
-// The old node's upper levels are marked first, as a remove marks them (top-down, level 0
-// last, which the wait-free search relies on); a remove, an insert after it or another put
-// CASes that same level-0 word and fails. A remove that finds its node marked looks again (the
-// key may be in the replacement) instead of reporting the key gone. The new node then links its
-// own upper levels, as an inserted one does, after a find has unlinked the old node.
+// put replaces a present key's node as algo/'s does: one lin_cas on the OLD node's level-0 link,
+// from its successor s to (new node | mark), the new node's level-0 link being s. The old node's
+// upper levels are marked first, as a remove marks them (top-down, level 0 last, which the
+// wait-free search relies on); a remove, an insert after it or another put CASes that same
+// level-0 word and fails. A remove that finds its node marked looks again (the key may be in the
+// replacement) instead of reporting the key gone. The new node then links its own upper levels,
+// as an inserted one does, after a find has unlinked the old node.
 //
 // Pool layout: StructureRoot (epoch_system.hpp) with tag "SKIPMONT" ("SKIPMONB" for byte
-// strings); payload and anti-node blocks from the allocator.
+// strings); payload and anti-node blocks from the allocator. SkipList's payloads are
+// KeyValuePayloads as before it moved onto algo/ (a pool written by either opens in the other).
 #pragma once
 
 #include <algorithm>
@@ -46,11 +46,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "pmds/algo/skip_list.hpp"
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/montage/epoch_system.hpp"
 #include "pmds/montage/key_value_payload.hpp"
 #include "pmds/montage/parallel.hpp"
+#include "pmds/montage/policy.hpp"
 #include "pmds/montage/transient_system.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/pool.hpp"
@@ -60,23 +62,82 @@
 
 namespace pmds::montage {
 
-// Keys: WordKeys or ByteStringKeys (key_value_payload.hpp). Durable false: the transient twin
-// (TransientSystem instead of the epoch system; byte strings only, the 8-byte list's twin being
-// algo/skip_list.hpp's skiplist/transient). Use SkipList, ByteStringSkipList or
+// "skiplist/montage": 8-byte keys and values.
+template <FaultPolicy Faults = NoFaults>
+class SkipList : public algo::SkipList<MontagePolicy<Faults>> {
+  using List = algo::SkipList<MontagePolicy<Faults>>;
+  using List::mem_;
+  using typename List::Node;
+
+ public:
+  static constexpr Criterion criterion = Criterion::buffered;
+  static constexpr EpochBound epoch_bound = EpochBound::two_epochs;
+  static constexpr std::uint64_t tag = 0x544e4f4d50494b53;  // "SKIPMONT"
+  static constexpr const char* name = "skiplist/montage";
+
+  // A new, empty map in `pool`, which must hold no structure.
+  SkipList(CreateTag, pm::Pool& pool, const Options& options = {}) {
+    StructureRoot::check_unused(pool, name);
+    auto& system = mem_.open_system(create_new, pool, options);
+    StructureRoot::write(pool, tag, 0, system.area());
+  }
+
+  // Opens the map a pool holds: the index is rebuilt from the payloads recovery keeps (§3.4).
+  SkipList(OpenTag, pm::Pool& pool, const Options& options = {}) {
+    const auto [parameter, area] = StructureRoot::read(pool, tag, name);
+    (void)parameter;
+    rebuild(mem_.open_system(open_existing, pool, area, options).recover(&WordKeys::damaged));
+  }
+
+  SkipList(const SkipList&) = delete;
+  SkipList& operator=(const SkipList&) = delete;
+
+  // A clean close: everything completed is made durable (sync); the algorithm's destructor then
+  // frees the DRAM index (the payloads stay).
+  ~SkipList() { sync(); }
+
+  // Everything completed before the call is durable when it returns (two epoch advances).
+  void sync() { mem_.system().sync(); }
+  // One epoch advance: what the background thread does every epoch (Options::epoch_length).
+  void background_step() { mem_.system().background_step(); }
+
+  const RecoveryStats& recovery_stats() const { return recovery_; }
+  std::uint64_t epoch() const { return mem_.system().epoch(); }
+
+ private:
+  // The index from the surviving payloads, in key order, each node of a fresh random height: the
+  // entries are sorted and the nodes made over Options::recovery_threads threads, then linked in
+  // one pass. A key found twice (impossible without a bug) keeps one payload; the others are
+  // counted and freed.
+  void rebuild(typename EpochSystem<Faults>::Recovered r) {
+    recovery_ = r.stats;
+    std::vector<Block*> duplicates;
+    this->adopt_in_order(nodes_in_key_order<Node>(
+        r.payloads, mem_.system().recovery_threads(),
+        [this](const KeyValueEntry& e) {
+          return this->make_recovered_node(e.key, e.value, e.payload);
+        },
+        duplicates));
+    mem_.system().free_duplicates(duplicates, recovery_);
+  }
+
+  RecoveryStats recovery_;
+};
+
+// The byte-string lists (the header says why they are not algo/'s). Durable false: the
+// transient twin (TransientSystem instead of the epoch system). Use ByteStringSkipList or
 // TransientByteStringSkipList.
 template <class Keys, bool Durable = true, FaultPolicy Faults = NoFaults>
 class BasicSkipList {
-  static_assert(Durable || Keys::byte_strings);
+  static_assert(Keys::byte_strings);
 
  public:
   static constexpr bool durable = Durable;
   static constexpr Criterion criterion = durable ? Criterion::buffered : Criterion::none;
   static constexpr EpochBound epoch_bound = durable ? EpochBound::two_epochs : EpochBound::none;
-  static constexpr std::uint64_t tag = Keys::byte_strings ? 0x424e4f4d50494b53   // "SKIPMONB"
-                                                          : 0x544e4f4d50494b53;  // "SKIPMONT"
+  static constexpr std::uint64_t tag = 0x424e4f4d50494b53;  // "SKIPMONB"
   static constexpr const char* name =
-      !Keys::byte_strings ? "skiplist/montage"
-                          : (durable ? "skiplist-bytes/montage" : "skiplist-bytes/transient");
+      durable ? "skiplist-bytes/montage" : "skiplist-bytes/transient";
   static constexpr int max_height = 20;  // as algo/skip_list.hpp
   static constexpr std::size_t max_key_size = Keys::max_key_size;
   static constexpr std::size_t max_value_size = Keys::max_value_size;
@@ -168,8 +229,6 @@ class BasicSkipList {
   // Each key visited was in the map when its level-0 link was read (not an atomic snapshot).
   template <class F>
   std::size_t scan(KeyArg from, std::size_t max_count, F&& visit) {
-    if constexpr (!Keys::byte_strings)
-      if (from == min_reserved_key) from = min_user_key;
     const Probe key = Keys::probe(from);
     auto guard = domain_.pin();
     std::size_t count = 0;
@@ -185,8 +244,8 @@ class BasicSkipList {
     return count;
   }
 
-  // The owned key of an element of range(): the key itself, or the byte string's copy.
-  using KeyOut = std::conditional_t<Keys::byte_strings, std::string, Key>;
+  // The owned key of an element of range(): the byte string's copy.
+  using KeyOut = std::string;
   /// The keys in [from, to) in ascending order, for a range-for, while other threads write
   /// (weakly consistent: pmds::Range says what that promises).
   Range<BasicSkipList, KeyOut, ValueOut> range(KeyArg from, KeyArg to) {
@@ -195,12 +254,7 @@ class BasicSkipList {
   /// The keys from `from` to the end.
   Range<BasicSkipList, KeyOut, ValueOut> range(KeyArg from) { return {*this, KeyOut(from)}; }
   /// Every key.
-  Range<BasicSkipList, KeyOut, ValueOut> range() {
-    if constexpr (Keys::byte_strings)
-      return range(KeyArg{});
-    else
-      return range(min_user_key);
-  }
+  Range<BasicSkipList, KeyOut, ValueOut> range() { return range(KeyArg{}); }
 
   // Everything completed before the call is durable when it returns (two epoch advances).
   void sync() requires(durable) { system_->sync(); }
@@ -226,9 +280,8 @@ class BasicSkipList {
  private:
   static constexpr std::uint64_t mark_bit = 1;
 
-  // A DRAM index node: the key's order word and Keys::Cached (for 8-byte keys, copies of the
-  // payload's key and value; for byte strings, the second word of the key's order:
-  // key_value_payload.hpp), payload, height, the releases left before it is retired
+  // A DRAM index node: the key's order word and Keys::Cached (the second word of the key's
+  // order: key_value_payload.hpp), payload, height, the releases left before it is retired
   // (algo/skip_list.hpp's header), then `height` link words (Node* | mark; at level 0 also a
   // lin_cas descriptor while one runs).
   struct Node {
@@ -488,10 +541,6 @@ class BasicSkipList {
   std::atomic<int> levels_{1};
   RecoveryStats recovery_;
 };
-
-// "skiplist/montage": 8-byte keys and values.
-template <FaultPolicy Faults = NoFaults>
-using SkipList = BasicSkipList<WordKeys, true, Faults>;
 
 // "skiplist-bytes/montage": byte-string keys and values (pmds::ByteStringMap), in byte order.
 template <FaultPolicy Faults = NoFaults>
