@@ -21,7 +21,12 @@
 // inserter and the remover. The inserter releases after it stops linking (running one more
 // find() if the node got marked meanwhile); the remover releases after its own find(). The
 // release that brings `owners` to 0 retires the node: by then a find() has run after the
-// node's last link and after its last mark, and such a find() unlinks it at every level.
+// node's last link and after its last mark, and such a find() unlinks it at every level. That
+// holds only if no node of the same key stands in front of it at some level, since a find stops
+// at the first node of its key: an inserter never links its node in front of a node of its own
+// key (a removed one, not yet unlinked there), but finds again, which unlinks that one first.
+// Without that rule a removed node was freed while still linked at an upper level (two threads,
+// half inserts and removes on 1,024 keys, hung within 100 s: a cycle through the reused memory).
 // (The book's add() also leaves a new node's upper links pointing at stale successors after a
 // retry; here the link is updated by CAS before each attempt, which fails once it is marked.)
 //
@@ -318,6 +323,15 @@ class SkipList : public AnchoredStructure<P> {
     for (int level = 1; level < height; ++level) {
       for (;;) {
         Node* succ = w.succs[level];
+        // A node of this key ahead at this level was removed (ours holds the key at level 0), so
+        // it is marked here, but not yet unlinked. Linked in front of it, ours would hide it from
+        // the finds that must unlink it before it is freed (they stop at the first node of the
+        // key): it would be freed while still linked. Find again, which unlinks it.
+        if (succ != nullptr && succ->key.load() == key) {
+          find(key, w);
+          if (w.succs[0] != node) goto linked;  // removed meanwhile
+          continue;
+        }
         // Mutant survives: the node's own link, written by its initialization (durable since
         // Memory::publish) or by this insert's CAS below (persisted), or marked by a remover;
         // a mark seen before its remover's persist only ends this insert's linking early, and a

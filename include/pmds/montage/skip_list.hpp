@@ -370,6 +370,12 @@ class BasicSkipList {
     for (int level = 1; level < height; ++level) {
       for (;;) {
         Node* succ = w.succs[level];
+        // A removed node of this key ahead: as algo/skip_list.hpp, find again (it unlinks it).
+        if (succ != nullptr && compare<Keys>(succ->order, succ->cached, succ->payload, key) == 0) {
+          find(key, w);
+          if (w.succs[0] != node) goto linked;  // removed meanwhile
+          continue;
+        }
         std::uint64_t link = node->link(level).load();
         if (marked(link)) goto linked;
         if (node_of(link) != succ &&
