@@ -10,6 +10,7 @@
 // its writes in turn, a reader thread runs an operation (itself stopped too where a window needs
 // two or three preemptions), and the minimum crash image (only what is certainly durable) is
 // taken then: what the reader observed must survive it, and recovery must accept the image.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -693,6 +694,127 @@ TYPED_TEST(SkipListWindows, AnInsertsReaimedUpperLinkIsDurableBeforeTheOldSlotIs
   expected.emplace(inserted, value_of(inserted));
   expected.emplace(smaller, value_of(smaller));
   EXPECT_EQ(recovered<List>(image_path.str()), expected);
+}
+
+// A list whose every level a test can walk: what is wrong with it once it is quiescent.
+template <class List>
+struct EveryLevel : List {
+  using List::List;
+  // Every remove's find() has run since its mark, so no node linked at any level is marked, and
+  // each level's keys ascend strictly.
+  std::vector<std::string> faults() const {
+    std::vector<std::string> out;
+    for (int level = 0; level < List::max_height; ++level) {
+      std::optional<Key> last;
+      for (auto* n = pointer_of<typename List::Node>(this->head_->next(level).peek());
+           n != nullptr;) {
+        const std::uintptr_t link = n->next(level).peek();
+        const Key key = n->key.peek();
+        const std::string where = "level " + std::to_string(level) + ", key " + std::to_string(key);
+        if (is_marked(link)) out.push_back(where + ": a removed node still linked");
+        if (last && *last >= key) out.push_back(where + ": after key " + std::to_string(*last));
+        last = key;
+        n = pointer_of<typename List::Node>(link);
+      }
+    }
+    return out;
+  }
+  // The keys linked at `level`.
+  std::vector<Key> keys_at(int level) const {
+    std::vector<Key> out;
+    for (auto* n = pointer_of<typename List::Node>(this->head_->next(level).peek()); n != nullptr;
+         n = pointer_of<typename List::Node>(n->next(level).peek()))
+      out.push_back(n->key.peek());
+    return out;
+  }
+};
+
+// An insert of key K whose search read K's old node N0 unmarked at level 1, then found K absent
+// at level 0 (a remove of K marked N0 meanwhile, and has not unlinked it yet), must not link its
+// node in front of N0 at level 1: the remove's find() stops at the first node of K, so it would
+// never unlink N0 there, and N0 would be freed while still linked (the header's "Reclamation").
+// The insert stopped right before it reads N0's level-0 link; the remove then stopped after its
+// marks, before its first unlink; the insert runs to its end, then the remove.
+TYPED_TEST(SkipListWindows, AnInsertNeverLinksInFrontOfARemovedNodeOfItsKey) {
+  using List = EveryLevel<TypeParam>;
+  // Heights as in the test above: the setup's draws, and the insert's after `burn(i)`.
+  (void)thread_id();
+  constexpr int draws = 32;
+  std::vector<unsigned> height(draws);
+  std::thread([&] {
+    for (auto& h : height) h = random_height<List::max_height>();
+  }).join();
+  const auto burn = [](int n) {
+    for (int i = 0; i < n; ++i) random_height<List::max_height>();
+  };
+  // K: the first key of the setup 2, 4, ..., 64 with a tower of 2 levels or more; the insert
+  // draws the same height. The remove's writes before its first unlink: its marks, one a level.
+  const int i = static_cast<int>(
+      std::find_if(height.begin(), height.end(), [](unsigned h) { return h >= 2; }) -
+      height.begin());
+  ASSERT_LT(i, draws) << "no tower of 2 levels or more";
+  const Key K = 2 * static_cast<Key>(i + 1);
+  const int marks = static_cast<int>(height[i]);
+  const auto fill = [&](List& l) {
+    std::thread([&] {
+      for (Key k = 2; k <= 2 * draws; k += 2) EXPECT_TRUE(l.insert(k, value_of(k)));
+    }).join();
+  };
+  const auto insert_it = [&](List& l, bool expected) {
+    burn(i);
+    EXPECT_EQ(l.insert(K, value_of(K + 1)), expected);
+  };
+
+  // Where the insert reads N0's level-0 link: the remove's last mark is on that word (each run
+  // on a fresh pool lays the list out the same).
+  int before_its_load = 0;
+  for (bool recording : {true, false}) {
+    TempPath pool_path("in-front");
+    auto pool = pm::Pool::create(pool_path.str(), pool_bytes, "algo/window");
+    List list(create_new, pool);
+    fill(list);
+    window_pool = pool.base();
+    pm::sim::set_schedule_hook(&stop_as_planned);
+    if (recording) {
+      writer_role.record = reader_role.record = true;
+      writer_role.trace.clear();
+      reader_role.trace.clear();
+      std::thread a = start(reader_role, Plan{}, [&] { insert_it(list, false); });
+      finish(reader_role, a);
+      std::thread b = start(writer_role, Plan{}, [&] { EXPECT_TRUE(list.remove(K)); });
+      finish(writer_role, b);
+      writer_role.record = reader_role.record = false;
+      pm::sim::set_schedule_hook(nullptr);
+      std::vector<std::intptr_t> writes;
+      for (const auto& a : writer_role.trace)
+        if (a.write) writes.push_back(a.offset);
+      ASSERT_GT(writes.size(), static_cast<std::size_t>(marks));
+      const auto load = std::find_if(
+          reader_role.trace.begin(), reader_role.trace.end(), [&](const Role::Access& a) {
+            return a.op == pm::sim::Operation::load && a.offset == writes[marks - 1];
+          });
+      ASSERT_NE(load, reader_role.trace.end()) << "the insert never read N0's level-0 link";
+      before_its_load = static_cast<int>(load - reader_role.trace.begin()) + 1;
+      continue;
+    }
+    std::thread a =
+        start(reader_role, before_access(before_its_load), [&] { insert_it(list, true); });
+    ASSERT_EQ(reader_role.state, stopped);
+    std::thread b = start(writer_role, after_writes(marks, StopWriter::at_its_next_cas),
+                          [&] { EXPECT_TRUE(list.remove(K)); });
+    EXPECT_EQ(writer_role.state, stopped) << "the remove never reached its first unlink";
+    finish(reader_role, a);
+    finish(writer_role, b);
+    pm::sim::set_schedule_hook(nullptr);
+    // Not vacuous: the new node of K is linked at level 1 (its tower is N0's height).
+    const auto level1 = list.keys_at(1);
+    EXPECT_NE(std::find(level1.begin(), level1.end(), K), level1.end());
+    EXPECT_THAT(list.faults(), ::testing::IsEmpty());
+    std::map<Key, Value> expected;
+    for (Key k = 2; k <= 2 * draws; k += 2) expected.emplace(k, value_of(k));
+    expected[K] = value_of(K + 1);
+    EXPECT_EQ(contents(list), expected);
+  }
 }
 
 // The stack: a pop that finds it empty after a pop in flight took its last value. (A push's and a

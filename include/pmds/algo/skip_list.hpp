@@ -245,6 +245,9 @@ class SkipList : public AnchoredStructure<P> {
     levels_.store(levels);
   }
 
+  // The head: a tower of max_height links, below every key (a test walks every level from it).
+  Node* head_ = nullptr;
+
  private:
   struct Anchor {
     typename P::template immutable<std::uint64_t> kind;
@@ -327,6 +330,8 @@ class SkipList : public AnchoredStructure<P> {
         // it is marked here, but not yet unlinked. Linked in front of it, ours would hide it from
         // the finds that must unlink it before it is freed (they stop at the first node of the
         // key): it would be freed while still linked. Find again, which unlinks it.
+        // Test: reader_windows_sim_test
+        // SkipListWindows/*.AnInsertNeverLinksInFrontOfARemovedNodeOfItsKey
         if (succ != nullptr && succ->key.load() == key) {
           find(key, w);
           if (w.succs[0] != node) goto linked;  // removed meanwhile
@@ -624,7 +629,6 @@ class SkipList : public AnchoredStructure<P> {
   }
 
   Anchor* anchor_ = nullptr;
-  Node* head_ = nullptr;
   std::atomic<int> levels_{1};
 };
 
