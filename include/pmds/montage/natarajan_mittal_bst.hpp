@@ -11,11 +11,12 @@
 // from the old leaf to the new internal node (a put's, from the old leaf to the new one), and a
 // remove's flag of the edge to its leaf, after pdetach of the leaf's payload.
 //
-// This file is what nbMontage adds around the algorithm: the pool's root and epoch system,
-// recovery (the tree rebuilt balanced from the payloads that survive, §3.4), sync and the clean
-// close. It was a copy of the algorithm with those changes until the policy seam gained payloads;
-// against the copy this form ran 1.03x and 1.16x at 1 and 2 threads on `pmds bench`'s default
-// set workload (median of seven interleaved rounds, 0.92-1.28; CHANGELOG.md 0.3.0).
+// This file is what nbMontage adds around the algorithm (the rest is montage/structure.hpp's, the
+// pool's root and epoch system, sync and the clean close): recovery, the tree rebuilt balanced
+// from the payloads that survive (§3.4). It was a copy of the algorithm with those changes until
+// the policy seam gained payloads; against the copy this form ran 1.03x and 1.16x at 1 and 2
+// threads on `pmds bench`'s default set workload (median of seven interleaved rounds, 0.92-1.28;
+// CHANGELOG.md 0.3.0).
 //
 // Pool layout: StructureRoot (epoch_system.hpp) with tag "BSTMONTG"; payload and anti-node
 // blocks from the allocator.
@@ -31,50 +32,35 @@
 #include "pmds/montage/key_value_payload.hpp"
 #include "pmds/montage/parallel.hpp"
 #include "pmds/montage/policy.hpp"
+#include "pmds/montage/structure.hpp"
 #include "pmds/pm/pool.hpp"
 
 namespace pmds::montage {
 
 template <FaultPolicy Faults = NoFaults>
-class NatarajanMittalTree : public algo::NatarajanMittalTree<MontagePolicy<Faults>> {
-  using Tree = algo::NatarajanMittalTree<MontagePolicy<Faults>>;
-  using Tree::mem_;
-  using typename Tree::Node;
+class NatarajanMittalTree
+    : public Structure<algo::NatarajanMittalTree<MontagePolicy<Faults>>, Faults> {
+  using Base = Structure<algo::NatarajanMittalTree<MontagePolicy<Faults>>, Faults>;
+  using Base::mem_;
+  using Base::recovery_;
+  using typename Base::Node;
 
  public:
-  static constexpr Criterion criterion = Criterion::buffered;
-  static constexpr EpochBound epoch_bound = EpochBound::two_epochs;
   static constexpr std::uint64_t tag = 0x47544e4f4d545342;  // "BSTMONTG"
   static constexpr const char* name = "bst/montage";
 
   // A new, empty map in `pool`, which must hold no structure.
   NatarajanMittalTree(CreateTag, pm::Pool& pool, const Options& options = {}) {
-    StructureRoot::check_unused(pool, name);
-    auto& system = mem_.open_system(create_new, pool, options);
-    StructureRoot::write(pool, tag, 0, system.area());
+    this->create(pool, options, tag, name);
   }
 
   // Opens the map a pool holds: the index is rebuilt from the payloads recovery keeps (§3.4).
   NatarajanMittalTree(OpenTag, pm::Pool& pool, const Options& options = {}) {
-    const auto [parameter, area] = StructureRoot::read(pool, tag, name);
-    (void)parameter;
-    rebuild(mem_.open_system(open_existing, pool, area, options).recover(&WordKeys::damaged));
+    rebuild(this->recover(pool, options, tag, name, &WordKeys::damaged));
   }
 
-  NatarajanMittalTree(const NatarajanMittalTree&) = delete;
-  NatarajanMittalTree& operator=(const NatarajanMittalTree&) = delete;
-
-  // A clean close: everything completed is made durable (sync); the algorithm's destructor then
-  // frees the DRAM index (the payloads stay).
-  ~NatarajanMittalTree() { sync(); }
-
-  // Everything completed before the call is durable when it returns (two epoch advances).
-  void sync() { mem_.system().sync(); }
-  // One epoch advance: what the background thread does every epoch (Options::epoch_length).
-  void background_step() { mem_.system().background_step(); }
-
-  const RecoveryStats& recovery_stats() const { return recovery_; }
-  std::uint64_t epoch() const { return mem_.system().epoch(); }
+  // A clean close (montage/structure.hpp): sync, then the algorithm frees the DRAM index.
+  ~NatarajanMittalTree() { this->sync(); }
 
  private:
   // Leaves [first, last) of the sorted keys as a balanced subtree: an internal node's key is the
@@ -90,14 +76,13 @@ class NatarajanMittalTree : public algo::NatarajanMittalTree<MontagePolicy<Fault
         halves[h] = h == 0 ? build(leaves, first, middle, threads / 2)
                            : build(leaves, middle, last, threads - threads / 2);
     });
-    return this->make_internal(Tree::key_of(leaves[middle]), halves[0], halves[1]);
+    return this->make_internal(Base::key_of(leaves[middle]), halves[0], halves[1]);
   }
 
   // The index from the surviving payloads: a balanced tree of their leaves in key order, sorted
   // and built over Options::recovery_threads threads. A key found twice (impossible without a
   // bug) keeps one payload; the others are counted and freed.
-  void rebuild(typename EpochSystem<Faults>::Recovered r) {
-    recovery_ = r.stats;
+  void rebuild(const typename Base::Recovered& r) {
     const std::size_t threads = mem_.system().recovery_threads();
     std::vector<Block*> duplicates;
     const std::vector<Node*> leaves = nodes_in_key_order<Node>(
@@ -107,8 +92,6 @@ class NatarajanMittalTree : public algo::NatarajanMittalTree<MontagePolicy<Fault
     if (!leaves.empty()) this->adopt_keys(build(leaves, 0, leaves.size(), threads));
     mem_.system().free_duplicates(duplicates, recovery_);
   }
-
-  RecoveryStats recovery_;
 };
 
 }  // namespace pmds::montage

@@ -8,9 +8,9 @@
 // explains the algorithm, the two-owner reclamation of a node and what it does for nbMontage)
 // over MontagePolicy (montage/policy.hpp), as the BST is: the index in DRAM, each node pointing
 // to its payload, a KeyValuePayload that never changes once linked (§3.2), and keeping copies of
-// its key and value so that reads touch DRAM only. What this file adds around it: the pool's root
-// and epoch system, recovery (the list rebuilt from the payloads that survive, §3.4), sync and the
-// clean close.
+// its key and value so that reads touch DRAM only. What this file adds around it (the rest is
+// montage/structure.hpp's, the pool's root and epoch system, sync and the clean close): recovery,
+// the list rebuilt from the payloads that survive (§3.4).
 //
 // BasicSkipList, the byte-string lists, is the same algorithm step for step, written over
 // ByteStringKeys (key_value_payload.hpp): a node keeps the key's first 16 bytes in order words and
@@ -53,6 +53,7 @@
 #include "pmds/montage/key_value_payload.hpp"
 #include "pmds/montage/parallel.hpp"
 #include "pmds/montage/policy.hpp"
+#include "pmds/montage/structure.hpp"
 #include "pmds/montage/transient_system.hpp"
 #include "pmds/pm/access.hpp"
 #include "pmds/pm/pool.hpp"
@@ -64,53 +65,35 @@ namespace pmds::montage {
 
 // "skiplist/montage": 8-byte keys and values.
 template <FaultPolicy Faults = NoFaults>
-class SkipList : public algo::SkipList<MontagePolicy<Faults>> {
-  using List = algo::SkipList<MontagePolicy<Faults>>;
-  using List::mem_;
-  using typename List::Node;
+class SkipList : public Structure<algo::SkipList<MontagePolicy<Faults>>, Faults> {
+  using Base = Structure<algo::SkipList<MontagePolicy<Faults>>, Faults>;
+  using Base::mem_;
+  using Base::recovery_;
+  using typename Base::Node;
 
  public:
-  static constexpr Criterion criterion = Criterion::buffered;
-  static constexpr EpochBound epoch_bound = EpochBound::two_epochs;
   static constexpr std::uint64_t tag = 0x544e4f4d50494b53;  // "SKIPMONT"
   static constexpr const char* name = "skiplist/montage";
 
   // A new, empty map in `pool`, which must hold no structure.
   SkipList(CreateTag, pm::Pool& pool, const Options& options = {}) {
-    StructureRoot::check_unused(pool, name);
-    auto& system = mem_.open_system(create_new, pool, options);
-    StructureRoot::write(pool, tag, 0, system.area());
+    this->create(pool, options, tag, name);
   }
 
   // Opens the map a pool holds: the index is rebuilt from the payloads recovery keeps (§3.4).
   SkipList(OpenTag, pm::Pool& pool, const Options& options = {}) {
-    const auto [parameter, area] = StructureRoot::read(pool, tag, name);
-    (void)parameter;
-    rebuild(mem_.open_system(open_existing, pool, area, options).recover(&WordKeys::damaged));
+    rebuild(this->recover(pool, options, tag, name, &WordKeys::damaged));
   }
 
-  SkipList(const SkipList&) = delete;
-  SkipList& operator=(const SkipList&) = delete;
-
-  // A clean close: everything completed is made durable (sync); the algorithm's destructor then
-  // frees the DRAM index (the payloads stay).
-  ~SkipList() { sync(); }
-
-  // Everything completed before the call is durable when it returns (two epoch advances).
-  void sync() { mem_.system().sync(); }
-  // One epoch advance: what the background thread does every epoch (Options::epoch_length).
-  void background_step() { mem_.system().background_step(); }
-
-  const RecoveryStats& recovery_stats() const { return recovery_; }
-  std::uint64_t epoch() const { return mem_.system().epoch(); }
+  // A clean close (montage/structure.hpp): sync, then the algorithm frees the DRAM index.
+  ~SkipList() { this->sync(); }
 
  private:
   // The index from the surviving payloads, in key order, each node of a fresh random height: the
   // entries are sorted and the nodes made over Options::recovery_threads threads, then linked in
   // one pass. A key found twice (impossible without a bug) keeps one payload; the others are
   // counted and freed.
-  void rebuild(typename EpochSystem<Faults>::Recovered r) {
-    recovery_ = r.stats;
+  void rebuild(const typename Base::Recovered& r) {
     std::vector<Block*> duplicates;
     this->adopt_in_order(nodes_in_key_order<Node>(
         r.payloads, mem_.system().recovery_threads(),
@@ -120,8 +103,6 @@ class SkipList : public algo::SkipList<MontagePolicy<Faults>> {
         duplicates));
     mem_.system().free_duplicates(duplicates, recovery_);
   }
-
-  RecoveryStats recovery_;
 };
 
 // The byte-string lists (the header says why they are not algo/'s). Durable false: the

@@ -1,0 +1,73 @@
+// pmds::montage::Structure — what nbMontage adds around an algorithm of algo/ over MontagePolicy
+// (montage/policy.hpp): the pool's root and epoch system, sync, the clean close and the counts of
+// the last recovery. The BST, the skip list and the queue (montage/natarajan_mittal_bst.hpp,
+// skip_list.hpp, queue.hpp) derive from it and add their pool tag and their rebuild of the DRAM
+// index from the payloads that recovery keeps (nbMontage §3.4).
+//
+// The clean close is the derived class's destructor, `~S() { this->sync(); }`: everything completed
+// is made durable, then the algorithm's destructor frees the DRAM index (the payloads stay). Not
+// this class's: its destructor also runs when the derived constructor throws (a pool of another
+// structure, a damaged one), and a refused pool must be left unwritten.
+//
+// The index lives in DRAM and is rebuilt at every open, so the pool holds only the StructureRoot
+// (epoch_system.hpp: the tag, a parameter of 0, the epoch system's area) and the payload and
+// anti-node blocks.
+#pragma once
+
+#include <cstdint>
+
+#include "pmds/interfaces.hpp"
+#include "pmds/montage/epoch_system.hpp"
+#include "pmds/montage/policy.hpp"
+#include "pmds/pm/pool.hpp"
+
+namespace pmds::montage {
+
+// Algorithm: an algo/ structure over MontagePolicy<Faults>.
+template <class Algorithm, FaultPolicy Faults>
+class Structure : public Algorithm {
+ public:
+  static constexpr Criterion criterion = Criterion::buffered;
+  static constexpr EpochBound epoch_bound = EpochBound::two_epochs;
+
+  Structure(const Structure&) = delete;
+  Structure& operator=(const Structure&) = delete;
+
+  // Everything completed before the call is durable when it returns (two epoch advances).
+  void sync() { mem_.system().sync(); }
+  // One epoch advance: what the background thread does every epoch (Options::epoch_length).
+  void background_step() { mem_.system().background_step(); }
+  std::uint64_t epoch() const { return mem_.system().epoch(); }
+
+  const RecoveryStats& recovery_stats() const { return recovery_; }
+
+ protected:
+  using Algorithm::mem_;
+  using Recovered = typename EpochSystem<Faults>::Recovered;
+
+  Structure() = default;
+
+  // A new, empty structure in `pool`, which must hold none: its epoch system, and the root with
+  // the structure's `tag`.
+  void create(pm::Pool& pool, const Options& options, std::uint64_t tag, const char* name) {
+    StructureRoot::check_unused(pool, name);
+    auto& system = mem_.open_system(create_new, pool, options);
+    StructureRoot::write(pool, tag, 0, system.area());
+  }
+
+  // Opens the structure of `tag` that `pool` holds: the payloads its epoch system's recovery
+  // keeps, `damaged` being the structure's check of a payload's fields (EpochSystem::recover).
+  template <class Damaged>
+  Recovered recover(pm::Pool& pool, const Options& options, std::uint64_t tag, const char* name,
+                    Damaged damaged) {
+    const auto [parameter, area] = StructureRoot::read(pool, tag, name);
+    (void)parameter;
+    Recovered r = mem_.open_system(open_existing, pool, area, options).recover(damaged);
+    recovery_ = r.stats;
+    return r;
+  }
+
+  RecoveryStats recovery_;
+};
+
+}  // namespace pmds::montage
