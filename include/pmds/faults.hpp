@@ -78,6 +78,9 @@ enum class Fault : std::uint8_t {
   sync_advances_once,            // sync() returns after one epoch advance
   close_without_sync,            // the hash table's clean close does not sync (hash_map.hpp)
   clock_not_persisted,           // advance() moves the clock without persisting it (sync() does)
+  payload_not_detached,          // MontagePolicy's detach_payload does nothing: the structures
+                                 // over algo/ take a payload out (a remove, a put's replaced
+                                 // payload, a dequeue) with no pdetach (montage/policy.hpp)
 
   // InCLL and nbMontage: recovery falls back one epoch further than the paper's bound (InCLL:
   // it finds the epoch before the failed one failed too, §3; nbMontage: it keeps epochs <= e-3,

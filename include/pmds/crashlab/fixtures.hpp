@@ -77,6 +77,12 @@
 //                                 crash finds an older epoch than the operations saw and the
 //                                 bound is measured from it (the check of the clock sees it:
 //                                 crashlab/verdict.hpp, clock_behind)
+// and, on each structure over algo/ (montage/policy.hpp; controls: the registered skiplist/,
+// bst/ and queue/montage):
+//   payload_not_detached          the policy's detach_payload does nothing: a remove, a put's
+//                                 replacement or a dequeue takes effect in the DRAM index, and
+//                                 its payload survives a crash (a wiring of the payload hooks
+//                                 that misses one: algo/policy.hpp, "Payloads")
 //
 // InCLL (incll/) with each of its planted bugs, on masstree/logging or
 // masstree/incll (the controls):
@@ -350,6 +356,18 @@ using Fixtures = registry::TypeList<
         "hash/montage-bug-clock-not-persisted", registry::Kind::map,
         registry::factories::Montage<montage::HashMap<Planted<Fault::clock_not_persisted>>>,
         "fixture: nbMontage's epoch advance does not persist the clock">,
+    registry::Describe<
+        "skiplist/montage-bug-payload-not-detached", registry::Kind::map,
+        registry::factories::Montage<montage::SkipList<Planted<Fault::payload_not_detached>>>,
+        "fixture: the nbMontage skip list removes and replaces without pdetach">,
+    registry::Describe<"bst/montage-bug-payload-not-detached", registry::Kind::map,
+                       registry::factories::Montage<
+                           montage::NatarajanMittalTree<Planted<Fault::payload_not_detached>>>,
+                       "fixture: the nbMontage BST removes and replaces without pdetach">,
+    registry::Describe<
+        "queue/montage-bug-payload-not-detached", registry::Kind::queue,
+        registry::factories::Montage<montage::Queue<Planted<Fault::payload_not_detached>>>,
+        "fixture: the nbMontage queue dequeues without pdetach">,
     registry::Describe<
         "masstree/logging-bug-log-entry-not-fenced", registry::Kind::map,
         registry::factories::Incll<incll::LoggingMasstree<Planted<Fault::log_entry_not_fenced>>>,

@@ -165,7 +165,9 @@ struct MontagePolicy {
       return p;
     }
     void set_payload_key(Payload p, Key key) { p->key.store(key, std::memory_order_relaxed); }
-    void detach_payload(Payload p) { system_->pdetach(p); }
+    void detach_payload(Payload p) {
+      if constexpr (planted != Fault::payload_not_detached) system_->pdetach(p);
+    }
     void discard_payload(Payload p) { system_->pdelete(p); }
 
    private:
