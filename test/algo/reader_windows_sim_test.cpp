@@ -598,6 +598,23 @@ TYPED_TEST(SkipListWindows, ARecoveredUnlinkIsDurableBeforeItsSlotIsReused) {
       });
 }
 
+// The first n tower heights a fresh thread draws, in order (random_height.hpp). Every thread these
+// tests start is a fresh one with the smallest free pmds id (the test's own thread holds its own),
+// so each draws these; after skip_draws(k) its next draw is the k-th of them (from 0).
+template <class List>
+std::vector<unsigned> first_draws(int n) {
+  (void)thread_id();
+  std::vector<unsigned> height(static_cast<std::size_t>(n));
+  std::thread([&] {
+    for (auto& h : height) h = random_height<List::max_height>();
+  }).join();
+  return height;
+}
+template <class List>
+void skip_draws(int k) {
+  for (int i = 0; i < k; ++i) random_height<List::max_height>();
+}
+
 // An insert whose link at an upper level lost its race (the successor it found there was removed
 // meanwhile) aims its own link at the new successor, by a CAS, before it links the level. That
 // CAS must be durable before the old successor's slot is reused: here nothing reads the link
@@ -606,18 +623,9 @@ TYPED_TEST(SkipListWindows, ARecoveredUnlinkIsDurableBeforeItsSlotIsReused) {
 // so without it the minimum image links the node to the old slot, which holds the smaller key.
 TYPED_TEST(SkipListWindows, AnInsertsReaimedUpperLinkIsDurableBeforeTheOldSlotIsReused) {
   using List = TypeParam;
-  // Every thread here is a fresh one with the smallest free pmds id (this thread holds its own),
-  // whose tower heights are these draws, in order (random_height.hpp). Towers of 5 levels or
-  // more are one in 16: the first 160 draws hold a few.
-  (void)thread_id();
+  // Towers of 5 levels or more are one in 16: the first 160 draws hold a few.
   constexpr int draws = 160;
-  std::vector<unsigned> height(draws);
-  std::thread([&] {
-    for (auto& h : height) h = random_height<List::max_height>();
-  }).join();
-  const auto burn = [](int n) {
-    for (int i = 0; i < n; ++i) random_height<List::max_height>();
-  };
+  const std::vector<unsigned> height = first_draws<List>(draws);
   // The setup inserts 2, 4, ..., 320 (heights height[0..159]). P and S: two keys next to each
   // other at level 4 (towers of 5 levels or more; S's node in the slot size of a 5-level one).
   // The writer inserts P + 1 with a tower of exactly 5 levels (its draw `five`): S is its
@@ -651,7 +659,7 @@ TYPED_TEST(SkipListWindows, AnInsertsReaimedUpperLinkIsDurableBeforeTheOldSlotIs
     writer_role.trace.clear();
     // The writer stopped after its level-0 link, its search done; S removed, at every level.
     std::thread writer = start(writer_role, after_writes(1, StopWriter::at_its_next_cas), [&] {
-      burn(five);
+      skip_draws<List>(five);
       EXPECT_TRUE(map.insert(inserted, value_of(inserted)));
     });
     EXPECT_EQ(writer_role.state, stopped);
@@ -665,7 +673,7 @@ TYPED_TEST(SkipListWindows, AnInsertsReaimedUpperLinkIsDurableBeforeTheOldSlotIs
     reader_role.trace.clear();
     std::thread reuser = start(reader_role, Plan{}, [&] {
       map.drain();
-      burn(five);
+      skip_draws<List>(five);
       EXPECT_TRUE(map.insert(smaller, value_of(smaller)));
     });
     finish(reader_role, reuser);
@@ -737,16 +745,8 @@ struct EveryLevel : List {
 // marks, before its first unlink; the insert runs to its end, then the remove.
 TYPED_TEST(SkipListWindows, AnInsertNeverLinksInFrontOfARemovedNodeOfItsKey) {
   using List = EveryLevel<TypeParam>;
-  // Heights as in the test above: the setup's draws, and the insert's after `burn(i)`.
-  (void)thread_id();
   constexpr int draws = 32;
-  std::vector<unsigned> height(draws);
-  std::thread([&] {
-    for (auto& h : height) h = random_height<List::max_height>();
-  }).join();
-  const auto burn = [](int n) {
-    for (int i = 0; i < n; ++i) random_height<List::max_height>();
-  };
+  const std::vector<unsigned> height = first_draws<List>(draws);
   // K: the first key of the setup 2, 4, ..., 64 with a tower of 2 levels or more; the insert
   // draws the same height. The remove's writes before its first unlink: its marks, one a level.
   const int i = static_cast<int>(
@@ -761,7 +761,7 @@ TYPED_TEST(SkipListWindows, AnInsertNeverLinksInFrontOfARemovedNodeOfItsKey) {
     }).join();
   };
   const auto insert_it = [&](List& l, bool expected) {
-    burn(i);
+    skip_draws<List>(i);
     EXPECT_EQ(l.insert(K, value_of(K + 1)), expected);
   };
 
