@@ -11,9 +11,9 @@
 // from the old leaf to the new internal node (a put's, from the old leaf to the new one), and a
 // remove's flag of the edge to its leaf, after pdetach of the leaf's payload.
 //
-// This file is what nbMontage adds around the algorithm (the rest is montage/structure.hpp's, the
-// pool's root and epoch system, sync and the clean close): recovery, the tree rebuilt balanced
-// from the payloads that survive (§3.4). It was a copy of the algorithm with those changes until
+// This file is what nbMontage adds around the algorithm (the pool's root, the epoch system and
+// sync are montage/structure.hpp's): recovery, the tree rebuilt balanced from the payloads that
+// survive (§3.4), and the clean close. It was a copy of the algorithm with those changes until
 // the policy seam gained payloads; against the copy this form ran 1.03x and 1.16x at 1 and 2
 // threads on `pmds bench`'s default set workload (median of seven interleaved rounds, 0.92-1.28;
 // CHANGELOG.md 0.3.0).

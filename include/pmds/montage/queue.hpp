@@ -10,9 +10,9 @@
 // head to head's successor, whose payload (the value returned; the successor becomes the dummy)
 // it detaches first. A dummy's payload is deleted when the dummy itself is retired.
 //
-// This file is what nbMontage adds around the algorithm (the rest is montage/structure.hpp's, the
-// pool's root and epoch system, sync and the clean close): recovery, the queue rebuilt from the
-// surviving payloads sorted by serial number (§3.4).
+// This file is what nbMontage adds around the algorithm (the pool's root, the epoch system and
+// sync are montage/structure.hpp's): recovery, the queue rebuilt from the surviving payloads
+// sorted by serial number (§3.4), and the clean close.
 //
 // Pool layout: StructureRoot (epoch_system.hpp) with tag "QUEUMON2" and parameter 0. (Until
 // 0.3.0 the tag was "QUEUMONT" and a payload held the value before the serial; a KeyValuePayload

@@ -8,9 +8,9 @@
 // explains the algorithm, the two-owner reclamation of a node and what it does for nbMontage)
 // over MontagePolicy (montage/policy.hpp), as the BST is: the index in DRAM, each node pointing
 // to its payload, a KeyValuePayload that never changes once linked (§3.2), and keeping copies of
-// its key and value so that reads touch DRAM only. What this file adds around it (the rest is
-// montage/structure.hpp's, the pool's root and epoch system, sync and the clean close): recovery,
-// the list rebuilt from the payloads that survive (§3.4).
+// its key and value so that reads touch DRAM only. What this file adds around it (the pool's root,
+// the epoch system and sync are montage/structure.hpp's): recovery, the list rebuilt from the
+// payloads that survive (§3.4), and the clean close.
 //
 // BasicSkipList, the byte-string lists, is the same algorithm step for step, written over
 // ByteStringKeys (key_value_payload.hpp): a node keeps the key's first 16 bytes in order words and

@@ -1,8 +1,8 @@
 // pmds::montage::Structure — what nbMontage adds around an algorithm of algo/ over MontagePolicy
-// (montage/policy.hpp): the pool's root and epoch system, sync, the clean close and the counts of
-// the last recovery. The BST, the skip list and the queue (montage/natarajan_mittal_bst.hpp,
-// skip_list.hpp, queue.hpp) derive from it and add their pool tag and their rebuild of the DRAM
-// index from the payloads that recovery keeps (nbMontage §3.4).
+// (montage/policy.hpp): the pool's root and epoch system, sync and the counts of the last
+// recovery. The BST, the skip list and the queue (montage/natarajan_mittal_bst.hpp,
+// skip_list.hpp, queue.hpp) derive from it and add their pool tag, their rebuild of the DRAM
+// index from the payloads that recovery keeps (nbMontage §3.4) and their clean close.
 //
 // The clean close is the derived class's destructor, `~S() { this->sync(); }`: everything completed
 // is made durable, then the algorithm's destructor frees the DRAM index (the payloads stay). Not
@@ -18,7 +18,6 @@
 
 #include "pmds/interfaces.hpp"
 #include "pmds/montage/epoch_system.hpp"
-#include "pmds/montage/policy.hpp"
 #include "pmds/pm/pool.hpp"
 
 namespace pmds::montage {
