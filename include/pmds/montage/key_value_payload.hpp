@@ -287,22 +287,4 @@ std::vector<typename Keys::Entry> sorted_entries(const std::vector<Block*>& bloc
   return out;
 }
 
-// The index nodes of the payloads recovery kept (8-byte keys), in key order, one per key:
-// make(entry) for each, over `threads` threads. A key found twice (impossible without a bug)
-// keeps one payload; the others go to `duplicates`, for EpochSystem::free_duplicates.
-template <class Node, class Make>
-std::vector<Node*> nodes_in_key_order(const std::vector<Block*>& payloads, std::size_t threads,
-                                      Make make, std::vector<Block*>& duplicates) {
-  const std::vector<KeyValueEntry> entries = sorted_entries(payloads, threads, key_less);
-  std::vector<Node*> nodes(entries.size(), nullptr);  // nullptr: a duplicate
-  in_parallel(threads, entries.size(), [&](std::size_t first, std::size_t last) {
-    for (std::size_t i = first; i < last; ++i)
-      if (i == 0 || entries[i - 1].key != entries[i].key) nodes[i] = make(entries[i]);
-  });
-  for (std::size_t i = 0; i < nodes.size(); ++i)
-    if (nodes[i] == nullptr) duplicates.push_back(entries[i].payload);
-  std::erase(nodes, nullptr);
-  return nodes;
-}
-
 }  // namespace pmds::montage

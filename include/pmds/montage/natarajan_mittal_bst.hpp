@@ -42,7 +42,6 @@ class NatarajanMittalTree
     : public Structure<algo::NatarajanMittalTree<MontagePolicy<Faults>>, Faults> {
   using Base = Structure<algo::NatarajanMittalTree<MontagePolicy<Faults>>, Faults>;
   using Base::mem_;
-  using Base::recovery_;
   using typename Base::Node;
 
  public:
@@ -83,14 +82,10 @@ class NatarajanMittalTree
   // and built over Options::recovery_threads threads. A key found twice (impossible without a
   // bug) keeps one payload; the others are counted and freed.
   void rebuild(const typename Base::Recovered& r) {
-    const std::size_t threads = mem_.system().recovery_threads();
-    std::vector<Block*> duplicates;
-    const std::vector<Node*> leaves = nodes_in_key_order<Node>(
-        r.payloads, threads,
-        [this](const KeyValueEntry& e) { return this->make_leaf(e.key, e.value, e.payload); },
-        duplicates);
-    if (!leaves.empty()) this->adopt_keys(build(leaves, 0, leaves.size(), threads));
-    mem_.system().free_duplicates(duplicates, recovery_);
+    const std::vector<Node*> leaves = this->nodes_in_key_order(
+        r, [this](const KeyValueEntry& e) { return this->make_leaf(e.key, e.value, e.payload); });
+    if (!leaves.empty())
+      this->adopt_keys(build(leaves, 0, leaves.size(), mem_.system().recovery_threads()));
   }
 };
 

@@ -39,7 +39,6 @@ template <FaultPolicy Faults = NoFaults>
 class Queue : public Structure<algo::MichaelScottQueue<MontagePolicy<Faults>>, Faults> {
   using Base = Structure<algo::MichaelScottQueue<MontagePolicy<Faults>>, Faults>;
   using Base::mem_;
-  using Base::recovery_;
 
  public:
   static constexpr std::uint64_t tag = 0x324e4f4d55455551;  // "QUEUMON2"

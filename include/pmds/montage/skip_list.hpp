@@ -68,7 +68,6 @@ template <FaultPolicy Faults = NoFaults>
 class SkipList : public Structure<algo::SkipList<MontagePolicy<Faults>>, Faults> {
   using Base = Structure<algo::SkipList<MontagePolicy<Faults>>, Faults>;
   using Base::mem_;
-  using Base::recovery_;
   using typename Base::Node;
 
  public:
@@ -94,14 +93,9 @@ class SkipList : public Structure<algo::SkipList<MontagePolicy<Faults>>, Faults>
   // one pass. A key found twice (impossible without a bug) keeps one payload; the others are
   // counted and freed.
   void rebuild(const typename Base::Recovered& r) {
-    std::vector<Block*> duplicates;
-    this->adopt_in_order(nodes_in_key_order<Node>(
-        r.payloads, mem_.system().recovery_threads(),
-        [this](const KeyValueEntry& e) {
-          return this->make_recovered_node(e.key, e.value, e.payload);
-        },
-        duplicates));
-    mem_.system().free_duplicates(duplicates, recovery_);
+    this->adopt_in_order(this->nodes_in_key_order(r, [this](const KeyValueEntry& e) {
+      return this->make_recovered_node(e.key, e.value, e.payload);
+    }));
   }
 };
 

@@ -14,10 +14,14 @@
 // anti-node blocks.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "pmds/interfaces.hpp"
 #include "pmds/montage/epoch_system.hpp"
+#include "pmds/montage/key_value_payload.hpp"
+#include "pmds/montage/parallel.hpp"
 #include "pmds/pm/pool.hpp"
 
 namespace pmds::montage {
@@ -64,6 +68,27 @@ class Structure : public Algorithm {
     Recovered r = mem_.open_system(open_existing, pool, area, options).recover(damaged);
     recovery_ = r.stats;
     return r;
+  }
+
+  // The index nodes of the payloads recovery kept (8-byte keys), in key order, one per key:
+  // make(entry) for each, over Options::recovery_threads threads. A key found twice (impossible
+  // without a bug) keeps one payload; the others are freed, and the recovery counts say so.
+  template <class Make>
+  std::vector<typename Algorithm::Node*> nodes_in_key_order(const Recovered& r, Make make) {
+    using Node = typename Algorithm::Node;
+    const std::size_t threads = mem_.system().recovery_threads();
+    const std::vector<KeyValueEntry> entries = sorted_entries(r.payloads, threads, key_less);
+    std::vector<Node*> nodes(entries.size(), nullptr);  // nullptr: a duplicate
+    in_parallel(threads, entries.size(), [&](std::size_t first, std::size_t last) {
+      for (std::size_t i = first; i < last; ++i)
+        if (i == 0 || entries[i - 1].key != entries[i].key) nodes[i] = make(entries[i]);
+    });
+    std::vector<Block*> duplicates;
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      if (nodes[i] == nullptr) duplicates.push_back(entries[i].payload);
+    mem_.system().free_duplicates(duplicates, recovery_);
+    std::erase(nodes, nullptr);
+    return nodes;
   }
 
   RecoveryStats recovery_;
