@@ -308,6 +308,36 @@ TEST(MinimalEpochDomain, APinInAnotherDomainDoesNotHoldThisOneBack) {
   reader.join();
 }
 
+// detach_this_thread hands a live thread's retires over as its exit would (the crash lab's
+// scheduled threads call it in their last turn): the threads that remain collect them while the
+// detached thread still lives, and it can use the domain again afterwards.
+TEST(MinimalEpochDomain, ADetachedThreadsRetiresAreCollectedWhileItLives) {
+  constexpr int per_thread = 50;  // fewer than one collect period: nothing runs on its own
+  std::atomic<int> runs{0};
+  std::atomic<long> later{0};  // the worker's retires after it detached
+  {
+    MinimalEpochDomain domain;
+    std::latch retired(1), checked(1);
+    std::thread worker([&] {
+      for (int i = 0; i < per_thread; ++i)
+        domain.retire(new int(i), [&](int* p) {
+          delete p;
+          runs.fetch_add(1);
+        });
+      MinimalEpochDomain::detach_this_thread();
+      retired.count_down();
+      checked.wait();
+      churn(domain, 1000, &later);  // registers again
+    });
+    retired.wait();
+    for (int i = 0; i < 100 && runs.load() < per_thread; ++i) churn(domain, 100);
+    EXPECT_EQ(runs.load(), per_thread) << "a live detached thread's retires were stranded";
+    checked.count_down();
+    worker.join();
+  }  // the domain's destructor runs what is left
+  EXPECT_EQ(later.load(), 1000) << "retires after a detach were lost";
+}
+
 TEST(EpochDomain, DefaultIsOneOfTheTwo) {
   constexpr bool known = std::is_same_v<pmds::reclaim::EpochDomain, MinimalEpochDomain> ||
                          std::is_same_v<pmds::reclaim::EpochDomain, XeniumEpochDomain>;

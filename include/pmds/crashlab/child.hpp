@@ -76,6 +76,7 @@
 #include "pmds/crashlab/report.hpp"
 #include "pmds/crashlab/wakeup.hpp"
 #include "pmds/crashlab/workload.hpp"
+#include "pmds/reclaim/epoch.hpp"
 #include "pmds/registry/descriptor.hpp"
 #include "pmds/thread_registry.hpp"
 
@@ -117,6 +118,9 @@ inline void run_in_turn(std::size_t threads, std::size_t n,
         for (auto& w : wake) w->post();  // everyone waiting ends
         return;
       }
+      // A thread that ends here hands its retires over in its turn, not at its exit, which
+      // comes while the next participant runs (crashlab/sim_lab.hpp says why).
+      if (p != 0 && i + threads >= n) reclaim::EpochDomain::detach_this_thread();
       wake[(i + 1) % threads]->post();
     }
   };

@@ -48,6 +48,7 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <latch>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -68,7 +69,9 @@
 #include "pmds/crashlab/verdict.hpp"
 #include "pmds/crashlab/workload.hpp"
 #include "pmds/pm/simulator.hpp"
+#include "pmds/reclaim/epoch.hpp"
 #include "pmds/registry/descriptor.hpp"
+#include "pmds/thread_registry.hpp"
 
 namespace pmds::crashlab {
 
@@ -501,8 +504,24 @@ class WorkloadProcess {
     std::vector<std::thread> workers;
     std::mutex error_mutex;
     std::string error;
+    // The threads take their pmds::thread_id()s one after another, and start only once all
+    // have: the ids, which choose a thread's allocator chunks and epoch slots, are then the same
+    // in every replay. (Taken at a thread's first turn, an id was either that of a thread that
+    // had already ended, with its chunks, or a new one, with a new chunk, by the clock: under
+    // PCT a thread can end before another's first turn.)
+    Wakeup took_id;
+    std::latch go(1);
+    const auto start = [&](auto body) {
+      workers.emplace_back([&, body] {
+        pmds::thread_id();
+        took_id.post();
+        go.wait();
+        body();
+      });
+      took_id.wait();
+    };
     for (std::size_t t = 0; t < threads; ++t) {
-      workers.emplace_back([&, t] {
+      start([&, t] {
         scheduler_->enter(t);
         try {
           for (const auto& op : w.per_thread[t]) {
@@ -513,12 +532,16 @@ class WorkloadProcess {
           std::lock_guard g(error_mutex);
           if (error.empty()) error = "workload thread " + std::to_string(t) + ": " + ex.what();
         }
+        // Its retires handed over in its turn, not at its exit, which comes while other
+        // threads run: a collect there would run them or not by the clock (a byte-string
+        // Masstree's frees write the pool).
+        reclaim::EpochDomain::detach_this_thread();
         scheduler_->leave();
       });
     }
     std::uint64_t background_steps = 0;
     if (background)
-      workers.emplace_back([&] {
+      start([&] {
         scheduler_->enter(threads);
         try {
           std::uint64_t step_events = 0;  // the last step's (other threads' included)
@@ -538,6 +561,7 @@ class WorkloadProcess {
         }
         scheduler_->leave();
       });
+    go.count_down();
     for (auto& th : workers) th.join();
     pm::sim::set_schedule_hook(nullptr);
     pm::sim::clear_crash_handler();

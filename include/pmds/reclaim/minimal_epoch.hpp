@@ -23,8 +23,8 @@
 //
 // A thread that exits with retires pending hands them to the domain's orphan list (a
 // thread_local exit hook, holding a weak reference so that a domain destroyed first is
-// skipped); other threads' collect() runs them once safe, and drain()/the destructor run them
-// in any case, so nothing leaks.
+// skipped; or earlier, when it calls detach_this_thread()); other threads' collect() runs them
+// once safe, and drain()/the destructor run them in any case, so nothing leaks.
 #pragma once
 
 #include <atomic>
@@ -60,7 +60,8 @@ struct MinimalExitHook {
     std::size_t id;
   };
   std::vector<Entry> entries;
-  ~MinimalExitHook();
+  void detach();  // each domain's pending retires become its orphans; entries empty
+  ~MinimalExitHook() { detach(); }
 };
 
 inline thread_local MinimalExitHook minimal_exit_hook;
@@ -118,6 +119,13 @@ class MinimalEpochDomain {
   }
   MinimalEpochDomain(const MinimalEpochDomain&) = delete;
   MinimalEpochDomain& operator=(const MinimalEpochDomain&) = delete;
+
+  // Does now, for every domain, what the calling thread's exit would do later: its pending
+  // retires become orphans that other threads' collects run. The thread must not be pinned; it
+  // may use a domain again (it registers afresh). The crash lab's scheduled threads call it in
+  // their last turn, so that this happens at the same point of every replay, not whenever the
+  // operating system ends the thread.
+  static void detach_this_thread() { detail::minimal_exit_hook.detach(); }
 
   // Runs every pending deleter. The structure must be quiescent (no thread pinned or retiring).
   ~MinimalEpochDomain() {
@@ -315,12 +323,13 @@ class MinimalEpochDomain {
   std::atomic<bool> has_orphans_{false};
 };
 
-inline detail::MinimalExitHook::~MinimalExitHook() {
+inline void detail::MinimalExitHook::detach() {
   for (Entry& e : entries)
     if (auto shared = e.shared.lock()) {
       std::lock_guard lock(shared->mutex);
       if (shared->domain != nullptr) shared->domain->orphan_slot(e.id);
     }
+  entries.clear();
 }
 
 }  // namespace pmds::reclaim
