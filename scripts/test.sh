@@ -19,6 +19,19 @@ stage_done() {
   stage_start=$now
 }
 
+# CI keeps only the log's tail, where ctest's inline output of a failure is long gone: print
+# each failed test's output again (the last 60 lines of at most 3 tests) after the summary.
+show_failures() {
+  awk '/^[0-9]+\/[0-9]+ Testing: / { n = 0; passed = 0; inside = 1 }
+       inside { line[n++] = $0 }
+       /^Test Pass(ed\.| Reason:)/ { passed = 1 }
+       /time elapsed: / && inside {
+         inside = 0
+         if (!passed && shown++ < 3)
+           for (i = (n > 60 ? n - 60 : 0); i < n; i++) print line[i]
+       }' "$1/Testing/Temporary/LastTest.log"
+}
+
 scripts/install-deps.sh
 stage_done "dependencies"
 
@@ -29,7 +42,11 @@ for preset in $presets; do
   cmake --build --preset "$preset"
   stage_done "$preset build"
   echo "=== pmds: $preset tests ==="
-  ctest --preset "$preset"
+  if ! ctest --preset "$preset"; then
+    echo "=== pmds: $preset tests failed; their output again ==="
+    show_failures "build/$preset"
+    exit 1
+  fi
   stage_done "$preset tests"
 done
 
