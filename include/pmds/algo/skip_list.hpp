@@ -36,15 +36,22 @@
 // the nodes that were deleted (marked at level 0, or reached only above it) once the allocator
 // knows the live slots.
 //
+// Keys (algo/keys.hpp): 8-byte keys and values in the node (WordKeys, every policy), or, under a
+// payload policy, byte strings in the node's payload (montage/key_value_payload.hpp's
+// ByteStringKeys): a node is ordered by its key word, then, for equal words, by Keys::tie, which
+// reads the payload. The algorithm does not change with them: "the node of key k" is the node
+// that compares equal to k's probe.
+//
 // nbMontage (montage/policy.hpp, montage/skip_list.hpp: the skip list of its paper's §5) keeps
 // the list in DRAM and each key's state in a payload its node points to (algo/policy.hpp,
 // "Payloads"). The CASes at which an update takes effect are the level-0 ones: an insert's link
 // and a put's replacing CAS (Access::link, a put's old payload detached first) and a remove's mark
 // (Access::remove, the payload detached first); upper levels and unlinking change no payload. A
-// failed lin_cas drops its detach, so the detach is made again before each attempt. `owners`
-// counts in units of 4 where the policy reserves bit 1 (nbMontage's descriptor mark), so that the
-// count 2 is not read as a descriptor. nbMontage recovers no shape: it rebuilds the list from the
-// sorted payloads (adopt_in_order).
+// failed lin_cas drops its detach, so the detach is made again before each attempt. Its nodes are
+// DRAM only and no recovery reads them, so their height and `owners` are plain 4-byte fields
+// (detail::DramField), not policy words: a node takes 32 + 8h bytes, as it would without the
+// payload pointer. nbMontage recovers no shape: it rebuilds the list from the sorted payloads
+// (adopt_in_order).
 #pragma once
 
 #include <algorithm>
@@ -55,10 +62,12 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "pmds/algo/anchored_structure.hpp"
+#include "pmds/algo/keys.hpp"
 #include "pmds/algo/policy.hpp"
 #include "pmds/interfaces.hpp"
 #include "pmds/pm/pool_format.hpp"
@@ -67,14 +76,59 @@
 
 namespace pmds::algo {
 
-template <class P>
-requires MemoryPolicy<P>
+namespace detail {
+// The payload field of a skip list's node: the policy's (NoPayload without payloads), or, for
+// byte-string Keys, a pointer to the Keys' own payload block.
+template <class P, class Keys>
+struct SkipListPayload {
+  using type = payload_field_t<P>;
+};
+template <class P, class Keys>
+requires(Keys::byte_strings) struct SkipListPayload<P, Keys> {
+  using type = typename Keys::Payload*;
+};
+
+// A 4-byte field of a node only DRAM holds, with the calls the list makes of a policy word.
+class DramField {
+ public:
+  std::uint64_t load() const noexcept { return v_.load(std::memory_order_acquire); }
+  std::uint64_t peek() const noexcept { return v_.load(std::memory_order_relaxed); }
+  void init(std::uint64_t v) noexcept {
+    v_.store(static_cast<std::uint32_t>(v), std::memory_order_relaxed);
+  }
+  bool compare_exchange(std::uint64_t& expected, std::uint64_t desired) noexcept {
+    auto e = static_cast<std::uint32_t>(expected);
+    const bool done = v_.compare_exchange_strong(e, static_cast<std::uint32_t>(desired),
+                                                 std::memory_order_acq_rel);
+    expected = e;
+    return done;
+  }
+
+ private:
+  std::atomic<std::uint32_t> v_{0};
+};
+}  // namespace detail
+
+// Byte-string Keys need a payload policy whose nodes are DRAM (nbMontage): the keys live in the
+// payloads, and nothing recovers the nodes' shape.
+template <class Keys, class P>
+concept SkipListKeys = !Keys::byte_strings || (HasPayloads<P> && !P::durable);
+
+template <class P, class Keys = WordKeys>
+requires MemoryPolicy<P> && SkipListKeys<Keys, P>
 class SkipList : public AnchoredStructure<P> {
  public:
   static constexpr const char* name = "skiplist";
   static constexpr std::uint64_t kind = 0x706d64732e736b70;  // "pmds.skp"
   // Levels 0..max_height-1; with p = 1/2, enough for about 2^max_height keys.
   static constexpr int max_height = 20;
+  static constexpr std::size_t max_key_size = Keys::max_key_size;
+  static constexpr std::size_t max_value_size = Keys::max_value_size;
+
+  using KeyArg = typename Keys::KeyArg;
+  using ValueArg = typename Keys::ValueArg;
+  using KeyOut = typename Keys::KeyOut;
+  using ValueOut = typename Keys::ValueOut;
 
   SkipList() requires(!P::durable) { create(); }
   SkipList(CreateTag, pm::Pool& pool) requires(P::durable)
@@ -99,15 +153,15 @@ class SkipList : public AnchoredStructure<P> {
   }
 
   // False if the key was present. Throws PoolFull (the set unchanged) when no slot is left.
-  bool insert(Key key, Value value) { return upsert(key, value, false); }
+  bool insert(KeyArg key, ValueArg value) { return upsert(key, value, false); }
 
   // Insert or replace: true if the key was absent. A replacement swaps the key's node for a new
   // one (see the header). Throws PoolFull as insert.
-  bool put(Key key, Value value) { return upsert(key, value, true); }
+  bool put(KeyArg key, ValueArg value) { return upsert(key, value, true); }
 
   // False if the key was absent. Linearizes at the level-0 mark.
-  bool remove(Key key) {
-    check_key(key);
+  bool remove(KeyArg k) {
+    const Probe key = Keys::probe(k);
     auto guard = mem_.pin();
     Window w;
     for (;;) {
@@ -135,30 +189,39 @@ class SkipList : public AnchoredStructure<P> {
     }
   }
 
-  bool contains(Key key) {
-    check_key(key);
+  bool contains(KeyArg k) {
+    const Probe key = Keys::probe(k);
     auto guard = mem_.pin();
     return search(key) != nullptr;
   }
-  std::optional<Value> get(Key key) {
-    check_key(key);
+  std::optional<ValueOut> get(KeyArg k) {
+    const Probe key = Keys::probe(k);
     auto guard = mem_.pin();
     const Node* n = search(key);
     if (n == nullptr) return std::nullopt;
-    return n->value.load();
+    if constexpr (Keys::byte_strings)
+      return Keys::value(n->value.load(), n->payload);
+    else
+      return n->value.load();
   }
 
   // Up to max_count keys >= from in ascending order, visit(key, value) each; returns how many.
   // Each key visited was in the map when its level-0 link was read (not an atomic snapshot).
   template <class F>
-  std::size_t scan(Key from, std::size_t max_count, F&& visit) {
-    if (from == min_reserved_key) from = min_user_key;
+  std::size_t scan(KeyArg from, std::size_t max_count, F&& visit) {
+    Probe key;
+    if constexpr (Keys::byte_strings) {
+      key = Keys::probe(from);
+    } else {
+      if (from == min_reserved_key) from = min_user_key;
+      key = {from};
+    }
     auto guard = mem_.pin();
     std::size_t count = 0;
-    for (Node* n = lower_bound(from); n != nullptr && count < max_count;) {
+    for (Node* n = lower_bound(key); n != nullptr && count < max_count;) {
       const std::uintptr_t link = n->next(0).load();
       if (!is_marked(link)) {
-        visit(n->key.load(), n->value.load());
+        visit_node(n, visit);
         ++count;
       }
       n = pointer_of<Node>(link);
@@ -168,22 +231,26 @@ class SkipList : public AnchoredStructure<P> {
 
   /// The keys in [from, to) in ascending order, for a range-for, while other threads write
   /// (weakly consistent: pmds::Range says what that promises).
-  Range<SkipList, Key, Value> range(Key from, Key to) { return {*this, from, to}; }
+  Range<SkipList, KeyOut, ValueOut> range(KeyArg from, KeyArg to) {
+    return {*this, KeyOut(from), KeyOut(to)};
+  }
   /// The keys from `from` to the end.
-  Range<SkipList, Key, Value> range(Key from = min_user_key) { return {*this, from}; }
+  Range<SkipList, KeyOut, ValueOut> range(KeyArg from) { return {*this, KeyOut(from)}; }
+  /// Every key.
+  Range<SkipList, KeyOut, ValueOut> range() { return range(first_key()); }
 
   // Quiescent: f(key, value) for every key, in key order.
   template <class F>
   void for_each(F&& f) const {
     for (Node* n = pointer_of<Node>(head_->next(0).peek()); n != nullptr;) {
       const std::uintptr_t link = n->next(0).peek();
-      if (!is_marked(link)) f(n->key.peek(), n->value.peek());
+      if (!is_marked(link)) visit_node(n, f);
       n = pointer_of<Node>(link);
     }
   }
   std::size_t size() const {
     std::size_t n = 0;
-    for_each([&](Key, Value) { ++n; });
+    for_each([&](const auto&, const auto&) { ++n; });
     return n;
   }
 
@@ -191,24 +258,34 @@ class SkipList : public AnchoredStructure<P> {
   using AnchoredStructure<P>::mem_;
   using Link = typename P::template shared<std::uintptr_t>;
 
-  // One owner of a node, as `owners` counts it: 4 where the policy reserves bit 1 (the header).
-  static constexpr std::uint64_t owner = (reserved_value_bits<P> & 2) != 0 ? 4 : 1;
-  static_assert((reserved_value_bits<P> & (owner | 2 * owner)) == 0);
+  // One owner of a node, as `owners` counts it. A policy word would need units that keep the
+  // policy's reserved bits clear; only the payload policy reserves any, and its `owners` is DRAM.
+  static constexpr std::uint64_t owner = 1;
+  static_assert(HasPayloads<P> || reserved_value_bits<P> == 0);
+
+  using Probe = typename Keys::Probe;
+  using Cached = typename Keys::Cached;
+  using PayloadField = typename detail::SkipListPayload<P, Keys>::type;
+  // Policy words where the node may be in a pool; DRAM fields under payloads (the header).
+  using Height = std::conditional_t<HasPayloads<P>, detail::DramField,
+                                    typename P::template immutable<std::uint64_t>>;
+  using Owners = std::conditional_t<HasPayloads<P>, detail::DramField,
+                                    typename P::template shared<std::uint64_t>>;
 
   struct Node {
-    typename P::template immutable<Key> key;
-    typename P::template immutable<Value> value;
-    typename P::template immutable<std::uint64_t> height;
-    typename P::template shared<std::uint64_t> owners;  // releases left before retire (x owner)
-    [[no_unique_address]] payload_field_t<P> payload{};  // over a payload policy
+    typename P::template immutable<Key> key;       // byte strings: the key's order word (Keys)
+    typename P::template immutable<Cached> value;  // byte strings: Keys::Cached (not the value)
+    Height height;
+    Owners owners;                                 // releases left before retire (x owner)
+    [[no_unique_address]] PayloadField payload{};  // over a payload policy
     // followed by `height` links; level i's link is next(i)
 
     Link& next(int i) { return reinterpret_cast<Link*>(this + 1)[i]; }
     const Link& next(int i) const { return reinterpret_cast<const Link*>(this + 1)[i]; }
     // Rounded to a cache line: few slot sizes for the allocator, and a short node never
     // shares a line with another node. Not over payloads, whose nodes are DRAM only and take
-    // malloc's chunks (skiplist/montage, 50,000 of 100,000 keys: 156 bytes per element, pool
-    // and DRAM, rounded, 137 not).
+    // malloc's chunks (skiplist/montage, 50,000 of 100,000 keys, pool and DRAM: 156 bytes per
+    // element rounded, 137 not, with the 40-byte header it had before its DRAM fields; 127 now).
     static constexpr std::size_t bytes(int height) {
       const std::size_t n = sizeof(Node) + static_cast<std::size_t>(height) * sizeof(Link);
       return HasPayloads<P> ? n : pm::format::round_up(n, 64);
@@ -222,13 +299,14 @@ class SkipList : public AnchoredStructure<P> {
     decltype(Node::owners) owners;
   };
   static_assert(HasPayloads<P> || sizeof(Node) == sizeof(NodeWithoutPayload));
+  static_assert(!HasPayloads<P> || sizeof(Node) == 32);  // the header's 32 + 8h
 
   // For a structure that rebuilds the list from its payloads at open (nbMontage §3.4): a node for
   // a payload that survived, of a fresh random height and owned only by a future remover, and
   // adopt_in_order(nodes), which links nodes of ascending keys at every level of their heights.
   // Quiescent, on a list just created.
-  Node* make_recovered_node(Key key, Value value, payload_field_t<P> payload) {
-    return make_node(key, value, payload, static_cast<int>(random_height<max_height>()), 1);
+  Node* make_recovered_node(Key key, Cached cached, PayloadField payload) {
+    return make_node(key, cached, payload, static_cast<int>(random_height<max_height>()), 1);
   }
   void adopt_in_order(const std::vector<Node*>& nodes) {
     std::array<Node*, max_height> last;
@@ -273,8 +351,9 @@ class SkipList : public AnchoredStructure<P> {
   // marks them, then one CAS on its level-0 link, from its successor s to (new node | mark), the
   // new node's level-0 link being s: the old node is removed and the new one in, at once. Either
   // way the new node's upper levels are then linked.
-  bool upsert(Key key, Value value, bool update) {
-    check_key(key);
+  bool upsert(KeyArg k, ValueArg value, bool update) {
+    const Probe key = Keys::probe(k);
+    Keys::check_value(value);
     auto guard = mem_.pin();
     const int height = static_cast<int>(random_height<max_height>());
     raise_levels(height);
@@ -287,7 +366,7 @@ class SkipList : public AnchoredStructure<P> {
         if (node != nullptr) discard(node);
         return false;
       }
-      if (node == nullptr) node = make_node(key, value, height);
+      if (node == nullptr) node = make_node(key, k, value, height);
       Link* target;             // the level-0 word whose CAS puts the node in
       std::uintptr_t expected;  // its value, which becomes the node's level-0 link
       std::uintptr_t desired = word_of(node);
@@ -332,7 +411,7 @@ class SkipList : public AnchoredStructure<P> {
         // key): it would be freed while still linked. Find again, which unlinks it.
         // Test: reader_windows_sim_test
         // SkipListWindows/*.AnInsertNeverLinksInFrontOfARemovedNodeOfItsKey
-        if (succ != nullptr && succ->key.load() == key) {
+        if (succ != nullptr && compare(succ, key) == 0) {
           find(key, w);
           if (w.succs[0] != node) goto linked;  // removed meanwhile
           continue;
@@ -366,15 +445,20 @@ class SkipList : public AnchoredStructure<P> {
   }
 
   // The inserter and the remover own a new node (see the header comment).
-  Node* make_node(Key key, Value value, int height) {
-    payload_field_t<P> payload{};
-    if constexpr (HasPayloads<P>) payload = mem_.new_payload(key, value);  // PoolFull
-    return make_node(key, value, payload, height, 2);
+  Node* make_node(const Probe& key, KeyArg k, ValueArg value, int height) {
+    PayloadField payload{};
+    if constexpr (Keys::byte_strings) {
+      payload = mem_.template make_payload<Keys>(k, value);  // PoolFull
+      return make_node(key.order, Keys::cached(key, value), payload, height, 2);
+    } else {
+      if constexpr (HasPayloads<P>) payload = mem_.new_payload(k, value);  // PoolFull
+      return make_node(key.order, value, payload, height, 2);
+    }
   }
-  Node* make_node(Key key, Value value, payload_field_t<P> payload, int height, int owners) {
+  Node* make_node(Key key, Cached cached, PayloadField payload, int height, int owners) {
     Node* node = new (mem_.allocate(Node::bytes(height))) Node;  // PoolFull: nothing changed
     node->key.init(key);
-    node->value.init(value);
+    node->value.init(cached);
     node->height.init(static_cast<std::uint64_t>(height));
     node->owners.init(static_cast<std::uint64_t>(owners) * owner);
     node->payload = payload;
@@ -408,18 +492,45 @@ class SkipList : public AnchoredStructure<P> {
   // A marked level-0 link whose target holds the same key was marked by a put (a remover's mark
   // keeps the successor it had, whose key is larger: an insert of the key after the remove links
   // a node of its own, never behind the removed one).
-  static bool replaced_by_put(Key key, std::uintptr_t marked_link) {
+  static bool replaced_by_put(const Probe& key, std::uintptr_t marked_link) {
     const Node* next = pointer_of<Node>(marked_link);
-    return next != nullptr && next->key.load() == key;
+    return next != nullptr && compare(next, key) == 0;
+  }
+
+  // The sign of (the node's key - key): by the key words, then by Keys::tie.
+  static int compare(const Node* n, const Probe& key) {
+    const Key order = n->key.load();
+    if (order != key.order) return order < key.order ? -1 : 1;
+    if constexpr (Keys::byte_strings)
+      return Keys::tie(n->value.load(), n->payload, key);
+    else
+      return 0;
+  }
+
+  // f(key, value) of a node.
+  template <class F>
+  static void visit_node(const Node* n, F& f) {
+    if constexpr (Keys::byte_strings)
+      Keys::visit(n->key.load(), n->value.load(), n->payload, f);
+    else
+      f(n->key.load(), n->value.load());
+  }
+
+  // The smallest key a user may pass: range()'s start.
+  static KeyArg first_key() {
+    if constexpr (Keys::byte_strings)
+      return KeyArg{};
+    else
+      return min_user_key;
   }
 
   // The first level-0 node with key >= key (marked or not), writing nothing.
-  Node* lower_bound(Key key) {
+  Node* lower_bound(const Probe& key) {
     Node* pred = head_;
     Node* curr = nullptr;
     for (int level = levels_.load(std::memory_order_acquire) - 1; level >= 0; --level) {
       curr = pointer_of<Node>(pred->next(level).load());
-      while (curr != nullptr && curr->key.load() < key) {
+      while (curr != nullptr && compare(curr, key) < 0) {
         pred = curr;
         curr = pointer_of<Node>(curr->next(level).load());
       }
@@ -429,10 +540,10 @@ class SkipList : public AnchoredStructure<P> {
 
   // Herlihy–Shavit find: preds/succs around key at every level below levels_, unlinking
   // marked nodes on the way. True when succs[0] holds key. Caller is pinned.
-  bool find(Key key, Window& w) {
+  bool find(const Probe& key, Window& w) {
   retry:
     Node* pred = head_;
-    Key succ_key = 0;
+    int c = 1;  // the sign of (succs[level]'s key - key), at the level last walked
     for (int level = levels_.load(std::memory_order_acquire) - 1; level >= 0; --level) {
       // Mutant killed by test: reader_windows_sim_test
       // ReaderWindows/*.AnInsertLinkedAfterANewHeadInFlightMakesItDurable
@@ -454,20 +565,20 @@ class SkipList : public AnchoredStructure<P> {
           curr = pointer_of<Node>(succ);
           continue;
         }
-        succ_key = curr->key.load();
-        if (succ_key >= key) break;
+        c = compare(curr, key);
+        if (c >= 0) break;
         pred = curr;
         curr = pointer_of<Node>(succ_link);
       }
       w.preds[level] = pred;
       w.succs[level] = curr;
     }
-    return w.succs[0] != nullptr && succ_key == key;
+    return w.succs[0] != nullptr && c == 0;
   }
 
   // Wait-free search, writes nothing: the node holding key, unmarked at some level when read
   // (marks go top-down, level 0 last, so it was present then), or nullptr.
-  Node* search(Key key) {
+  Node* search(const Probe& key) {
     Node* pred = head_;
     for (int level = levels_.load(std::memory_order_acquire) - 1; level >= 0; --level) {
       // Mutant killed by test: reader_windows_sim_test
@@ -481,9 +592,9 @@ class SkipList : public AnchoredStructure<P> {
           curr = pointer_of<Node>(succ_link);
           continue;
         }
-        const Key curr_key = curr->key.load();
-        if (curr_key == key) return curr;
-        if (curr_key > key) break;
+        const int c = compare(curr, key);
+        if (c == 0) return curr;
+        if (c > 0) break;
         pred = curr;
         curr = pointer_of<Node>(succ_link);
       }
@@ -505,7 +616,7 @@ class SkipList : public AnchoredStructure<P> {
   void create() {
     head_ = new (mem_.allocate(Node::bytes(max_height))) Node;
     head_->key.init(min_reserved_key);
-    head_->value.init(0);
+    head_->value.init(Cached{});
     head_->height.init(max_height);
     head_->owners.init(0);
     for (int i = 0; i < max_height; ++i) {

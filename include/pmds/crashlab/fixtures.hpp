@@ -78,7 +78,7 @@
 //                                 bound is measured from it (the check of the clock sees it:
 //                                 crashlab/verdict.hpp, clock_behind)
 // and, on each structure over algo/ (montage/policy.hpp; controls: the registered skiplist/,
-// bst/ and queue/montage):
+// skiplist-bytes/, bst/ and queue/montage):
 //   payload_not_detached          the policy's detach_payload does nothing: a remove, a put's
 //                                 replacement or a dequeue takes effect in the DRAM index, and
 //                                 its payload survives a crash (a wiring of the payload hooks
@@ -360,6 +360,11 @@ using Fixtures = registry::TypeList<
         "skiplist/montage-bug-payload-not-detached", registry::Kind::map,
         registry::factories::Montage<montage::SkipList<Planted<Fault::payload_not_detached>>>,
         "fixture: the nbMontage skip list removes and replaces without pdetach">,
+    registry::Describe<"skiplist-bytes/montage-bug-payload-not-detached", registry::Kind::map,
+                       registry::factories::FixedSizeStringsOf<registry::factories::Montage<
+                           montage::ByteStringSkipList<Planted<Fault::payload_not_detached>>>>,
+                       "fixture: the byte-string nbMontage skip list removes and replaces "
+                       "without pdetach">,
     registry::Describe<"bst/montage-bug-payload-not-detached", registry::Kind::map,
                        registry::factories::Montage<
                            montage::NatarajanMittalTree<Planted<Fault::payload_not_detached>>>,

@@ -18,12 +18,12 @@
 // Why not algo/michael_hash.hpp over a memory policy, as the BST is (montage/policy.hpp,
 // montage/natarajan_mittal_bst.hpp): the seam now carries payloads (algo/policy.hpp, "Payloads":
 // a payload per node, the CASes at which an update takes effect marked for lin_cas, and hooks
-// for a montage/ class that rebuilds the index from a scan), but algo/'s maps hold 8-byte keys,
-// and this file is one code over Keys, for 8-byte and byte-string keys and (Durable false) the
-// byte strings' twin. Moving the 8-byte form alone would keep this file for the byte strings:
-// the algorithm would still be written twice. What is left is a Keys parameter on
-// algo/michael_hash.hpp and a put there; until then this file is the reference that move will
-// be checked against.
+// for a montage/ class that rebuilds the index from a scan), but algo/michael_hash.hpp holds
+// 8-byte keys, and this file is one code over Keys, for 8-byte and byte-string keys and (Durable
+// false) the byte strings' twin. Moving the 8-byte form alone would keep this file for the byte
+// strings: the algorithm would still be written twice. What is left is a Keys parameter on
+// algo/michael_hash.hpp (as algo/skip_list.hpp has: algo/keys.hpp) and a put there; until then
+// this file is the reference that move will be checked against.
 //
 // put (insert or update) does not follow nbMontage Figure 7's update, which replaces the node
 // with a lin_cas on its predecessor while a concurrent remove can still mark the old node with

@@ -25,6 +25,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "pmds/algo/keys.hpp"
 #include "pmds/byte_key_order.hpp"
 #include "pmds/error.hpp"
 #include "pmds/interfaces.hpp"
@@ -57,25 +58,12 @@ inline bool key_less(const KeyValueEntry& a, const KeyValueEntry& b) {
   return a.key < b.key;
 }
 
-struct WordKeys {
-  static constexpr bool byte_strings = false;
-  using KeyArg = Key;
-  using ValueArg = Value;
-  using ValueOut = Value;
+// algo::WordKeys (algo/keys.hpp: the key's word orders nodes, Cached is the value), with the
+// payload and recovery members the montage/ maps use.
+struct WordKeys : algo::WordKeys {
   using Payload = KeyValuePayload;
   using Entry = KeyValueEntry;
-  using Cached = Value;  // a node's copy of its value
-  static constexpr std::size_t max_key_size = sizeof(Key);
-  static constexpr std::size_t max_value_size = sizeof(Value);
-  struct Probe {
-    std::uint64_t order;  // the key
-  };
 
-  static Probe probe(Key k) {
-    check_key(k);  // ReservedKey
-    return {k};
-  }
-  static void check_value(Value) {}
   static std::uint64_t hash(const Probe& p) { return p.order; }  // BucketIndex takes low bits
   static int tie(const Cached&, const Payload*, const Probe&) { return 0; }  // equal keys
 
@@ -136,6 +124,7 @@ struct BasicByteStringKeys {
   static constexpr bool byte_strings = true;
   using KeyArg = std::string_view;
   using ValueArg = std::string_view;
+  using KeyOut = std::string;
   using ValueOut = std::string;
   using Payload = ByteStringPayload;
   using Entry = ByteStringEntry;

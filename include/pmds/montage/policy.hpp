@@ -24,6 +24,10 @@
 // (open_system) and rebuilds the index from the payloads its recovery returns: nothing of the
 // index is in the pool, so P::durable is false (no trace recovery) while P::criterion is
 // buffered.
+//
+// MontagePolicy<NoFaults, TransientSystem> (transient_system.hpp) is a structure's transient twin:
+// the same algorithm, its payloads on the heap, lin_cas a plain CAS (open_transient_system), so
+// that its ratio to the durable structure is nbMontage's cost alone (nbMontage §5).
 #pragma once
 
 #include <atomic>
@@ -39,20 +43,23 @@
 #include "pmds/interfaces.hpp"
 #include "pmds/montage/epoch_system.hpp"
 #include "pmds/montage/key_value_payload.hpp"
+#include "pmds/montage/transient_system.hpp"
 #include "pmds/reclaim/epoch.hpp"
 
 namespace pmds::montage {
 
-template <FaultPolicy Faults = NoFaults>
+template <FaultPolicy Faults = NoFaults, class SystemType = EpochSystem<Faults>>
 struct MontagePolicy {
+  using System = SystemType;
+  static constexpr bool transient = std::is_same_v<System, TransientSystem>;
+  static_assert(transient || std::is_same_v<System, EpochSystem<Faults>>);
   static constexpr bool durable = false;  // the index is DRAM, rebuilt from the payloads
-  static constexpr Criterion criterion = Criterion::buffered;
+  static constexpr Criterion criterion = transient ? Criterion::none : Criterion::buffered;
   static constexpr const char* name = "montage";
   static constexpr Fault planted = Faults::planted;
   // Bit 1 of a word marks an installed lin_cas descriptor (epoch_system.hpp).
   static constexpr std::uintptr_t reserved_value_bits = 2;
 
-  using System = EpochSystem<Faults>;
   using Payload = KeyValuePayload*;  // what a node holds: its payload block (nullptr: none)
 
   template <class T>
@@ -63,6 +70,7 @@ struct MontagePolicy {
     // acquire: a node linked by a lin_cas (acq_rel) is read complete.
     T load() const noexcept {
       const std::uint64_t v = word_.load(std::memory_order_acquire);
+      if constexpr (transient) return v;  // the twin installs no descriptor
       return is_descriptor(v) ? current().load(word_) : v;
     }
     T peek() const noexcept { return word_.load(std::memory_order_relaxed); }
@@ -71,6 +79,8 @@ struct MontagePolicy {
     }
     // On failure `expected` receives the word's value, any descriptor in it completed first.
     bool compare_exchange(T& expected, T desired, algo::Access a = algo::Access::plain) {
+      if constexpr (transient)  // TransientSystem's cas and lin_cas: a plain CAS
+        return word_.compare_exchange_strong(expected, desired, std::memory_order_acq_rel);
       System& system = current();
       const bool done = a == algo::Access::plain ? system.cas(word_, expected, desired)
                                                  : system.lin_cas(word_, expected, desired);
@@ -115,8 +125,13 @@ struct MontagePolicy {
 
     // The structure's epoch system, created in or opened from `pool` (EpochSystem's constructors).
     template <class Tag, class... Args>
-    System& open_system(Tag tag, pm::Pool& pool, Args&&... args) {
+    System& open_system(Tag tag, pm::Pool& pool, Args&&... args) requires(!transient) {
       system_.emplace(tag, pool, std::forward<Args>(args)...);
+      return *system_;
+    }
+    // The transient twin's system: nothing in a pool.
+    System& open_transient_system() requires(transient) {
+      system_.emplace();
       return *system_;
     }
     System& system() noexcept { return *system_; }
@@ -126,7 +141,13 @@ struct MontagePolicy {
       reclaim::EpochDomain::Guard guard;
       OperationScope scope;
     };
-    Pinned pin() { return Pinned{epochs_.pin(), OperationScope(&*system_)}; }
+    // The twin's words never call current() (shared above), so it names no system.
+    auto pin() {
+      if constexpr (transient)
+        return epochs_.pin();
+      else
+        return Pinned{epochs_.pin(), OperationScope(&*system_)};
+    }
 
     // malloc's own alignment (16 on x86-64) leaves the edge bits free. Not the transient
     // policy's rounding and aligned new: a 40-byte tree node takes a 48-byte chunk of glibc's
@@ -155,20 +176,20 @@ struct MontagePolicy {
     void drain() { epochs_.drain(); }
 
     // nbMontage Figure 1. new_payload: a payload for a node being built (PoolFull: nothing
-    // changed), tagged by this thread's next lin_cas. set_payload_key: the payload is still
-    // private (not linked), so its key may change. detach_payload: that lin_cas removes it.
-    // discard_payload: a payload whose node was never linked.
-    Payload new_payload(Key key, Value value) {
-      KeyValuePayload* p = system_->template pnew<KeyValuePayload>();
-      p->key.store(key, std::memory_order_relaxed);
-      p->value.store(value, std::memory_order_relaxed);
-      return p;
+    // changed), tagged by this thread's next lin_cas; make_payload<Keys>, the same in the form
+    // of an algorithm's Keys (algo/keys.hpp). set_payload_key: the payload is still private (not
+    // linked), so its key may change. detach_payload: that lin_cas removes it. discard_payload: a
+    // payload whose node was never linked.
+    Payload new_payload(Key key, Value value) { return make_payload<WordKeys>(key, value); }
+    template <class Keys>
+    typename Keys::Payload* make_payload(typename Keys::KeyArg k, typename Keys::ValueArg v) {
+      return Keys::make_payload(*system_, k, v);
     }
     void set_payload_key(Payload p, Key key) { p->key.store(key, std::memory_order_relaxed); }
-    void detach_payload(Payload p) {
+    void detach_payload(Block* p) {
       if constexpr (planted != Fault::payload_not_detached) system_->pdetach(p);
     }
-    void discard_payload(Payload p) { system_->pdelete(p); }
+    void discard_payload(Block* p) { system_->pdelete(p); }
 
    private:
     static void free_slot(void* p) noexcept { ::operator delete(p); }
@@ -184,5 +205,6 @@ struct MontagePolicy {
 };
 
 static_assert(algo::MemoryPolicy<MontagePolicy<>>);
+static_assert(algo::MemoryPolicy<MontagePolicy<NoFaults, TransientSystem>>);
 
 }  // namespace pmds::montage

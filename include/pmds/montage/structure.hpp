@@ -70,18 +70,20 @@ class Structure : public Algorithm {
     return r;
   }
 
-  // The index nodes of the payloads recovery kept (8-byte keys), in key order, one per key:
-  // make(entry) for each, over Options::recovery_threads threads. A key found twice (impossible
-  // without a bug) keeps one payload; the others are freed, and the recovery counts say so.
-  template <class Make>
+  // The index nodes of the payloads recovery kept (in the form of `Keys`,
+  // key_value_payload.hpp), in key order, one per key: make(entry) for each, over
+  // Options::recovery_threads threads. A key found twice (impossible without a bug) keeps one
+  // payload; the others are freed, and the recovery counts say so.
+  template <class Keys = WordKeys, class Make>
   std::vector<typename Algorithm::Node*> nodes_in_key_order(const Recovered& r, Make make) {
     using Node = typename Algorithm::Node;
     const std::size_t threads = mem_.system().recovery_threads();
-    const std::vector<KeyValueEntry> entries = sorted_entries(r.payloads, threads, key_less);
+    const std::vector<typename Keys::Entry> entries =
+        sorted_entries<Keys>(r.payloads, threads, &Keys::less);
     std::vector<Node*> nodes(entries.size(), nullptr);  // nullptr: a duplicate
     in_parallel(threads, entries.size(), [&](std::size_t first, std::size_t last) {
       for (std::size_t i = first; i < last; ++i)
-        if (i == 0 || entries[i - 1].key != entries[i].key) nodes[i] = make(entries[i]);
+        if (i == 0 || !Keys::same_key(entries[i - 1], entries[i])) nodes[i] = make(entries[i]);
     });
     std::vector<Block*> duplicates;
     for (std::size_t i = 0; i < nodes.size(); ++i)
