@@ -71,7 +71,8 @@ struct MontagePolicy {
     [[gnu::always_inline]] T load() const noexcept {
       const std::uint64_t v = word_.load(std::memory_order_acquire);
       if constexpr (transient) return v;  // the twin installs no descriptor
-      if (is_descriptor(v)) [[unlikely]] return help_and_load();
+      if (is_descriptor(v)) [[unlikely]]
+        return help_and_load();
       return v;
     }
     T peek() const noexcept { return word_.load(std::memory_order_relaxed); }
