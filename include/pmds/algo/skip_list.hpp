@@ -258,9 +258,8 @@ class SkipList : public AnchoredStructure<P> {
   using AnchoredStructure<P>::mem_;
   using Link = typename P::template shared<std::uintptr_t>;
 
-  // One owner of a node, as `owners` counts it. A policy word would need units that keep the
-  // policy's reserved bits clear; only the payload policy reserves any, and its `owners` is DRAM.
-  static constexpr std::uint64_t owner = 1;
+  // `owners` counts one per owner. As a policy word it would need units that keep the policy's
+  // reserved bits clear; only the payload policy reserves any, and its `owners` is DRAM.
   static_assert(HasPayloads<P> || reserved_value_bits<P> == 0);
 
   using Probe = typename Keys::Probe;
@@ -276,7 +275,7 @@ class SkipList : public AnchoredStructure<P> {
     typename P::template immutable<Key> key;       // byte strings: the key's order word (Keys)
     typename P::template immutable<Cached> value;  // byte strings: Keys::Cached (not the value)
     Height height;
-    Owners owners;                                 // releases left before retire (x owner)
+    Owners owners;                                 // releases left before retire
     [[no_unique_address]] PayloadField payload{};  // over a payload policy
     // followed by `height` links; level i's link is next(i)
 
@@ -460,7 +459,7 @@ class SkipList : public AnchoredStructure<P> {
     node->key.init(key);
     node->value.init(cached);
     node->height.init(static_cast<std::uint64_t>(height));
-    node->owners.init(static_cast<std::uint64_t>(owners) * owner);
+    node->owners.init(static_cast<std::uint64_t>(owners));
     node->payload = payload;
     for (int i = 0; i < height; ++i) new (&node->next(i)) Link;
     return node;
@@ -611,9 +610,9 @@ class SkipList : public AnchoredStructure<P> {
     // Mutant survives: recovery sets `owners` again from the node's state.
     std::uint64_t owners = node->owners.load();
     // Mutant survives: recovery sets `owners` again from the node's state.
-    while (!node->owners.compare_exchange(owners, owners - owner)) {
+    while (!node->owners.compare_exchange(owners, owners - 1)) {
     }
-    if (owners == owner) mem_.retire(node);
+    if (owners == 1) mem_.retire(node);
   }
 
   void create() {
@@ -702,7 +701,7 @@ class SkipList : public AnchoredStructure<P> {
           }
           levels = std::max(levels, level + 1);
           here.push_back({n, height});
-          if (level == 0 && n->owners.peek() != owner) owned.push_back(n);  // inserter crashed
+          if (level == 0 && n->owners.peek() != 1) owned.push_back(n);  // inserter crashed
           pred = n;
         }
         n = pointer_of<Node>(link);
@@ -715,7 +714,7 @@ class SkipList : public AnchoredStructure<P> {
     for (const auto& [link, word] : unlinks) link->store(word);
     // Mutant survives: a crash that loses these stores leaves `owners` at 2, which the next
     // recovery resets again.
-    for (Node* n : owned) n->owners.store(owner);
+    for (Node* n : owned) n->owners.store(1);
     levels_.store(levels);
     trace.finish();
     for (Node* n : deleted) mem_.retire(n);
