@@ -177,7 +177,11 @@ class Scheduler {
   std::uint64_t stolen() const { return stolen_; }
   std::uint64_t steps() const { return steps_; }  // preemption points passed
 
-  static constexpr auto steal_after = std::chrono::seconds(2);
+  // Long enough that a starved host is not taken for a blocked thread: in a fresh-clone CI run
+  // (2026-12-07, 2-core Intel) masstree/incll's lab took 44 s where it takes 4.3 s alone, and a
+  // turn went unpassed for 2 s (the limit then), failing a run that replays cleanly. A steal
+  // fails the run (sim_lab.hpp), so passing runs never wait this long.
+  static constexpr auto steal_after = std::chrono::seconds(10);
   static constexpr std::uint64_t park_steps = 1024;  // Pct: how long a change point parks
 
  private:
