@@ -351,9 +351,9 @@ TEST_F(MontageSkipListScan, ScansInKeyOrderFromAnyBound) {
 }
 
 // put (insert or update) on the maps that have one: the hash table replaces the key's node in
-// one lin_cas on the old node's next word (montage/hash_map.hpp's header), the skip list likewise
-// on the old node's level-0 link (montage/skip_list.hpp's header), the BST the key's leaf in one
-// lin_cas on the edge to it (montage/natarajan_mittal_bst.hpp's header).
+// one lin_cas on the old node's next word (algo/harris_michael_list.hpp, HmBucket::put), the skip
+// list likewise on the old node's level-0 link (montage/skip_list.hpp's header), the BST the key's
+// leaf in one lin_cas on the edge to it (montage/natarajan_mittal_bst.hpp's header).
 template <class M>
 class MontagePut : public MontageMaps<M> {};
 using MontagePutTypes =

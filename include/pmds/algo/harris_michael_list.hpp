@@ -9,7 +9,9 @@
 // readable because every operation is pinned in the structure's epoch domain.
 //
 // The list core (detail::HmBucket) works on a head link, so Michael's hash table
-// (algo/michael_hash.hpp) reuses it with one head link per bucket.
+// (algo/michael_hash.hpp) reuses it with one head link per bucket; it takes a Keys
+// (algo/keys.hpp), and over a payload policy (nbMontage) a put by replacement, for the table's
+// byte-string and nbMontage forms.
 //
 // Durable policies: the anchor {kind, head} is the structure's root; recovery traces the list
 // from it (marked nodes included: they are reachable until some find() unlinks them).
@@ -20,6 +22,7 @@
 #include <optional>
 
 #include "pmds/algo/anchored_structure.hpp"
+#include "pmds/algo/keys.hpp"
 #include "pmds/algo/policy.hpp"
 #include "pmds/interfaces.hpp"
 
@@ -27,20 +30,46 @@ namespace pmds::algo {
 
 namespace detail {
 
-template <class P>
+// A list node. Its key word and Cached are a Keys's (algo/keys.hpp: 8-byte keys and values by
+// default). Without payloads the node is {key, value, next}, as in the pools.
+template <class P, class Keys = WordKeys>
 struct HmNode {
   typename P::template immutable<Key> key;
   typename P::template immutable<Value> value;
   typename P::template shared<std::uintptr_t> next;  // successor | mark_bit (logically deleted)
+  [[no_unique_address]] NoPayload payload;
+};
+// Under a payload policy (nbMontage) the node is DRAM and `payload` holds the element. Key and
+// next first: a traversal of 8-byte keys reads only those two, in one 16-byte block (malloc's
+// alignment), never across two cache lines.
+template <class P, class Keys>
+requires HasPayloads<P>
+struct HmNode<P, Keys> {
+  typename P::template immutable<Key> key;              // byte strings: the key's order word
+  typename P::template shared<std::uintptr_t> next;     // successor | mark_bit (logically deleted)
+  [[no_unique_address]] cached_field_t<P, Keys> value;  // byte strings: Keys::Cached
+  node_payload_t<P, Keys> payload{};
 };
 
 // The list algorithm on one head link (a list, or one bucket of a hash table).
-template <class P>
+template <class P, class Keys = WordKeys>
+requires KeysUnder<Keys, P>
 class HmBucket {
  public:
-  using Node = HmNode<P>;
+  using Node = HmNode<P, Keys>;
   using Link = typename P::template shared<std::uintptr_t>;
   using Memory = typename P::Memory;
+  using Probe = typename Keys::Probe;
+  using KeyArg = typename Keys::KeyArg;
+  using ValueArg = typename Keys::ValueArg;
+
+  // The payload field takes no bytes under the other policies: their pool layout is as it was.
+  struct NodeWithoutPayload {
+    decltype(Node::key) key;
+    decltype(Node::value) value;
+    decltype(Node::next) next;
+  };
+  static_assert(HasPayloads<P> || sizeof(Node) == sizeof(NodeWithoutPayload));
 
   struct Position {
     Link* prev;  // the link that points to curr
@@ -49,7 +78,7 @@ class HmBucket {
   };
 
   // Michael's find: unlinks (and retires) every marked node it passes. Caller is pinned.
-  static Position find(Memory& mem, Link& head, Key key) {
+  static Position find(Memory& mem, Link& head, const Probe& key) {
   retry:
     Link* prev = &head;
     // Mutant killed by test: reader_windows_sim_test
@@ -81,27 +110,23 @@ class HmBucket {
       // Mutant survives (izraelevitz): the key is durable since Memory::publish flushed the node
       // before its linking CAS, and never written after; the next-link load above persisted the
       // rest of the line.
-      const Key curr_key = curr->key.load();
-      if (curr_key >= key) return {prev, curr, curr_key == key};
+      const int c = compare_node<Keys>(curr, key);
+      if (c >= 0) return {prev, curr, c == 0};
       prev = &curr->next;
       curr_word = next_word;
     }
   }
 
-  // Caller is pinned.
-  static bool insert(Memory& mem, Link& head, Key key, Value value) {
+  // Caller is pinned. Throws PoolFull (nothing changed) when no slot or payload is left.
+  static bool insert(Memory& mem, Link& head, const Probe& key, KeyArg k, ValueArg v) {
     Node* node = nullptr;
     for (;;) {
       const Position pos = find(mem, head, key);
       if (pos.found) {
-        if (node != nullptr) mem.deallocate(node);  // built but never linked
+        if (node != nullptr) discard(mem, node);  // built but never linked
         return false;
       }
-      if (node == nullptr) {
-        node = new (mem.allocate(sizeof(Node))) Node;
-        node->key.init(key);
-        node->value.init(value);
-      }
+      if (node == nullptr) node = make_node(mem, key, k, v);
       node->next.init(word_of(pos.curr));
       mem.publish(node, sizeof(Node));  // contents durable before the link (Izraelevitz)
       std::uintptr_t expected = word_of(pos.curr);
@@ -109,15 +134,62 @@ class HmBucket {
     }
   }
 
+  // Insert or replace, over a payload policy: true if the key was absent. A replacement is one
+  // CAS on the OLD node's next word, from its successor s to (new node | mark), the new node's
+  // next being s: the old node is marked (removed) and the new one linked after it in the same
+  // instant (Access::link, the old payload detached first). Every other operation that could
+  // change the old node (a remove's mark, an insert after it, another put) CASes that same word
+  // and fails; a search that meets the marked old node goes on to the new one (search()), and
+  // the old node is unlinked as any marked node is. Not nbMontage Figure 7's update, which
+  // replaces the node by a CAS on its predecessor while a concurrent remove can still mark the
+  // old node, so that both would take effect and the remove would report a key that stays.
+  // Caller is pinned. Throws PoolFull (nothing changed) when no payload is left.
+  static bool put(Memory& mem, Link& head, const Probe& key, KeyArg k,
+                  ValueArg v) requires HasPayloads<P> {
+    Node* node = nullptr;  // made at the first attempt, reused by retries
+    for (;;) {
+      const Position pos = find(mem, head, key);
+      if (node == nullptr) node = make_node(mem, key, k, v);
+      if (!pos.found) {
+        node->next.init(word_of(pos.curr));
+        std::uintptr_t expected = word_of(pos.curr);
+        if (pos.prev->compare_exchange(expected, word_of(node), Access::link)) return true;
+        continue;
+      }
+      std::uintptr_t next_word = pos.curr->next.load();
+      if (is_marked(next_word)) continue;  // removed or replaced meanwhile; find() unlinks it
+      node->next.init(next_word);
+      bool detached;
+      try {
+        detached = mem.detach_payload(pos.curr->payload);  // PoolFull: nothing changed
+      } catch (...) {
+        discard(mem, node);  // its payload must not stay pending for the thread's next CAS
+        throw;
+      }
+      if (!detached) continue;  // removed or replaced meanwhile (a handle tells): find() again
+      if (!pos.curr->next.compare_exchange(next_word, word_of(node) | mark_bit, Access::link))
+        continue;
+      mem.payload_removed(pos.curr->payload);
+      std::uintptr_t expected = word_of(pos.curr);
+      if (pos.prev->compare_exchange(expected, word_of(node)))
+        mem.retire(pos.curr);
+      else
+        find(mem, head, key);  // unlinks it
+      return false;
+    }
+  }
+
   // Caller is pinned.
-  static bool remove(Memory& mem, Link& head, Key key) {
+  static bool remove(Memory& mem, Link& head, const Probe& key) {
     for (;;) {
       const Position pos = find(mem, head, key);
       if (!pos.found) return false;
       // Mutant survives: the word read only feeds the marking CAS on the same word below, which
       // persists it whether it succeeds or fails, or a retry when it is marked.
       std::uintptr_t next_word = pos.curr->next.load();
-      if (is_marked(next_word)) continue;  // another remover won; find() unlinks it
+      if (is_marked(next_word)) continue;  // another remover or a put won; find() unlinks it
+      if constexpr (HasPayloads<P>)        // PoolFull: nothing changed; false: removed meanwhile
+        if (!mem.detach_payload(pos.curr->payload)) continue;
       // Mutant killed by test: reader_windows_sim_test
       // ReaderWindows/*.AGetThatSeesARemoveInFlightMakesItDurable
       // (FliT: a reader that meets the mark after the counter is lowered does not persist it).
@@ -125,7 +197,9 @@ class HmBucket {
       // it fails, the find() that unlinks the node or reads its predecessor's new link) persists
       // a link that leaves the node unreachable in every later image; a reader that meets the
       // mark first persists it itself, as every shared load does.
-      if (!pos.curr->next.compare_exchange(next_word, next_word | mark_bit)) continue;
+      if (!pos.curr->next.compare_exchange(next_word, next_word | mark_bit, Access::remove))
+        continue;
+      if constexpr (HasPayloads<P>) mem.payload_removed(pos.curr->payload);
       // Logically deleted. Unlink it here, or let a find() do it (and retire it).
       std::uintptr_t expected = word_of(pos.curr);
       // Mutant killed by test: izraelevitz_sim_test
@@ -139,20 +213,24 @@ class HmBucket {
     }
   }
 
-  // The node holding key, unmarked when read, or nullptr. Writes nothing. Caller is pinned.
-  static Node* search(Link& head, Key key) {
+  // The node holding key, unmarked when read, or nullptr. Writes nothing. A marked node of the
+  // key is passed: a put may have linked its replacement right after it. Caller is pinned.
+  static Node* search(Link& head, const Probe& key) {
     // Mutant killed by test: reader_windows_sim_test
     // ReaderWindows/*.AGetThatFindsTheFirstInsertInFlightMakesItDurable
     Node* curr = pointer_of<Node>(head.load());
     while (curr != nullptr) {
-      const Key curr_key = curr->key.load();
-      if (curr_key >= key) {
+      const int c = compare_node<Keys>(curr, key);
+      if (c >= 0) {
+        if (c > 0) return nullptr;
         // Mutant killed by test: reader_windows_sim_test
         // ReaderWindows/*.AGetThatSeesARemoveInFlightMakesItDurable
         // Mutant survives (izraelevitz): the key load above persisted this node's line, which
         // holds this word (a node is one slot within one line).
-        if (curr_key != key || is_marked(curr->next.load())) return nullptr;
-        return curr;
+        const std::uintptr_t next_word = curr->next.load();
+        if (!is_marked(next_word)) return curr;
+        curr = pointer_of<Node>(next_word);  // removed, or replaced: its successor may hold key
+        continue;
       }
       // Mutant killed by test: reader_windows_sim_test
       // ReaderWindows/*.AGetThatFindsAnInsertInFlightMakesItDurable
@@ -168,12 +246,17 @@ class HmBucket {
   static void for_each(const Link& head, F&& f) {
     for (Node* n = pointer_of<Node>(head.peek()); n != nullptr;) {
       const std::uintptr_t next_word = n->next.peek();
-      if (!is_marked(next_word)) f(n->key.peek(), n->value.peek());
+      if (!is_marked(next_word)) {
+        if constexpr (Keys::byte_strings)
+          Keys::visit(n->key.peek(), n->value.peek(), n->payload, f);
+        else
+          f(n->key.peek(), n->value.peek());
+      }
       n = pointer_of<Node>(next_word);
     }
   }
 
-  // Frees every node (transient destructor).
+  // Frees every node (a destructor; a payload policy's payloads stay).
   static void free_all(Memory& mem, Link& head) {
     for (Node* n = pointer_of<Node>(head.peek()); n != nullptr;) {
       Node* next = pointer_of<Node>(n->next.peek());
@@ -211,6 +294,27 @@ class HmBucket {
     }
     return false;
   }
+
+ private:
+  static Node* make_node(Memory& mem, const Probe& key, KeyArg k, ValueArg v) {
+    Node* node = new (mem.allocate(sizeof(Node))) Node;  // PoolFull: nothing changed
+    NewElement<P, Keys> e;
+    try {
+      e = new_element<P, Keys>(mem, key, k, v);  // PoolFull: nothing changed
+    } catch (...) {
+      mem.deallocate(node);
+      throw;
+    }
+    node->key.init(key.order);
+    node->value.init(e.cached);
+    node->payload = e.payload;
+    return node;
+  }
+  // A node never linked: nobody else saw it or its payload.
+  static void discard(Memory& mem, Node* node) {
+    if constexpr (HasPayloads<P>) mem.discard_payload(node->payload);
+    mem.deallocate(node);
+  }
 };
 
 }  // namespace detail
@@ -244,24 +348,24 @@ class HarrisMichaelList : public AnchoredStructure<P> {
   }
 
   bool insert(Key key, Value value) {
-    check_key(key);
+    const auto probe = WordKeys::probe(key);  // ReservedKey
     auto guard = mem_.pin();
-    return Bucket::insert(mem_, anchor_->head, key, value);
+    return Bucket::insert(mem_, anchor_->head, probe, key, value);
   }
   bool remove(Key key) {
-    check_key(key);
+    const auto probe = WordKeys::probe(key);
     auto guard = mem_.pin();
-    return Bucket::remove(mem_, anchor_->head, key);
+    return Bucket::remove(mem_, anchor_->head, probe);
   }
   bool contains(Key key) {
-    check_key(key);
+    const auto probe = WordKeys::probe(key);
     auto guard = mem_.pin();
-    return Bucket::search(anchor_->head, key) != nullptr;
+    return Bucket::search(anchor_->head, probe) != nullptr;
   }
   std::optional<Value> get(Key key) {
-    check_key(key);
+    const auto probe = WordKeys::probe(key);
     auto guard = mem_.pin();
-    const Node* n = Bucket::search(anchor_->head, key);
+    const Node* n = Bucket::search(anchor_->head, probe);
     if (n == nullptr) return std::nullopt;
     return n->value.load();
   }

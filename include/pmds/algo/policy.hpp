@@ -553,7 +553,10 @@ static_assert(DurableMemoryPolicy<izraelevitz>);
 // payload block per element rather than in the nodes: its nodes are then DRAM, and it names
 // P::Payload, the field a node holds, and its Memory offers
 //   new_payload(key, value)   a payload for a node being built (PoolFull: nothing changed);
-//   detach_payload(payload)   the thread's next Access::link or Access::remove CAS removes it;
+//   detach_payload(payload)   the thread's next Access::link or Access::remove CAS removes it
+//                             (true; false only for a Keys's handle, algo/keys.hpp, whose
+//                             removal committed already: that CAS would fail, so retry);
+//   payload_removed(payload)  that CAS took effect (a handle keeps what the removal made);
 //   discard_payload(payload)  the payload of a node that was never linked;
 //   set_payload_key(payload, k)  a payload not yet linked takes key k instead (the queue's serial
 //                             number, its order at recovery, retaken before each link attempt:

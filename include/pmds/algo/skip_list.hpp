@@ -77,17 +77,6 @@
 namespace pmds::algo {
 
 namespace detail {
-// The payload field of a skip list's node: the policy's (NoPayload without payloads), or, for
-// byte-string Keys, a pointer to the Keys' own payload block.
-template <class P, class Keys>
-struct SkipListPayload {
-  using type = payload_field_t<P>;
-};
-template <class P, class Keys>
-requires(Keys::byte_strings) struct SkipListPayload<P, Keys> {
-  using type = typename Keys::Payload*;
-};
-
 // A 4-byte field of a node only DRAM holds, with the calls the list makes of a policy word.
 class DramField {
  public:
@@ -109,13 +98,8 @@ class DramField {
 };
 }  // namespace detail
 
-// Byte-string Keys need a payload policy whose nodes are DRAM (nbMontage): the keys live in the
-// payloads, and nothing recovers the nodes' shape.
-template <class Keys, class P>
-concept SkipListKeys = !Keys::byte_strings || (HasPayloads<P> && !P::durable);
-
 template <class P, class Keys = WordKeys>
-requires MemoryPolicy<P> && SkipListKeys<Keys, P>
+requires MemoryPolicy<P> && KeysUnder<Keys, P>
 class SkipList : public AnchoredStructure<P> {
  public:
   static constexpr const char* name = "skiplist";
@@ -199,10 +183,7 @@ class SkipList : public AnchoredStructure<P> {
     auto guard = mem_.pin();
     const Node* n = search(key);
     if (n == nullptr) return std::nullopt;
-    if constexpr (Keys::byte_strings)
-      return Keys::value(n->value.load(), n->payload);
-    else
-      return n->value.load();
+    return node_value<Keys>(n);
   }
 
   // Up to max_count keys >= from in ascending order, visit(key, value) each; returns how many.
@@ -221,7 +202,7 @@ class SkipList : public AnchoredStructure<P> {
     for (Node* n = lower_bound(key); n != nullptr && count < max_count;) {
       const std::uintptr_t link = n->next(0).load();
       if (!is_marked(link)) {
-        visit_node(n, visit);
+        visit_node<Keys>(n, visit);
         ++count;
       }
       n = pointer_of<Node>(link);
@@ -244,7 +225,7 @@ class SkipList : public AnchoredStructure<P> {
   void for_each(F&& f) const {
     for (Node* n = pointer_of<Node>(head_->next(0).peek()); n != nullptr;) {
       const std::uintptr_t link = n->next(0).peek();
-      if (!is_marked(link)) visit_node(n, f);
+      if (!is_marked(link)) visit_node<Keys>(n, f);
       n = pointer_of<Node>(link);
     }
   }
@@ -264,7 +245,9 @@ class SkipList : public AnchoredStructure<P> {
 
   using Probe = typename Keys::Probe;
   using Cached = typename Keys::Cached;
-  using PayloadField = typename detail::SkipListPayload<P, Keys>::type;
+  using PayloadField = node_payload_t<P, Keys>;
+  // A remove here does not check a handle's detach (algo/keys.hpp): the list keeps pointers.
+  static_assert(std::is_same_v<PayloadField, node_payload_pointer_t<P, Keys>>);
   // Policy words where the node may be in a pool; DRAM fields under payloads (the header).
   using Height = std::conditional_t<HasPayloads<P>, detail::DramField,
                                     typename P::template immutable<std::uint64_t>>;
@@ -445,14 +428,8 @@ class SkipList : public AnchoredStructure<P> {
 
   // The inserter and the remover own a new node (see the header comment).
   Node* make_node(const Probe& key, KeyArg k, ValueArg value, int height) {
-    PayloadField payload{};
-    if constexpr (Keys::byte_strings) {
-      payload = mem_.template make_payload<Keys>(k, value);  // PoolFull
-      return make_node(key.order, Keys::cached(key, value), payload, height, 2);
-    } else {
-      if constexpr (HasPayloads<P>) payload = mem_.new_payload(k, value);  // PoolFull
-      return make_node(key.order, value, payload, height, 2);
-    }
+    const auto e = new_element<P, Keys>(mem_, key, k, value);  // PoolFull
+    return make_node(key.order, e.cached, e.payload, height, 2);
   }
   Node* make_node(Key key, Cached cached, PayloadField payload, int height, int owners) {
     Node* node = new (mem_.allocate(Node::bytes(height))) Node;  // PoolFull: nothing changed
@@ -496,28 +473,9 @@ class SkipList : public AnchoredStructure<P> {
     return next != nullptr && compare(next, key) == 0;
   }
 
-  // The sign of (the node's key - key): by the key words, then by Keys::tie. Forced inline: it
-  // is the search's inner step, and GCC left it a call where the search is inlined into a large
-  // caller (the benchmark's loop over TransientByteStringSkipList: skiplist-bytes/transient at
-  // 100,000 keys ran 0.91-0.97x of its copy before algo/ took it, 0.98-1.02x inlined).
   [[gnu::always_inline]] static int compare(const Node* n, const Probe& key) {
-    const Key order = n->key.load();
-    if (order != key.order) return order < key.order ? -1 : 1;
-    if constexpr (Keys::byte_strings)
-      return Keys::tie(n->value.load(), n->payload, key);
-    else
-      return 0;
+    return compare_node<Keys>(n, key);  // algo/keys.hpp
   }
-
-  // f(key, value) of a node.
-  template <class F>
-  static void visit_node(const Node* n, F& f) {
-    if constexpr (Keys::byte_strings)
-      Keys::visit(n->key.load(), n->value.load(), n->payload, f);
-    else
-      f(n->key.load(), n->value.load());
-  }
-
   // The smallest key a user may pass: range()'s start.
   static KeyArg first_key() {
     if constexpr (Keys::byte_strings)

@@ -232,7 +232,7 @@ class EpochSystem {
   // else of a remove touches the payload (its nodes hold copies of key and value), and the line,
   // written back at its epoch's end, is cold: reading the uid there cost a miss on every remove
   // (1.06x with the uid kept), and so did storing the anti-node link there at the commit
-  // (measured in hash_map.hpp, Node).
+  // (measured: key_value_payload.hpp, PayloadByUid).
   Block* pdetach_by_uid(std::uint64_t uid) { return new_detach(nullptr, uid); }
   // A payload's uid (read once, right after its pnew, while its line is in the cache).
   static std::uint64_t uid_of(const Block* payload) {

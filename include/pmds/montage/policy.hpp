@@ -172,8 +172,7 @@ struct MontagePolicy {
     void retire(N* node) {
       System* system = &*system_;
       epochs_.retire(node, [system](N* dead) noexcept {
-        if constexpr (requires { dead->payload; })
-          if (dead->payload != nullptr) system->pdelete(dead->payload);
+        if constexpr (requires { dead->payload; }) free_payload(*system, dead->payload);
         free_slot(dead);
       });
     }
@@ -185,21 +184,47 @@ struct MontagePolicy {
     // nbMontage Figure 1. new_payload: a payload for a node being built (PoolFull: nothing
     // changed), tagged by this thread's next lin_cas; make_payload<Keys>, the same in the form
     // of an algorithm's Keys (algo/keys.hpp). set_payload_key: the payload is still private (not
-    // linked), so its key may change. detach_payload: that lin_cas removes it. discard_payload: a
-    // payload whose node was never linked.
+    // linked), so its key may change. detach_payload: that lin_cas removes it (true; false only
+    // for a handle whose removal committed already: the lin_cas would fail, so retry);
+    // payload_removed: it did. discard_payload: a payload whose node was never linked.
     Payload new_payload(Key key, Value value) { return make_payload<WordKeys>(key, value); }
     template <class Keys>
     typename Keys::Payload* make_payload(typename Keys::KeyArg k, typename Keys::ValueArg v) {
       return Keys::make_payload(*system_, k, v);
     }
     void set_payload_key(Payload p, Key key) { p->key.store(key, std::memory_order_relaxed); }
-    void detach_payload(Block* p) {
+    bool detach_payload(Block* p) {
       if constexpr (planted != Fault::payload_not_detached) system_->pdetach(p);
+      return true;
     }
+    void payload_removed(Block*) noexcept {}
     void discard_payload(Block* p) { system_->pdelete(p); }
 
+    // The same for a PayloadByUid (key_value_payload.hpp): the payload's line is not touched.
+    bool detach_payload(PayloadByUid& h) requires(!transient) {
+      const std::uint64_t uid = h.uid_or_anti.load(std::memory_order_relaxed);
+      if ((uid & PayloadByUid::anti_tag) != 0) return false;
+      detached_anti_ = nullptr;
+      if constexpr (planted != Fault::payload_not_detached)
+        detached_anti_ = system_->pdetach_by_uid(uid);
+      return true;
+    }
+    void payload_removed(PayloadByUid& h) noexcept {
+      h.uid_or_anti.store(PayloadByUid::anti_tag | reinterpret_cast<std::uint64_t>(detached_anti_),
+                          std::memory_order_relaxed);
+    }
+    void discard_payload(PayloadByUid& h) { system_->pdelete(h.block); }
+
    private:
+    static void free_payload(System& system, Block* p) noexcept {
+      if (p != nullptr) system.pdelete(p);
+    }
+    static void free_payload(System& system, const PayloadByUid& h) noexcept {
+      if (h.block != nullptr) system.pdelete(h.block, h.committed_anti());
+    }
     static void free_slot(void* p) noexcept { ::operator delete(p); }
+    // The anti-node of the thread's last detach of a PayloadByUid, for its payload_removed.
+    static inline thread_local Block* detached_anti_ = nullptr;
     std::optional<System> system_;  // before epochs_, whose deleters call pdelete
     reclaim::EpochDomain epochs_;
     void* root_ = nullptr;

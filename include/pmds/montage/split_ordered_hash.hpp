@@ -22,9 +22,10 @@
 // bit does not fit in its split-order key (the lowest bit marks a regular node), so keys that
 // differ only there share one; the list orders by (split-order key, key).
 //
-// nbMontage: as hash_map.hpp's (its header says why this is written in montage/ and not over
-// algo/'s policy seam): an insert's link and a remove's mark are lin_cas, after pnew and pdetach;
-// the unlinking of marked nodes and the dummies' links are plain cas through the epoch system.
+// nbMontage: as in hash_map.hpp's table, an insert's link and a remove's mark are lin_cas, after
+// pnew and pdetach; the unlinking of marked nodes and the dummies' links are plain cas through
+// the epoch system. Written here rather than in algo/ over the policy seam: no other technique
+// has this table, so the file is its one copy (with its twin, `durable` false).
 // Dummies carry no payload: recovery rebuilds the list, every dummy of the rebuilt bucket count,
 // and the bucket array from the payloads.
 //

@@ -1,8 +1,9 @@
 // pmds::montage::Structure — what nbMontage adds around an algorithm of algo/ over MontagePolicy
 // (montage/policy.hpp): the pool's root and epoch system, sync and the counts of the last
-// recovery. The BST, the skip list and the queue (montage/natarajan_mittal_bst.hpp,
-// skip_list.hpp, queue.hpp) derive from it and add their pool tag, their rebuild of the DRAM
-// index from the payloads that recovery keeps (nbMontage §3.4) and their clean close.
+// recovery. The BST, the skip list, the hash tables and the queue
+// (montage/natarajan_mittal_bst.hpp, skip_list.hpp, hash_map.hpp, queue.hpp) derive from it and add
+// their pool tag, their rebuild of the DRAM index from the payloads that recovery keeps (nbMontage
+// §3.4) and their clean close.
 //
 // The clean close is the derived class's destructor, `~S() { this->sync(); }`: everything completed
 // is made durable, then the algorithm's destructor frees the DRAM index (the payloads stay). Not
@@ -16,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "pmds/interfaces.hpp"
@@ -48,14 +50,17 @@ class Structure : public Algorithm {
   using Algorithm::mem_;
   using Recovered = typename EpochSystem<Faults>::Recovered;
 
-  Structure() = default;
+  // The algorithm's constructor arguments (none, or the hash table's bucket count).
+  template <class... Args>
+  explicit Structure(Args&&... args) : Algorithm(std::forward<Args>(args)...) {}
 
   // A new, empty structure in `pool`, which must hold none: its epoch system, and the root with
-  // the structure's `tag`.
-  void create(pm::Pool& pool, const Options& options, std::uint64_t tag, const char* name) {
+  // the structure's `tag` and `parameter` (the hash table's bucket count).
+  void create(pm::Pool& pool, const Options& options, std::uint64_t tag, const char* name,
+              std::uint64_t parameter = 0) {
     StructureRoot::check_unused(pool, name);
     auto& system = mem_.open_system(create_new, pool, options);
-    StructureRoot::write(pool, tag, 0, system.area());
+    StructureRoot::write(pool, tag, parameter, system.area());
   }
 
   // Opens the structure of `tag` that `pool` holds: the payloads its epoch system's recovery
@@ -76,10 +81,16 @@ class Structure : public Algorithm {
   // payload; the others are freed, and the recovery counts say so.
   template <class Keys = WordKeys, class Make>
   std::vector<typename Algorithm::Node*> nodes_in_key_order(const Recovered& r, Make make) {
+    return nodes_in_order<Keys>(r, &Keys::less, make);
+  }
+  // The same, in the order of `less`, which keeps the entries of a key adjacent (the hash
+  // table's: by bucket, then key).
+  template <class Keys, class Less, class Make>
+  std::vector<typename Algorithm::Node*> nodes_in_order(const Recovered& r, Less less, Make make) {
     using Node = typename Algorithm::Node;
     const std::size_t threads = mem_.system().recovery_threads();
     const std::vector<typename Keys::Entry> entries =
-        sorted_entries<Keys>(r.payloads, threads, &Keys::less);
+        sorted_entries<Keys>(r.payloads, threads, less);
     std::vector<Node*> nodes(entries.size(), nullptr);  // nullptr: a duplicate
     in_parallel(threads, entries.size(), [&](std::size_t first, std::size_t last) {
       for (std::size_t i = first; i < last; ++i)
