@@ -77,8 +77,8 @@
 //                                 crash finds an older epoch than the operations saw and the
 //                                 bound is measured from it (the check of the clock sees it:
 //                                 crashlab/verdict.hpp, clock_behind)
-// and, on each structure over algo/ (montage/policy.hpp; controls: the registered skiplist/,
-// skiplist-bytes/, bst/ and queue/montage):
+// and, on each structure over algo/ (montage/policy.hpp; controls: the registered hash/,
+// hash-bytes/, skiplist/, skiplist-bytes/, bst/ and queue/montage):
 //   payload_not_detached          the policy's detach_payload does nothing: a remove, a put's
 //                                 replacement or a dequeue takes effect in the DRAM index, and
 //                                 its payload survives a crash (a wiring of the payload hooks
@@ -364,6 +364,15 @@ using Fixtures = registry::TypeList<
                        registry::factories::FixedSizeStringsOf<registry::factories::Montage<
                            montage::ByteStringSkipList<Planted<Fault::payload_not_detached>>>>,
                        "fixture: the byte-string nbMontage skip list removes and replaces "
+                       "without pdetach">,
+    registry::Describe<
+        "hash/montage-bug-payload-not-detached", registry::Kind::map,
+        registry::factories::Montage<montage::HashMap<Planted<Fault::payload_not_detached>>>,
+        "fixture: the nbMontage hash table removes and replaces without pdetach">,
+    registry::Describe<"hash-bytes/montage-bug-payload-not-detached", registry::Kind::map,
+                       registry::factories::FixedSizeStringsOf<registry::factories::Montage<
+                           montage::ByteStringHashMap<Planted<Fault::payload_not_detached>>>>,
+                       "fixture: the byte-string nbMontage hash table removes and replaces "
                        "without pdetach">,
     registry::Describe<"bst/montage-bug-payload-not-detached", registry::Kind::map,
                        registry::factories::Montage<
