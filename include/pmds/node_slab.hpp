@@ -25,7 +25,8 @@
 // 3.19-3.33 Mops/s with glibc malloc, 3.74-4.48 with jemalloc preloaded (32-byte blocks, no
 // header, frees recorded outside the block), the behaviour this slab gives every user without
 // replacing the process's allocator; 4.47-4.78 with this slab, against 3.22-3.66 for the build
-// before it, in four alternating rounds (results/README.md, seed 000 on AMD EPYC).
+// before it, in four alternating rounds (results/README.md, the link-free and SOFT sets on AMD
+// EPYC).
 //
 // Threads: make() and free() from any number of threads at once (a thread uses the slot of its
 // pmds::thread_id(); a thread that exits leaves its stack and the rest of its chunk to the next
