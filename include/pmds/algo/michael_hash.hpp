@@ -24,6 +24,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "pmds/algo/anchored_structure.hpp"

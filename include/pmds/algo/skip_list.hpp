@@ -476,6 +476,7 @@ class SkipList : public AnchoredStructure<P> {
   [[gnu::always_inline]] static int compare(const Node* n, const Probe& key) {
     return compare_node<Keys>(n, key);  // algo/keys.hpp
   }
+
   // The smallest key a user may pass: range()'s start.
   static KeyArg first_key() {
     if constexpr (Keys::byte_strings)

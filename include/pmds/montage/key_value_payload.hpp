@@ -124,8 +124,7 @@ struct PayloadByUid {
   // A node being built takes its payload: the uid is read now, while the line is in the cache.
   PayloadByUid& operator=(KeyValuePayload* p) noexcept {
     block = p;
-    uid_or_anti.store(p != nullptr ? p->uid.load(std::memory_order_relaxed) : 0,
-                      std::memory_order_relaxed);
+    uid_or_anti.store(p != nullptr ? EpochSystem<>::uid_of(p) : 0, std::memory_order_relaxed);
     return *this;
   }
   // The anti-node of a committed removal (nullptr: none). Relaxed: pdelete reads it after the
