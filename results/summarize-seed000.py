@@ -5,21 +5,18 @@ Reads DIR/json/*.json (`pmds bench --json`). Every ratio is between records of t
 i.e. the same `pmds bench` invocation (same run, same load), never across runs.
 """
 import csv
-import glob
-import json
 import statistics
 import os
 import sys
 from collections import defaultdict
 
+from ratio_lib import fmt, group, load_runs, row, space_row, table
 
-def load(path):
-    with open(path) as f:
-        return [r for r in json.load(f)["results"] if r.get("status", "ok") == "ok"]
-
-
-def fmt(x, digits=2):
-    return "-" if x is None else f"{x:.{digits}f}"
+# The columns of the first table: X/Y, the ratio of X's median Mops/s to Y's.
+RATIOS = [("psync-bound", "transient"), ("izraelevitz", "transient"), ("linkfree", "transient"),
+          ("soft", "transient"), ("linkfree", "psync-bound"), ("soft", "psync-bound"),
+          ("linkfree", "izraelevitz"), ("soft", "izraelevitz")]
+SHORT = {"transient": "T", "psync-bound": "B", "izraelevitz": "I", "linkfree": "LF", "soft": "S"}
 
 
 def ratio(a, b):
@@ -27,7 +24,7 @@ def ratio(a, b):
 
 
 def main(out):
-    files = sorted(glob.glob(os.path.join(out, "json", "*.json")))
+    runs = load_runs(out)
     print("# Key ratios (each row: one `pmds bench` run; ratios within that run)\n")
     print("Columns: T = transient twin's median Mops/s; X/T = median throughput ratio to the "
           "transient twin; X/B = ratio to the psync-bound reference (the transient twin plus one "
@@ -35,34 +32,21 @@ def main(out):
           "Izraelevitz twin. B = psync-bound, I = izraelevitz, LF = linkfree, S = soft. Run "
           "eadr-hash1M has PMDS_EADR=1 (flushes skipped, fences kept); run clflush-hash1M has "
           "PMDS_FLUSH=clflush (the artifact's flush instruction, which evicts the line).\n")
-    print("| run | threads | key range | reads % | T Mops/s | B/T | I/T | LF/T | S/T | LF/B | S/B "
-          "| LF/I | S/I |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    table("run", "threads", "key range", "reads %", "T Mops/s",
+          *(f"{SHORT[a]}/{SHORT[b]}" for a, b in RATIOS))
     persistence = []
     space = []
     recovery = []
     pairs = []
-    for path in files:
-        name = os.path.basename(path)[:-5]
-        recs = load(path)
+    for name, recs in runs.items():
         if name == "pairs":
             pairs = recs
             continue
-        groups = defaultdict(dict)
-        for r in recs:
-            groups[(r["threads"], r["key_range"], r.get("reads_pct"))][r["technique"]] = r
+        groups = group(recs, lambda r: (r["threads"], r["key_range"], r.get("reads_pct")))
         for (threads, key_range, reads), by in sorted(groups.items()):
-            m = {t: by[t]["mops"] if t in by else None for t in
-                 ("transient", "psync-bound", "izraelevitz", "linkfree", "soft")}
-            print(f"| {name} | {threads} | {key_range:,} | {reads} | {fmt(m['transient'])} | "
-                  f"{fmt(ratio(m['psync-bound'], m['transient']))} | "
-                  f"{fmt(ratio(m['izraelevitz'], m['transient']))} | "
-                  f"{fmt(ratio(m['linkfree'], m['transient']))} | "
-                  f"{fmt(ratio(m['soft'], m['transient']))} | "
-                  f"{fmt(ratio(m['linkfree'], m['psync-bound']))} | "
-                  f"{fmt(ratio(m['soft'], m['psync-bound']))} | "
-                  f"{fmt(ratio(m['linkfree'], m['izraelevitz']))} | "
-                  f"{fmt(ratio(m['soft'], m['izraelevitz']))} |")
+            m = {t: by[t]["mops"] if t in by else None for t in SHORT}
+            row(name, threads, f"{key_range:,}", reads, fmt(m["transient"]),
+                *(fmt(ratio(m[a], m[b])) for a, b in RATIOS))
             if name.startswith("threads-") or name.startswith("recovery-"):
                 for t, r in by.items():
                     if name.startswith("threads-") and threads == 1 and t != "transient" \
@@ -73,18 +57,14 @@ def main(out):
                         if r.get("recovery_ms") is not None:
                             recovery.append(r)
     print("\n# Flushes/op and fences/op (counting backend, 1 thread, 90% reads)\n")
-    print("| run | structure | flushes/op | fences/op |")
-    print("|---|---|---|---|")
+    table("run", "structure", "flushes/op", "fences/op")
     for name, r in persistence:
-        print(f"| {name} | {r['structure']} | {fmt(r.get('flushes_per_op'), 3)} | "
-              f"{fmt(r.get('fences_per_op'), 3)} |")
+        row(name, r["structure"], fmt(r.get("flushes_per_op"), 3), fmt(r.get("fences_per_op"), 3))
     targets = defaultdict(list)
-    for path in files:
-        if os.path.basename(path).startswith("target-"):
-            by = defaultdict(dict)
-            for r in load(path):
-                by[r["threads"]][r["technique"]] = r["mops"]
-            for threads, m in by.items():
+    for name, recs in runs.items():
+        if name.startswith("target-"):
+            for threads, by in group(recs, lambda r: r["threads"]).items():
+                m = {t: r["mops"] for t, r in by.items()}
                 for a, b in (("linkfree", "transient"), ("soft", "transient"),
                              ("linkfree", "izraelevitz"), ("soft", "izraelevitz"),
                              ("psync-bound", "transient"), ("linkfree", "psync-bound"),
@@ -92,40 +72,32 @@ def main(out):
                     targets[(threads, a, b)].append(ratio(m.get(a), m.get(b)))
     if targets:
         print("\n# Issue 4 targets: hash, 1M keys, 2^20 buckets, 90% reads (target-hash1M-1..3)\n")
-        print("| threads | ratio | per run | median | target |")
-        print("|---|---|---|---|---|")
+        table("threads", "ratio", "per run", "median", "target")
         for (threads, a, b), rs in sorted(targets.items()):
             ok = [x for x in rs if x is not None]
             med = sorted(ok)[len(ok) // 2] if ok else None
             goal = {"transient": ">= 0.85", "izraelevitz": ">= 2"}.get(b, "(reference)")
             if a == "psync-bound":
                 goal = "(the ceiling)"
-            print(f"| {threads} | {a}/{b} | {', '.join(fmt(x) for x in rs)} | {fmt(med)} | "
-                  f"{goal} |")
+            row(threads, f"{a}/{b}", ", ".join(fmt(x) for x in rs), fmt(med), goal)
     if pairs:
         print("\n# Queue and stack pairs (enqueue+dequeue / push+pop, from empty, local work "
               "<= 512)\n")
-        print("| structure | threads | Mops/s (pairs) | ratio to transient | flushes/op | "
-              "fences/op |")
-        print("|---|---|---|---|---|---|")
+        table("structure", "threads", "Mops/s (pairs)", "ratio to transient", "flushes/op",
+              "fences/op")
         mops = {(r["structure"], r["threads"]): r["mops"] for r in pairs}
         for r in sorted(pairs, key=lambda r: (r["structure"], r["threads"])):
             twin = r["structure"].split("/")[0] + "/transient"
-            print(f"| {r['structure']} | {r['threads']} | {fmt(r['mops'], 3)} | "
-                  f"{fmt(ratio(r['mops'], mops.get((twin, r['threads']))))} | "
-                  f"{fmt(r.get('flushes_per_op'), 3)} | {fmt(r.get('fences_per_op'), 3)} |")
+            row(r["structure"], r["threads"], fmt(r["mops"], 3),
+                fmt(ratio(r["mops"], mops.get((twin, r["threads"])))),
+                fmt(r.get("flushes_per_op"), 3), fmt(r.get("fences_per_op"), 3))
     if space:
         print("\n# Bytes per key and recovery (hash, 2^20 buckets, key range 2M prefilled with "
               "1M keys, 1 thread)\n")
-        print("| structure | elements | pool B/key | DRAM B/key | total B/key | recovery ms | "
-              "recovered keys |")
-        print("|---|---|---|---|---|---|---|")
+        table("structure", "elements", "pool B/key", "DRAM B/key", "total B/key", "recovery ms",
+              "recovered keys")
         for r in sorted(space, key=lambda r: r["structure"]):
-            print(f"| {r['structure']} | {r.get('elements')} | "
-                  f"{fmt(r.get('pool_bytes_per_element'), 1)} | "
-                  f"{fmt(r.get('dram_bytes_per_element'), 1)} | "
-                  f"{fmt(r.get('bytes_per_element'), 1)} | {fmt(r.get('recovery_ms'), 1)} | "
-                  f"{r.get('recovered_elements', '-')} |")
+            space_row(r)
     artifact_side_by_side(out)
 
 
@@ -158,21 +130,19 @@ def artifact_side_by_side(out):
           "alternating order, 1 s each; a ratio is the median over rounds of the per-round ratio "
           "(min-max in brackets); Mops/s are medians over rounds. Artifact key ranges [0, N), "
           "pmds [1, N]; hash tables with 2^20 buckets.\n")
-    print("| workload | threads | rounds | LF pmds Mops/s | LF artifact Mops/s | LF pmds/artifact | "
-          "S pmds Mops/s | S artifact Mops/s | S pmds/artifact | pmds transient Mops/s | "
-          "pmds S/LF | artifact S/LF |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    table("workload", "threads", "rounds", "LF pmds Mops/s", "LF artifact Mops/s",
+          "LF pmds/artifact", "S pmds Mops/s", "S artifact Mops/s", "S pmds/artifact",
+          "pmds transient Mops/s", "pmds S/LF", "artifact S/LF")
     order = ["list256", "list1024", "skiplist1M", "hash1M"]
     for workload, threads in sorted({(w, t) for w, t, _ in kops},
                                     key=lambda k: (order.index(k[0]) if k[0] in order else 9, k[1])):
         rs = rounds(workload, threads)
         lf_p, lf_a = ("pmds", "linkfree"), ("artifact", "linkfree")
         s_p, s_a = ("pmds", "soft"), ("artifact", "soft")
-        print(f"| {workload} | {threads} | {len(rs)} | {fmt(median_mops(rs, lf_p))} | "
-              f"{fmt(median_mops(rs, lf_a))} | {ratio_cell(rs, lf_p, lf_a)} | "
-              f"{fmt(median_mops(rs, s_p))} | {fmt(median_mops(rs, s_a))} | "
-              f"{ratio_cell(rs, s_p, s_a)} | {fmt(median_mops(rs, ('pmds', 'transient')))} | "
-              f"{ratio_cell(rs, s_p, lf_p)} | {ratio_cell(rs, s_a, lf_a)} |")
+        row(workload, threads, len(rs), fmt(median_mops(rs, lf_p)), fmt(median_mops(rs, lf_a)),
+            ratio_cell(rs, lf_p, lf_a), fmt(median_mops(rs, s_p)), fmt(median_mops(rs, s_a)),
+            ratio_cell(rs, s_p, s_a), fmt(median_mops(rs, ("pmds", "transient"))),
+            ratio_cell(rs, s_p, lf_p), ratio_cell(rs, s_a, lf_a))
 
 
 if __name__ == "__main__":

@@ -7,9 +7,8 @@ the interleaved schedule, so ratio_i = mops_reps_a[i] / mops_reps_b[i]; the tabl
 median of those per-round ratios and, in brackets, their min and max.
 """
 import sys
-from collections import defaultdict
 
-from ratio_lib import fmt, fmt_ratio, load_runs, per_round
+from ratio_lib import fmt, fmt_ratio, group, load_runs, per_round, row, space_row, table
 
 TECHNIQUES = ["mirror", "flit", "izraelevitz", "linkfree", "soft", "psync-bound", "psync2-bound",
               "mirror-pm"]
@@ -19,12 +18,8 @@ SHORT = {"mirror": "M", "flit": "F", "izraelevitz": "I", "linkfree": "LF", "soft
 
 def groups_of(recs):
     """Records by configuration, then by technique."""
-    groups = defaultdict(dict)
-    for r in recs:
-        key = (r["structure"].split("/")[0], r["threads"], r["key_range"], r.get("reads_pct"),
-               r.get("fence_latency_ns", 0))
-        groups[key][r["technique"]] = r
-    return groups
+    return group(recs, lambda r: (r["structure"].split("/")[0], r["threads"], r["key_range"],
+                                  r.get("reads_pct"), r.get("fence_latency_ns", 0)))
 
 
 def main(out):
@@ -37,28 +32,23 @@ def main(out):
           "psync2-bound (two psyncs, one after the other: Mirror's ceiling), Mpm = "
           "mirror-pm (seed 001 §6.3: both replicas on the pool's medium). fence ns: extra latency "
           "after every fence (--fence-latency).\n")
-    print("| run | thr | key range | reads % | fence ns | T Mops/s | M/T | F/T | I/T | LF/T | S/T "
-          "| B/T | B2/T | Mpm/T | M/I | M/F |")
-    print("|" + "---|" * 16)
+    table("run", "thr", "key range", "reads %", "fence ns", "T Mops/s",
+          *(f"{SHORT[x]}/T" for x in TECHNIQUES), "M/I", "M/F")
     for name, recs in runs.items():
         if name.startswith("recovery-"):
             continue
         for (fam, thr, kr, reads, fence), by in sorted(groups_of(recs).items()):
             t = by.get("transient")
-            cells = [fmt_ratio(per_round(by.get(x), t)) for x in
-                     ("mirror", "flit", "izraelevitz", "linkfree", "soft", "psync-bound",
-                      "psync2-bound", "mirror-pm")]
-            print(f"| {name} | {thr} | {kr:,} | {reads} | {fence} | "
-                  f"{fmt(t['mops'] if t else None)} | " + " | ".join(cells) + " | "
-                  f"{fmt_ratio(per_round(by.get('mirror'), by.get('izraelevitz')))} | "
-                  f"{fmt_ratio(per_round(by.get('mirror'), by.get('flit')))} |")
+            row(name, thr, f"{kr:,}", reads, fence, fmt(t["mops"] if t else None),
+                *(fmt_ratio(per_round(by.get(x), t)) for x in TECHNIQUES),
+                fmt_ratio(per_round(by.get("mirror"), by.get("izraelevitz"))),
+                fmt_ratio(per_round(by.get("mirror"), by.get("flit"))))
 
     print("\n# Flushes and fences per operation (counting backend)\n")
     print("At 0% updates (updates-*-0) every operation is a read: the design's figure is 0 "
           "flushes and 0 fences per read for Mirror, and FliT's is 0 while no store is in flight. "
           "At 20% updates (threads-*, 1 thread) about half the updates succeed.\n")
-    print("| run | structure | thr | reads % | flushes/op | fences/op | RMWs/op |")
-    print("|---|---|---|---|---|---|---|")
+    table("run", "structure", "thr", "reads %", "flushes/op", "fences/op", "RMWs/op")
     for name, recs in runs.items():
         zero = name.endswith("-0") and name.startswith("updates-")
         if not (zero or name.startswith("threads-")):
@@ -68,28 +58,22 @@ def main(out):
                 continue
             if name.startswith("threads-") and r["threads"] != 1:
                 continue
-            print(f"| {name} | {r['structure']} | {r['threads']} | {r.get('reads_pct')} | "
-                  f"{fmt(r.get('flushes_per_op'), 3)} | {fmt(r.get('fences_per_op'), 3)} | "
-                  f"{fmt(r.get('rmws_per_op'), 3)} |")
+            row(name, r["structure"], r["threads"], r.get("reads_pct"),
+                fmt(r.get("flushes_per_op"), 3), fmt(r.get("fences_per_op"), 3),
+                fmt(r.get("rmws_per_op"), 3))
 
     print("\n# Space per element and recovery after a process crash (1 thread)\n")
     print("Mirror's DRAM figure includes its volatile replica (a copy of every pool slot).\n")
-    print("| structure | elements | pool B/elem | DRAM B/elem | total B/elem | recovery ms | "
-          "recovered elements |")
-    print("|---|---|---|---|---|---|---|")
+    table("structure", "elements", "pool B/elem", "DRAM B/elem", "total B/elem", "recovery ms",
+          "recovered elements")
     for name, recs in runs.items():
         if not name.startswith("recovery-"):
             continue
         for r in sorted(recs, key=lambda r: r["structure"]):
-            print(f"| {r['structure']} | {r.get('elements')} | "
-                  f"{fmt(r.get('pool_bytes_per_element'), 1)} | "
-                  f"{fmt(r.get('dram_bytes_per_element'), 1)} | "
-                  f"{fmt(r.get('bytes_per_element'), 1)} | {fmt(r.get('recovery_ms'), 1)} | "
-                  f"{r.get('recovered_elements', '-')} |")
+            space_row(r)
 
     print("\n# Issue 13's targets\n")
-    print("| target | threads | measured (median [min-max] of per-round ratios) | met? |")
-    print("|---|---|---|---|")
+    table("target", "threads", "measured (median [min-max] of per-round ratios)", "met?")
 
     def target(run, fam, a, b, goal, label):
         for (f, thr, kr, reads, fence), by in sorted(groups_of(runs.get(run, [])).items()):
@@ -97,7 +81,7 @@ def main(out):
                 continue
             r = per_round(by.get(a), by.get(b))
             met = "-" if r is None else ("yes" if r[0] >= goal else "no")
-            print(f"| {label} | {thr} | {fmt_ratio(r)} | {met} |")
+            row(label, thr, fmt_ratio(r), met)
 
     target("threads-hash", "hash", "mirror", "transient", 0.8,
            "hash/mirror >= 0.8x hash/transient (80% reads)")
@@ -110,10 +94,9 @@ def main(out):
             for r in recs:
                 if r["technique"] == "mirror":
                     ok = r.get("flushes_per_op") == 0 and r.get("fences_per_op") == 0
-                    print(f"| {r['structure']}: 0 flushes, 0 fences per read | {r['threads']} | "
-                          f"{fmt(r.get('flushes_per_op'), 4)} flushes/op, "
-                          f"{fmt(r.get('fences_per_op'), 4)} fences/op | "
-                          f"{'yes' if ok else 'no'} |")
+                    row(f"{r['structure']}: 0 flushes, 0 fences per read", r["threads"],
+                        f"{fmt(r.get('flushes_per_op'), 4)} flushes/op, "
+                        f"{fmt(r.get('fences_per_op'), 4)} fences/op", "yes" if ok else "no")
     for name, recs in runs.items():
         if name.startswith("recovery-"):
             for r in recs:
@@ -121,9 +104,9 @@ def main(out):
                 if r["technique"] == "mirror" and r.get("recovery_ms") is not None and \
                         (r.get("recovered_elements") or 0) >= 500_000:
                     ok = r["recovery_ms"] <= 500
-                    print(f"| {r['structure']}: recovery of {r.get('recovered_elements')} "
-                          f"elements <= 0.5 s | 1 | {fmt(r['recovery_ms'], 1)} ms | "
-                          f"{'yes' if ok else 'no'} |")
+                    row(f"{r['structure']}: recovery of {r.get('recovered_elements')} "
+                        "elements <= 0.5 s", 1, f"{fmt(r['recovery_ms'], 1)} ms",
+                        "yes" if ok else "no")
 
 
 if __name__ == "__main__":

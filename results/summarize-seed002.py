@@ -7,9 +7,8 @@ the interleaved schedule, so ratio_i = mops_reps_a[i] / mops_reps_b[i]; a cell g
 those per-round ratios and, in brackets, their min and max.
 """
 import sys
-from collections import defaultdict
 
-from ratio_lib import fmt, fmt_ratio, load_runs, per_round
+from ratio_lib import fmt, fmt_ratio, group, load_runs, per_round, row, table
 
 
 def main(out):
@@ -26,14 +25,10 @@ def main(out):
           "operation (a read) is served: eager (every border recovered before open returns), "
           "or lazy in the runs named -lazy (`--lazy-recovery`: each border is recovered on its "
           "first access).\n")
-    print("| run | structure | thr | Mops/s | / transient | / logging | flushes/op | fences/op "
-          "| logged/epoch | recovery |")
-    print("|" + "---|" * 10)
+    table("run", "structure", "thr", "Mops/s", "/ transient", "/ logging", "flushes/op",
+          "fences/op", "logged/epoch", "recovery")
     for name, recs in runs.items():
-        by = defaultdict(dict)
-        for r in recs:
-            by[r["threads"]][r["technique"]] = r
-        for thr, techniques in sorted(by.items()):
+        for thr, techniques in sorted(group(recs, lambda r: r["threads"]).items()):
             for tech in ("transient", "incll", "logging"):
                 r = techniques.get(tech)
                 if r is None:
@@ -41,11 +36,10 @@ def main(out):
                 tra = techniques.get("transient") if tech != "transient" else None
                 log = techniques.get("logging") if tech == "incll" else None
                 rec = r.get("recovery_ms")
-                print(f"| {name} | {r['structure']} | {thr} | {fmt(r.get('mops'))} | "
-                      f"{fmt_ratio(per_round(r, tra))} | {fmt_ratio(per_round(r, log))} | "
-                      f"{fmt(r.get('flushes_per_op'), 3)} | {fmt(r.get('fences_per_op'), 3)} | "
-                      f"{fmt(r.get('logged_per_epoch'), 0)} | "
-                      f"{'-' if rec is None else f'{rec:.0f} ms'} |")
+                row(name, r["structure"], thr, fmt(r.get("mops")), fmt_ratio(per_round(r, tra)),
+                    fmt_ratio(per_round(r, log)), fmt(r.get("flushes_per_op"), 3),
+                    fmt(r.get("fences_per_op"), 3), fmt(r.get("logged_per_epoch"), 0),
+                    "-" if rec is None else f"{rec:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -9,9 +9,8 @@ brackets, their min and max.
 """
 import os
 import sys
-from collections import defaultdict
 
-from ratio_lib import fmt, fmt_ratio, load_runs, per_round
+from ratio_lib import fmt, fmt_ratio, group, load_runs, per_round, row, table
 
 
 def throughput(runs):
@@ -21,26 +20,21 @@ def throughput(runs):
           "run. flushes/op and fences/op come from the counting backend and include nbMontage's "
           "epoch advances (the background advancer's write-backs, every 10 ms); B/elem is the "
           "pool and DRAM bytes per element after the run.\n")
-    print("| run | structure | thr | Mops/s | / transient | montage / it | flushes/op | "
-          "fences/op | B/elem |")
-    print("|" + "---|" * 9)
+    table("run", "structure", "thr", "Mops/s", "/ transient", "montage / it", "flushes/op",
+          "fences/op", "B/elem")
     for name, recs in runs.items():
         if name.startswith("recovery"):
             continue
-        by = defaultdict(dict)
-        for r in recs:
-            by[r["threads"]][r["structure"]] = r
-        for thr, structures in sorted(by.items()):
+        for thr, structures in sorted(group(recs, lambda r: r["threads"], "structure").items()):
             family = next(iter(structures)).split("/")[0]
             twin = structures.get(f"{family}/transient")
             montage = structures.get(f"{family}/montage")
             for s, r in structures.items():
                 tra = twin if r is not twin else None
                 mon = montage if r is not montage else None
-                print(f"| {name} | {s} | {thr} | {fmt(r.get('mops'))} | "
-                      f"{fmt_ratio(per_round(r, tra))} | {fmt_ratio(per_round(mon, r))} | "
-                      f"{fmt(r.get('flushes_per_op'), 3)} | {fmt(r.get('fences_per_op'), 3)} | "
-                      f"{fmt(r.get('bytes_per_element'), 0)} |")
+                row(name, s, thr, fmt(r.get("mops")), fmt_ratio(per_round(r, tra)),
+                    fmt_ratio(per_round(mon, r)), fmt(r.get("flushes_per_op"), 3),
+                    fmt(r.get("fences_per_op"), 3), fmt(r.get("bytes_per_element"), 0))
     print()
 
 
@@ -51,16 +45,15 @@ def recovery(runs):
           "applied, the DRAM index rebuilt over the given recovery threads. One measurement per "
           "run. Payloads put in is the prefill; recovered is what the pool held after the crash "
           "(the last two epochs' inserts are lost by design).\n")
-    print("| run | structure | recovery threads | payloads put in | recovered | recovery |")
-    print("|---|---|---|---|---|---|")
+    table("run", "structure", "recovery threads", "payloads put in", "recovered", "recovery")
     for name, recs in runs.items():
         if not name.startswith("recovery"):
             continue
         for r in recs:
             rec, n, got = r.get("recovery_ms"), r.get("recovery_elements"), r.get("recovered_elements")
-            print(f"| {name} | {r['structure']} | {r.get('recovery_threads', 1)} | "
-                  f"{'-' if n is None else f'{n:.0f}'} | {'-' if got is None else f'{got:.0f}'} | "
-                  f"{'-' if rec is None else f'{rec:.0f} ms'} |")
+            row(name, r["structure"], r.get("recovery_threads", 1),
+                "-" if n is None else f"{n:.0f}", "-" if got is None else f"{got:.0f}",
+                "-" if rec is None else f"{rec:.0f} ms")
     print()
 
 

@@ -7,9 +7,8 @@ the interleaved schedule, so ratio_i = mops_reps_a[i] / mops_reps_b[i]; a cell g
 those per-round ratios and, in brackets, their min and max.
 """
 import sys
-from collections import defaultdict
 
-from ratio_lib import fmt, fmt_ratio, load_runs, per_round
+from ratio_lib import fmt, fmt_ratio, group, load_runs, per_round, row, table
 
 
 def twin_of(technique):
@@ -28,22 +27,18 @@ def main(out):
           "out), else the transient lock-free original; izraelevitz: the Izraelevitz "
           "transformation of the lock-free original, same run. flushes/op and fences/op (pwbs and "
           "pfences/psyncs per operation) come from the counting backend.\n")
-    print("| run | structure | thr | Mops/s | / twin | / izraelevitz | / transient | flushes/op "
-          "| fences/op |")
-    print("|" + "---|" * 9)
+    table("run", "structure", "thr", "Mops/s", "/ twin", "/ izraelevitz", "/ transient",
+          "flushes/op", "fences/op")
     for name, recs in runs.items():
-        by = defaultdict(dict)
-        for r in recs:
-            by[(r["structure"].split("/")[0], r["threads"])][r["technique"]] = r
+        by = group(recs, lambda r: (r["structure"].split("/")[0], r["threads"]))
         for (fam, thr), techniques in sorted(by.items()):
             for tech, r in sorted(techniques.items()):
                 twin = techniques.get(twin_of(tech)) if tech != twin_of(tech) else None
                 izr = techniques.get("izraelevitz") if tech != "izraelevitz" else None
                 tra = techniques.get("transient") if tech != "transient" else None
-                print(f"| {name} | {fam}/{tech} | {thr} | {fmt(r.get('mops'))} | "
-                      f"{fmt_ratio(per_round(r, twin))} | {fmt_ratio(per_round(r, izr))} | "
-                      f"{fmt_ratio(per_round(r, tra))} | {fmt(r.get('flushes_per_op'), 3)} | "
-                      f"{fmt(r.get('fences_per_op'), 3)} |")
+                row(name, f"{fam}/{tech}", thr, fmt(r.get("mops")), fmt_ratio(per_round(r, twin)),
+                    fmt_ratio(per_round(r, izr)), fmt_ratio(per_round(r, tra)),
+                    fmt(r.get("flushes_per_op"), 3), fmt(r.get("fences_per_op"), 3))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ Afterwards: SIGTERM (exit 0), `pmds check POOL` (exit 0), and a restart brings b
 valid commands set, with its value.
 """
 
-import argparse
 import os
 import random
 import socket
@@ -283,12 +282,7 @@ def rss_anon_kb(pid):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("server", nargs="?")
-    ap.add_argument("pmds", nargs="?")
-    ap.add_argument("structure", nargs="?")
-    ap.add_argument("--redis", action="store_true")
+    ap = h.pmds_or_redis_parser(__doc__, "server", "pmds", "structure")
     ap.add_argument("--seconds", type=float, default=15)
     ap.add_argument("--seed", type=int, default=None, help="default: from the clock (printed)")
     opts = ap.parse_args()

@@ -9,6 +9,7 @@ Every server started here dies with the test: children get PR_SET_PDEATHSIG=SIGK
 killed by CTest's timeout leaves nothing behind) and an atexit hook kills any still running.
 """
 
+import argparse
 import atexit
 import ctypes
 import os
@@ -46,6 +47,20 @@ def nutcracker_path():
     """nutcracker lives in /usr/sbin, which is not on every PATH."""
     return shutil.which("nutcracker") or ("/usr/sbin/nutcracker"
                                           if os.access("/usr/sbin/nutcracker", os.X_OK) else None)
+
+
+# ---- command lines -----------------------------------------------------------------------------
+
+def pmds_or_redis_parser(doc, *positionals):
+    """The command line of a test that runs against pmds-server, given by POSITIONALS (e.g.
+    "server", "structure"), or with --redis against redis-server (which validates the test):
+    so argparse leaves the positionals optional, and the test requires them without --redis."""
+    ap = argparse.ArgumentParser(description=doc,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    for name in positionals:
+        ap.add_argument(name, nargs="?")
+    ap.add_argument("--redis", action="store_true")
+    return ap
 
 
 # ---- ports and directories ---------------------------------------------------------------------

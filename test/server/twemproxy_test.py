@@ -10,7 +10,6 @@ test), then redis-py SET/GET/MGET/DEL/INCR through it, each key on exactly one o
 both servers holding keys.
 """
 
-import argparse
 import json
 import os
 import re
@@ -49,11 +48,7 @@ def read_stats(port):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("server", nargs="?")
-    ap.add_argument("structure", nargs="?")
-    ap.add_argument("--redis", action="store_true")
+    ap = h.pmds_or_redis_parser(__doc__, "server", "structure")
     opts = ap.parse_args()
     if not opts.redis and not (opts.server and opts.structure):
         ap.error("SERVER_BIN STRUCTURE, or --redis")

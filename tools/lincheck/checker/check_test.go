@@ -70,6 +70,24 @@ func expectViolation(t *testing.T, text, criterion, object string) Verdict {
 	return v
 }
 
+// expectOKAfter expects model's history under criterion to be accepted when body is followed by
+// each of the recovered states (one history per state): most tests try several states after one
+// body.
+func expectOKAfter(t *testing.T, model, criterion string, body []string, recovered ...string) {
+	t.Helper()
+	for _, rec := range recovered {
+		expectOK(t, history(model, criterion, append(body, rec)...))
+	}
+}
+
+// expectViolationAfter is expectOKAfter for states that violate the history's criterion on object.
+func expectViolationAfter(t *testing.T, model, criterion string, body []string, object string, recovered ...string) {
+	t.Helper()
+	for _, rec := range recovered {
+		expectViolation(t, history(model, criterion, append(body, rec)...), criterion, object)
+	}
+}
+
 // ---- durable linearizability, sets and maps ---------------------------------------------------
 
 func TestDurableSetCompletedInsertSurvives(t *testing.T) {
@@ -83,12 +101,10 @@ func TestDurableSetCompletedInsertSurvives(t *testing.T) {
 
 func TestDurableSetPendingMayOrMayNotSurvive(t *testing.T) {
 	body := []string{op(0, "insert", "5,50", 1, 2, "true"), pending(1, "remove", "5", 3), pending(0, "insert", "6,60", 4), crash(9)}
-	for _, rec := range []string{"[5,50]", "", "[5,50],[6,60]", "[6,60]"} {
-		expectOK(t, history("set", "durable", append(body, keys(rec))...))
-	}
+	expectOKAfter(t, "set", "durable", body, keys("[5,50]"), keys(""), keys("[5,50],[6,60]"), keys("[6,60]"))
 	// Key 7 was never inserted; value 51 was never written.
-	expectViolation(t, history("set", "durable", append(body, keys("[5,50],[7,70]"))...), "durable", "key 7")
-	expectViolation(t, history("set", "durable", append(body, keys("[5,51]"))...), "durable", "key 5")
+	expectViolationAfter(t, "set", "durable", body, "key 7", keys("[5,50],[7,70]"))
+	expectViolationAfter(t, "set", "durable", body, "key 5", keys("[5,51]"))
 }
 
 func TestDurableSetCompletedRemoveSurvives(t *testing.T) {
@@ -107,8 +123,8 @@ func TestDurableSetConcurrentOps(t *testing.T) {
 		op(2, "contains", "5", 11, 12, "false"),
 		crash(13),
 	}
-	expectOK(t, history("set", "durable", append(body, keys(""))...))
-	expectViolation(t, history("set", "durable", append(body, keys("[5,1]"))...), "durable", "key 5")
+	expectOKAfter(t, "set", "durable", body, keys(""))
+	expectViolationAfter(t, "set", "durable", body, "key 5", keys("[5,1]"))
 }
 
 func TestNotLinearizableBeforeTheCrash(t *testing.T) {
@@ -129,9 +145,8 @@ func TestDurableMapPutGet(t *testing.T) {
 		pending(1, "put", "3,32", 7),
 		crash(8),
 	}
-	expectOK(t, history("map", "durable", append(body, keys("[3,31]"))...))
-	expectOK(t, history("map", "durable", append(body, keys("[3,32]"))...))
-	expectViolation(t, history("map", "durable", append(body, keys("[3,30]"))...), "durable", "key 3")
+	expectOKAfter(t, "map", "durable", body, keys("[3,31]"), keys("[3,32]"))
+	expectViolationAfter(t, "map", "durable", body, "key 3", keys("[3,30]"))
 	bad := []string{op(0, "put", "3,30", 1, 2, "true"), op(0, "get", "3", 3, 4, "31"), crash(5), keys("[3,30]")}
 	expectViolation(t, history("map", "durable", bad...), "linearizability", "key 3")
 }
@@ -146,13 +161,11 @@ func TestInitialContents(t *testing.T) {
 
 func TestBufferedPrefix(t *testing.T) {
 	body := []string{op(0, "insert", "1,1", 1, 2, "true"), op(1, "insert", "2,2", 3, 4, "true"), crash(5)}
-	expectOK(t, history("set", "buffered", append(body, keys(""))...))
-	expectOK(t, history("set", "buffered", append(body, keys("[1,1]"))...))
-	expectOK(t, history("set", "buffered", append(body, keys("[1,1],[2,2]"))...))
+	expectOKAfter(t, "set", "buffered", body, keys(""), keys("[1,1]"), keys("[1,1],[2,2]"))
 	// {2} without {1}: each key alone is some prefix, but no single cut gives both.
-	expectViolation(t, history("set", "buffered", append(body, keys("[2,2]"))...), "buffered", "map")
+	expectViolationAfter(t, "set", "buffered", body, "map", keys("[2,2]"))
 	// The same recovered state is a durable-linearizability violation (insert(1) completed).
-	expectViolation(t, history("set", "durable", append(body, keys("[2,2]"))...), "durable", "key 1")
+	expectViolationAfter(t, "set", "durable", body, "key 1", keys("[2,2]"))
 }
 
 func TestBufferedSync(t *testing.T) {
@@ -162,21 +175,20 @@ func TestBufferedSync(t *testing.T) {
 		op(1, "insert", "2,2", 5, 6, "true"),
 		crash(7),
 	}
-	expectViolation(t, history("set", "buffered", append(body, keys(""))...), "buffered", "map")
-	expectOK(t, history("set", "buffered", append(body, keys("[1,1]"))...))
-	expectOK(t, history("set", "buffered", append(body, keys("[1,1],[2,2]"))...))
+	expectViolationAfter(t, "set", "buffered", body, "map", keys(""))
+	expectOKAfter(t, "set", "buffered", body, keys("[1,1]"), keys("[1,1],[2,2]"))
 }
 
 func TestBufferedSyncConcurrentWithOp(t *testing.T) {
 	// The sync overlaps the insert: it may linearize before it, so losing the insert is allowed.
 	body := []string{op(0, "insert", "1,1", 1, 10, "true"), op(1, "sync", "", 2, 5, "null"), crash(11)}
-	expectOK(t, history("set", "buffered", append(body, keys(""))...))
+	expectOKAfter(t, "set", "buffered", body, keys(""))
 	// A sync invoked after the insert returned must keep it.
 	body = []string{op(0, "insert", "1,1", 1, 2, "true"), op(1, "sync", "", 3, 5, "null"), crash(11)}
-	expectViolation(t, history("set", "buffered", append(body, keys(""))...), "buffered", "map")
+	expectViolationAfter(t, "set", "buffered", body, "map", keys(""))
 	// A sync still pending at the crash promises nothing.
 	body = []string{op(0, "insert", "1,1", 1, 2, "true"), pending(1, "sync", "", 3), crash(11)}
-	expectOK(t, history("set", "buffered", append(body, keys(""))...))
+	expectOKAfter(t, "set", "buffered", body, keys(""))
 }
 
 // marked adds "durable":true or "lost":true to an op line.
@@ -190,14 +202,13 @@ func TestBufferedEpochBound(t *testing.T) {
 	first := op(0, "insert", "1,1", 1, 2, "true")
 	second := op(1, "insert", "2,2", 3, 4, "true")
 	plain := []string{first, second, crash(5)}
-	expectOK(t, history("set", "buffered", append(plain, keys(""))...))
+	expectOKAfter(t, "set", "buffered", plain, keys(""))
 	bound := []string{marked(first, "durable"), marked(second, "lost"), crash(5)}
-	expectOK(t, history("set", "buffered", append(bound, keys("[1,1]"))...))
+	expectOKAfter(t, "set", "buffered", bound, keys("[1,1]"))
 	// Losing the durable one, or keeping the lost one, is a violation; without the marks both
 	// are a prefix.
-	expectViolation(t, history("set", "buffered", append(bound, keys(""))...), "buffered", "map")
-	expectViolation(t, history("set", "buffered", append(bound, keys("[1,1],[2,2]"))...), "buffered", "map")
-	expectOK(t, history("set", "buffered", append(plain, keys("[1,1],[2,2]"))...))
+	expectViolationAfter(t, "set", "buffered", bound, "map", keys(""), keys("[1,1],[2,2]"))
+	expectOKAfter(t, "set", "buffered", plain, keys("[1,1],[2,2]"))
 	// The marks belong to buffered histories only.
 	h, err := NewReader(strings.NewReader(history("set", "durable", marked(first, "durable"), crash(3), keys("")))).Next()
 	var ie *InputError
@@ -213,10 +224,8 @@ func TestBufferedQueue(t *testing.T) {
 		op(0, "dequeue", "", 5, 6, "1"),
 		crash(7),
 	}
-	for _, rec := range []string{"", "1", "1,2", "2"} {
-		expectOK(t, history("queue", "buffered", append(body, items(rec))...))
-	}
-	expectViolation(t, history("queue", "buffered", append(body, items("2,1"))...), "buffered", "queue")
+	expectOKAfter(t, "queue", "buffered", body, items(""), items("1"), items("1,2"), items("2"))
+	expectViolationAfter(t, "queue", "buffered", body, "queue", items("2,1"))
 }
 
 // ---- other models, durable ------------------------------------------------------------------
@@ -228,18 +237,14 @@ func TestDurableQueue(t *testing.T) {
 		pending(0, "dequeue", "", 5),
 		crash(6),
 	}
-	expectOK(t, history("queue", "durable", append(body, items("1,2"))...))
-	expectOK(t, history("queue", "durable", append(body, items("2"))...))
-	expectViolation(t, history("queue", "durable", append(body, items("1"))...), "durable", "queue")
-	expectViolation(t, history("queue", "durable", append(body, items("2,1"))...), "durable", "queue")
-	expectViolation(t, history("queue", "durable", append(body, items(""))...), "durable", "queue")
+	expectOKAfter(t, "queue", "durable", body, items("1,2"), items("2"))
+	expectViolationAfter(t, "queue", "durable", body, "queue", items("1"), items("2,1"), items(""))
 }
 
 func TestDurableStack(t *testing.T) {
 	body := []string{op(0, "push", "1", 1, 2, "null"), op(1, "push", "2", 3, 4, "null"), op(0, "pop", "", 5, 6, "2"), crash(7)}
-	expectOK(t, history("stack", "durable", append(body, items("1"))...))
-	expectViolation(t, history("stack", "durable", append(body, items("1,2"))...), "durable", "stack")
-	expectViolation(t, history("stack", "durable", append(body, items(""))...), "durable", "stack")
+	expectOKAfter(t, "stack", "durable", body, items("1"))
+	expectViolationAfter(t, "stack", "durable", body, "stack", items("1,2"), items(""))
 	bad := []string{op(0, "push", "1", 1, 2, "null"), op(1, "push", "2", 3, 4, "null"), op(0, "pop", "", 5, 6, "1"), crash(7), items("2")}
 	expectViolation(t, history("stack", "durable", bad...), "linearizability", "stack")
 }
@@ -252,18 +257,16 @@ func TestDurablePriorityQueue(t *testing.T) {
 		op(1, "delete_min", "", 7, 8, "3"),
 		crash(9),
 	}
-	expectOK(t, history("pq", "durable", append(body, items("5"))...))
-	expectViolation(t, history("pq", "durable", append(body, items("3"))...), "durable", "priority queue")
-	expectViolation(t, history("pq", "durable", append(body, items("5,3"))...), "durable", "priority queue")
+	expectOKAfter(t, "pq", "durable", body, items("5"))
+	expectViolationAfter(t, "pq", "durable", body, "priority queue", items("3"), items("5,3"))
 }
 
 func TestDurableRegister(t *testing.T) {
 	init := `{"type":"init","state":{"value":1.5}}`
 	body := []string{init, op(0, "fetch_multiply", "2", 1, 2, "1.5"), pending(1, "fetch_multiply", "0.5", 3), crash(4)}
 	value := func(x string) string { return fmt.Sprintf(`{"type":"recovered","state":{"value":%s}}`, x) }
-	expectOK(t, history("register", "durable", append(body, value("3"))...))
-	expectOK(t, history("register", "durable", append(body, value("1.5"))...))
-	expectViolation(t, history("register", "durable", append(body, value("0.75"))...), "durable", "register")
+	expectOKAfter(t, "register", "durable", body, value("3"), value("1.5"))
+	expectViolationAfter(t, "register", "durable", body, "register", value("0.75"))
 }
 
 // ---- detectable recoverability --------------------------------------------------------------
@@ -457,7 +460,7 @@ func simulate(rng *rand.Rand, kind string, criterion string) string {
 			fmt.Sscan(e.args, &k)
 			_, present := m[k]
 			e.result = fmt.Sprint(present)
-		case "enqueue":
+		case "enqueue", "push": // q holds the queue front first, the stack bottom first
 			var v int
 			fmt.Sscan(e.args, &v)
 			q = append(q, v)
@@ -469,11 +472,6 @@ func simulate(rng *rand.Rand, kind string, criterion string) string {
 				e.result = fmt.Sprint(q[0])
 				q = q[1:]
 			}
-		case "push":
-			var v int
-			fmt.Sscan(e.args, &v)
-			q = append(q, v)
-			e.result = "null"
 		case "pop":
 			if len(q) == 0 {
 				e.result = "null"
@@ -529,17 +527,24 @@ func stateText(kind string, m map[int]int, q []int) string {
 	return keys(strings.Join(parts, ","))
 }
 
-func TestRandomCorrectHistoriesAreAccepted(t *testing.T) {
-	rng := rand.New(rand.NewSource(1))
-	for i := 0; i < 600; i++ {
+// eachRandomHistory calls f with n histories of simulate, from a generator seeded with seed,
+// cycling through the kinds and the criteria.
+func eachRandomHistory(seed int64, n int, f func(i int, kind, criterion, text string)) {
+	rng := rand.New(rand.NewSource(seed))
+	for i := 0; i < n; i++ {
 		kind := []string{"set", "queue", "stack"}[i%3]
 		criterion := []string{"durable", "buffered"}[(i/3)%2]
-		text := simulate(rng, kind, criterion)
+		f(i, kind, criterion, simulate(rng, kind, criterion))
+	}
+}
+
+func TestRandomCorrectHistoriesAreAccepted(t *testing.T) {
+	eachRandomHistory(1, 600, func(i int, kind, criterion, text string) {
 		if v := checkText(t, text); v.Verdict != "ok" {
 			t.Fatalf("history %d (%s, %s): %s %s %s\n%s\n%s", i, kind, criterion, v.Verdict, v.Object, v.Message,
 				strings.Join(v.Excerpt, "\n"), text)
 		}
-	}
+	})
 }
 
 // ---- pending operations resolved before the search (resolve.go) -------------------------------
@@ -573,11 +578,8 @@ func TestPendingAddAndRemoveTogether(t *testing.T) {
 	}
 	// [1]: nothing pending took effect (or push 2 and pop of 2); [1 2]: push 2 only; []: pop of
 	// 1; [2]: pop of 1, then push 2.
-	for _, rec := range []string{"1", "1,2", "", "2"} {
-		expectOK(t, history("stack", "durable", append(body, items(rec))...))
-	}
-	expectViolation(t, history("stack", "durable", append(body, items("2,1"))...), "durable", "stack")
-	expectViolation(t, history("stack", "durable", append(body, items("3"))...), "durable", "stack")
+	expectOKAfter(t, "stack", "durable", body, items("1"), items("1,2"), items(""), items("2"))
+	expectViolationAfter(t, "stack", "durable", body, "stack", items("2,1"), items("3"))
 }
 
 func TestDuplicateValuesAreCheckedWithoutTheReduction(t *testing.T) {
@@ -587,24 +589,18 @@ func TestDuplicateValuesAreCheckedWithoutTheReduction(t *testing.T) {
 		pending(1, "dequeue", "", 5),
 		crash(6),
 	}
-	expectOK(t, history("queue", "durable", append(body, items("5"))...))
-	expectOK(t, history("queue", "durable", append(body, items("5,5"))...))
-	expectViolation(t, history("queue", "durable", append(body, items(""))...), "durable", "queue")
+	expectOKAfter(t, "queue", "durable", body, items("5"), items("5,5"))
+	expectViolationAfter(t, "queue", "durable", body, "queue", items(""))
 }
 
 func TestPendingReadsAreDropped(t *testing.T) {
 	body := []string{op(0, "insert", "5,1", 1, 2, "true"), pending(1, "contains", "5", 3), pending(0, "sync", "", 4), crash(5)}
-	expectOK(t, history("set", "buffered", append(body, keys("[5,1]"))...))
-	expectOK(t, history("set", "buffered", append(body, keys(""))...))
-	expectOK(t, history("set", "durable", append(body, keys("[5,1]"))...))
+	expectOKAfter(t, "set", "buffered", body, keys("[5,1]"), keys(""))
+	expectOKAfter(t, "set", "durable", body, keys("[5,1]"))
 }
 
 func TestRandomHistoriesWithAnInventedElementAreRejected(t *testing.T) {
-	rng := rand.New(rand.NewSource(2))
-	for i := 0; i < 300; i++ {
-		kind := []string{"set", "queue", "stack"}[i%3]
-		criterion := []string{"durable", "buffered"}[(i/3)%2]
-		text := simulate(rng, kind, criterion)
+	eachRandomHistory(2, 300, func(i int, kind, criterion, text string) {
 		// The recovered state gains an element no operation ever added.
 		bad := strings.Replace(text, `"items":[`, `"items":[999999,`, 1)
 		bad = strings.Replace(bad, `"keys":[`, `"keys":[[99,0],`, 1)
@@ -613,7 +609,7 @@ func TestRandomHistoriesWithAnInventedElementAreRejected(t *testing.T) {
 		if v := checkText(t, bad); v.Verdict != "violation" {
 			t.Fatalf("history %d (%s, %s): %s, want a violation\n%s", i, kind, criterion, v.Verdict, bad)
 		}
-	}
+	})
 }
 
 func TestOnlyAlternativesTakingEveryLostValueAreSearched(t *testing.T) {
@@ -664,19 +660,16 @@ func TestAddsOrderedByTheRecoveredContents(t *testing.T) {
 		op(0, "enqueue", "3", 5, 6, "null"),
 		crash(7),
 	}
-	expectOK(t, history("queue", "durable", append(body, items("1,2,3"))...))
-	expectOK(t, history("queue", "durable", append(body, items("2,1,3"))...))
-	expectViolation(t, history("queue", "durable", append(body, items("3,1,2"))...), "durable", "queue")
-	expectViolation(t, history("queue", "durable", append(body, items("1,2"))...), "durable", "queue")
+	expectOKAfter(t, "queue", "durable", body, items("1,2,3"), items("2,1,3"))
+	expectViolationAfter(t, "queue", "durable", body, "queue", items("3,1,2"), items("1,2"))
 	// A value dequeued before the crash was added before every recovered one.
 	withDequeue := append(append([]string{}, body[:3]...), op(1, "dequeue", "", 8, 9, "2"), crash(10))
-	expectOK(t, history("queue", "durable", append(withDequeue, items("1,3"))...))
-	expectViolation(t, history("queue", "durable", append(withDequeue, items("3,1"))...), "durable", "queue")
+	expectOKAfter(t, "queue", "durable", withDequeue, items("1,3"))
+	expectViolationAfter(t, "queue", "durable", withDequeue, "queue", items("3,1"))
 	// A stack: the recovered bottom-to-top order is the order of the pushes.
 	stack := []string{op(0, "push", "1", 1, 4, "null"), op(1, "push", "2", 2, 3, "null"), crash(5)}
-	expectOK(t, history("stack", "durable", append(stack, items("2,1"))...))
-	expectOK(t, history("stack", "durable", append(stack, items("1,2"))...))
-	expectViolation(t, history("stack", "durable", append(stack, items("1"))...), "durable", "stack")
+	expectOKAfter(t, "stack", "durable", stack, items("2,1"), items("1,2"))
+	expectViolationAfter(t, "stack", "durable", stack, "stack", items("1"))
 }
 
 // ---- time limits ---------------------------------------------------------------------------------
