@@ -130,13 +130,21 @@ INSTANTIATE_TEST_SUITE_P(Techniques, CrashlabProcessGrowth,
                                          "masstree-bytes/incll"),
                          pmds::test::entry_test_name);
 
-TEST(CrashlabProcessPlantedBug, ARecoveryThatDropsANodeIsReported) {
-  const registry::Entry* e = find_entry("list/izraelevitz-bug-d-recovery-drops-node");
-  ASSERT_NE(e, nullptr);
+// 20 process crashes of a registered list (a planted bug stops at its first violation).
+LabResult twenty_crashes(const char* name, bool stop_at_first_violation) {
+  const registry::Entry* e = find_entry(name);
+  if (e == nullptr) {
+    ADD_FAILURE() << name << " is not registered";
+    return {};
+  }
   ProcessOptions o = default_options();
   o.crashes = 20;
-  o.stop_at_first_violation = true;
-  const LabResult r = run_process_crashes(*e, o);
+  o.stop_at_first_violation = stop_at_first_violation;
+  return run_process_crashes(*e, o);
+}
+
+TEST(CrashlabProcessPlantedBug, ARecoveryThatDropsANodeIsReported) {
+  const LabResult r = twenty_crashes("list/izraelevitz-bug-d-recovery-drops-node", true);
   EXPECT_TRUE(r.errors.empty()) << report(r);
   ASSERT_GT(r.violations, 0u) << "no violation in " << r.process_crashes << " process crashes";
   EXPECT_EQ(r.details.front().criterion, "durable") << report(r);
@@ -144,23 +152,14 @@ TEST(CrashlabProcessPlantedBug, ARecoveryThatDropsANodeIsReported) {
 }
 
 TEST(CrashlabProcessPlantedBug, ARecoveryThatLeaksEverySlotIsReported) {
-  const registry::Entry* e = find_entry("list/izraelevitz-bug-leak-recovery-keeps-every-slot");
-  ASSERT_NE(e, nullptr);
-  ProcessOptions o = default_options();
-  o.crashes = 20;
-  o.stop_at_first_violation = true;
-  const LabResult r = run_process_crashes(*e, o);
+  const LabResult r = twenty_crashes("list/izraelevitz-bug-leak-recovery-keeps-every-slot", true);
   EXPECT_TRUE(r.errors.empty()) << report(r);
   ASSERT_GT(r.violations, 0u) << "no violation in " << r.process_crashes << " process crashes";
   EXPECT_EQ(r.details.front().criterion, "leak") << report(r);
 }
 
 TEST(CrashlabProcessControl, TheBugFreeListIsNotReported) {
-  const registry::Entry* e = find_entry("list/izraelevitz-control");
-  ASSERT_NE(e, nullptr);
-  ProcessOptions o = default_options();
-  o.crashes = 20;
-  const LabResult r = run_process_crashes(*e, o);
+  const LabResult r = twenty_crashes("list/izraelevitz-control", false);
   EXPECT_TRUE(r.errors.empty()) << report(r);
   EXPECT_EQ(r.process_crashes, 20u);
   EXPECT_EQ(r.violations, 0u) << report(r);

@@ -201,6 +201,26 @@ TEST(MasstreeStrings, EmptyKeysPrefixesAndTooLongKeys) {
   EXPECT_EQ(tree.size(), 5u);
 }
 
+// One step of a thread that owns its keys, so `mine` is exactly what the tree holds for them:
+// op 0 puts, 1 removes, 2-3 get. False when the tree's answer differs from the model's.
+template <class Tree, class K, class V>
+bool owner_step(Tree& tree, std::map<K, V>& mine, const K& k, const V& v, std::uint64_t op) {
+  switch (op) {
+    case 0: {
+      const bool absent = !mine.contains(k);
+      mine[k] = v;
+      return tree.put(k, v) == absent;
+    }
+    case 1:
+      return tree.remove(k) == (mine.erase(k) == 1);
+    default: {
+      const auto it = mine.find(k);
+      const auto got = tree.get(k);
+      return got.has_value() == (it != mine.end()) && (!got || *got == it->second);
+    }
+  }
+}
+
 // Each thread owns the keys congruent to its id and knows their state exactly, so every get is
 // checked; the owners' keys interleave, so their inserts split the same nodes.
 TEST(MasstreeConcurrent, OwnersSeeExactlyTheirOwnWrites) {
@@ -215,24 +235,7 @@ TEST(MasstreeConcurrent, OwnersSeeExactlyTheirOwnWrites) {
       for (int i = 0; i < 60000 && !failed; ++i) {
         const Key k = 1 + threads * (rng() % 8000) + t;
         const Value v = rng();
-        bool ok = true;
-        switch (rng() % 4) {
-          case 0: {
-            const bool absent = !mine.contains(k);
-            mine[k] = v;
-            ok = tree.put(k, v) == absent;
-            break;
-          }
-          case 1:
-            ok = tree.remove(k) == (mine.erase(k) == 1);
-            break;
-          default: {
-            const auto it = mine.find(k);
-            const auto got = tree.get(k);
-            ok = got.has_value() == (it != mine.end()) && (!got || *got == it->second);
-          }
-        }
-        if (!ok) failed = true;
+        if (!owner_step(tree, mine, k, v, rng() % 4)) failed = true;
       }
     });
   }
@@ -296,24 +299,7 @@ TEST(MasstreeConcurrent, LayersCreatedUnderConcurrency) {
         std::string k = random_key(rng);
         k.push_back(static_cast<char>('0' + t));
         const std::string v = std::to_string(rng());
-        bool ok = true;
-        switch (rng() % 4) {
-          case 0: {
-            const bool absent = !mine.contains(k);
-            mine[k] = v;
-            ok = tree.put(k, v) == absent;
-            break;
-          }
-          case 1:
-            ok = tree.remove(k) == (mine.erase(k) == 1);
-            break;
-          default: {
-            const auto it = mine.find(k);
-            const auto got = tree.get(k);
-            ok = got.has_value() == (it != mine.end()) && (!got || *got == it->second);
-          }
-        }
-        if (!ok) failed = true;
+        if (!owner_step(tree, mine, k, v, rng() % 4)) failed = true;
       }
       for (const auto& [k, v] : mine)
         if (tree.get(k) != v) failed = true;

@@ -86,14 +86,6 @@ void run_ops(Set& s, std::uint64_t seed, int n, Key key_range, OpCost& cost) {
 
 template <class K>
 class SoftFenceTest : public ::testing::Test {};
-using Kinds = ::testing::Types<ListKind<>, HashKind<>, SkipKind<>>;
-class KindNames {
- public:
-  template <class T>
-  static std::string GetName(int) {
-    return T::layout;
-  }
-};
 TYPED_TEST_SUITE(SoftFenceTest, Kinds, KindNames);
 
 TYPED_TEST(SoftFenceTest, SingleThreadAtMostOneFencePerUpdateNonePerRead) {

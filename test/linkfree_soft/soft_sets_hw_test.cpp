@@ -58,14 +58,6 @@ class SoftSetTest : public ::testing::Test {
   std::unique_ptr<Set> set_;
 };
 
-using Kinds = ::testing::Types<ListKind<>, HashKind<>, SkipKind<>>;
-class KindNames {
- public:
-  template <class T>
-  static std::string GetName(int) {
-    return T::layout;
-  }
-};
 TYPED_TEST_SUITE(SoftSetTest, Kinds, KindNames);
 
 TYPED_TEST(SoftSetTest, SetSemantics) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 
 #include "pmds/linkfree_soft/soft_list.hpp"
 #include "pmds/linkfree_soft/soft_skiplist.hpp"
@@ -60,6 +61,15 @@ struct SkipKind {
     return std::make_unique<type>(open_existing, p);
   }
   static void drain(type& s) { s.domain().drain(); }
+};
+
+// The three SOFT structures, for typed tests; KindNames names each test by its layout.
+using Kinds = ::testing::Types<ListKind<>, HashKind<>, SkipKind<>>;
+struct KindNames {
+  template <class T>
+  static std::string GetName(int) {
+    return T::layout;
+  }
 };
 
 // A structure's contents, read quiescently.

@@ -96,15 +96,7 @@ void run_process_part(const registry::Entry& e, const crashtest::Options& o, Lab
 SimOptions sim_options(const crashtest::Options& o, const std::optional<ReplayPoint>& replay,
                        const std::vector<pm::sim::Mutant>& mutants) {
   SimOptions so;
-  so.workload = {.threads = o.threads,
-                 .ops = o.ops,
-                 .key_range = o.keys,
-                 .read_percent = o.reads,
-                 .sync_percent = 5,
-                 .prefill = o.prefill,
-                 .key_size = o.key_size,
-                 .value_size = o.value_size,
-                 .lazy_recovery = o.lazy_recovery};
+  so.workload = crashtest::workload_options(o, o.ops);
   so.vary_mix = o.mix == "vary";
   so.seed = o.seed;
   so.crashes = o.crashes;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "pmds/bench/options.hpp"
+#include "pmds/crashlab/workload.hpp"
 
 namespace pmds::crashtest {
 
@@ -44,6 +45,20 @@ struct Options {
   double min_score = 0;  // --mutate: exit 1 when a structure's score is below
   std::uint64_t census_crashes = 100;
 };
+
+// The lab's workload from the options, with `ops` operations per thread (--ops in simulated
+// runs, --process-ops in killed ones).
+inline crashlab::WorkloadOptions workload_options(const Options& o, std::size_t ops) {
+  return {.threads = o.threads,
+          .ops = ops,
+          .key_range = o.keys,
+          .read_percent = o.reads,
+          .sync_percent = 5,
+          .prefill = o.prefill,
+          .key_size = o.key_size,
+          .value_size = o.value_size,
+          .lazy_recovery = o.lazy_recovery};
+}
 
 // Declares the options on `app`, filling `o` when it parses.
 inline void add_options(CLI::App& app, Options& o) {

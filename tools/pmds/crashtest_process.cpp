@@ -26,15 +26,7 @@ int main(int argc, char** argv) {
     std::vector<LabResult> results;
     for (const auto* e : *entries) {
       ProcessOptions po;
-      po.workload = {.threads = o.threads,
-                     .ops = o.process_ops,
-                     .key_range = o.keys,
-                     .read_percent = o.reads,
-                     .sync_percent = 5,
-                     .prefill = o.prefill,
-                     .key_size = o.key_size,
-                     .value_size = o.value_size,
-                     .lazy_recovery = o.lazy_recovery};
+      po.workload = pmds::crashtest::workload_options(o, o.process_ops);
       po.seed = o.seed;
       po.crashes = o.process_crashes;
       po.grow = o.process_grow;

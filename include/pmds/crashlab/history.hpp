@@ -42,12 +42,10 @@ using registry::OpCode;
 using registry::Operation;
 using registry::OpResult;
 
-// One recorded operation, as read back (a plain copy).
-struct Record {
-  std::uint64_t call = 0;  // 0: never invoked
-  std::uint64_t ret = 0;   // 0: pending (no response)
-  std::uint8_t code = 0;   // registry::OpCode
-  std::uint8_t ok = 0;     // OpResult::ok
+// What an operation was and what it returned: the fields a log record and its copy share.
+struct RecordFields {
+  std::uint8_t code = 0;  // registry::OpCode
+  std::uint8_t ok = 0;    // OpResult::ok
   std::uint16_t thread = 0;
   std::uint32_t seq = 0;  // detectable entries: the low bits of the op's ticket (slot = thread)
   std::uint64_t key = 0;
@@ -58,6 +56,12 @@ struct Record {
   // Structures with epochs (registry::BufferedOps::epoch): the epoch when the operation was invoked
   // and when it returned (it linearized in between).
   std::uint64_t call_epoch = 0, ret_epoch = 0;
+};
+
+// One recorded operation, as read back (a plain copy).
+struct Record : RecordFields {
+  std::uint64_t call = 0;  // 0: never invoked
+  std::uint64_t ret = 0;   // 0: pending (no response)
 };
 
 // A thread's post-recovery report on its last operation (detectable recoverability): whether it
@@ -156,17 +160,7 @@ class HistoryLog {
         Record c;
         c.call = rs[i].call.load(std::memory_order_acquire);
         c.ret = rs[i].ret.load(std::memory_order_acquire);
-        c.code = rs[i].code;
-        c.ok = rs[i].ok;
-        c.thread = rs[i].thread;
-        c.seq = rs[i].seq;
-        c.key = rs[i].key;
-        c.value = rs[i].value;
-        c.factor = rs[i].factor;
-        c.result_value = rs[i].result_value;
-        c.result_number = rs[i].result_number;
-        c.call_epoch = rs[i].call_epoch;
-        c.ret_epoch = rs[i].ret_epoch;
+        static_cast<RecordFields&>(c) = rs[i];
         out.push_back(c);
       }
     }
@@ -181,19 +175,9 @@ class HistoryLog {
 
  private:
   // A record in the log: two cache lines, so two threads never write the same one.
-  struct alignas(64) LogRecord {
+  struct alignas(64) LogRecord : RecordFields {
     std::atomic<std::uint64_t> call{0};
     std::atomic<std::uint64_t> ret{0};
-    std::uint8_t code = 0;
-    std::uint8_t ok = 0;
-    std::uint16_t thread = 0;
-    std::uint32_t seq = 0;
-    std::uint64_t key = 0;
-    std::uint64_t value = 0;
-    double factor = 0;
-    std::uint64_t result_value = 0;
-    double result_number = 0;
-    std::uint64_t call_epoch = 0, ret_epoch = 0;
   };
   static_assert(sizeof(LogRecord) == 128);
 
@@ -233,21 +217,7 @@ inline OpResult record_operation(HistoryLog& log, const registry::Instance& inst
 // JSON lines for tools/lincheck (format: tools/lincheck/checker/history.go).
 
 inline const char* model_name(Kind k) {
-  switch (k) {
-    case Kind::set:
-      return "set";
-    case Kind::map:
-      return "map";
-    case Kind::queue:
-      return "queue";
-    case Kind::stack:
-      return "stack";
-    case Kind::priority_queue:
-      return "pq";
-    case Kind::register_object:
-      return "register";
-  }
-  return "?";
+  return k == Kind::priority_queue ? "pq" : registry::to_string(k);
 }
 
 // JSON values keep their keys in the order written (nlohmann::ordered_json).

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -118,6 +119,29 @@ inline ExitStatus wait_for(pid_t pid) {
     if (errno != EINTR) throw Error(std::string("pmds crashlab: waitpid: ") + std::strerror(errno));
   }
   return exit_status_of(st);
+}
+
+// fork() with a pipe from the child to its parent. In the child (pid 0) `to_parent` is the write
+// end; in the parent `from_child` is the read end. Each side's other end is closed, so the
+// parent reads end-of-file once the child is gone. Buffered output is flushed first, so nothing
+// is written twice.
+struct ForkedChild {
+  pid_t pid;
+  int from_child;
+  int to_parent;
+};
+inline ForkedChild fork_with_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw Error("pmds crashlab: pipe failed");
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw Error("pmds crashlab: fork failed");
+  if (pid == 0) {
+    ::close(fds[0]);
+    return {0, -1, fds[1]};
+  }
+  ::close(fds[1]);
+  return {pid, fds[0], -1};
 }
 
 // Starts `program` with argv and extra environment entries ("NAME=value"); stdin/stdout are

@@ -210,17 +210,12 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
     const Workload w = make_workload(e, o.workload, wseed);
     HistoryLog log = HistoryLog::create(log_file.memory(), log_file.bytes(), threads + 1, capacity);
     const std::uint64_t size_at_start = file_size();
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) throw Error("pmds crashlab: pipe failed");
-    std::fflush(nullptr);
-    const pid_t pid = ::fork();
-    if (pid < 0) throw Error("pmds crashlab: fork failed");
-    if (pid == 0) {
-      ::close(fds[0]);
+    const ForkedChild child = fork_with_pipe();
+    if (child.pid == 0) {
       // Growth rounds leave out the prefill (ProcessOptions::grow).
-      detail::process_round_child(e, o, pool_file.path(), log, w, new_pool && !o.grow, fds[1]);
+      detail::process_round_child(e, o, pool_file.path(), log, w, new_pool && !o.grow,
+                                  child.to_parent);
     }
-    ::close(fds[1]);
     new_pool = false;
     // Round 0 runs to its end; later rounds are killed at a moment drawn uniformly over the
     // duration of the last workload that ran to its end (1.1x, so that a few complete). The
@@ -229,7 +224,7 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
     const auto read_byte = [&]() -> char {
       char c = 0;
       ssize_t n;
-      while ((n = ::read(fds[0], &c, 1)) < 0 && errno == EINTR) {
+      while ((n = ::read(child.from_child, &c, 1)) < 0 && errno == EINTR) {
       }
       return n == 1 ? c : '\0';
     };
@@ -238,7 +233,7 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
     if (c == 'e') {
       char b[4096];
       ssize_t m;
-      while ((m = ::read(fds[0], b, sizeof b)) > 0)
+      while ((m = ::read(child.from_child, b, sizeof b)) > 0)
         child_error.append(b, static_cast<std::size_t>(m));
     } else if (c == 'r' && round > 0) {
       const auto started = std::chrono::steady_clock::now();
@@ -261,15 +256,15 @@ inline LabResult run_process_crashes(const registry::Entry& e, const ProcessOpti
       } else {
         std::this_thread::sleep_until(deadline);
       }
-      ::kill(pid, SIGKILL);
+      ::kill(child.pid, SIGKILL);
     }
-    const ExitStatus st = wait_for(pid);
+    const ExitStatus st = wait_for(child.pid);
     if (c == 'r' && read_byte() == 'd') {  // it ran to its end
       std::string us;
       while ((c = read_byte()) >= '0' && c <= '9') us += c;
       if (!us.empty()) workload_seconds = std::stod(us) * 1e-6;
     }
-    ::close(fds[0]);
+    ::close(child.from_child);
     if (!child_error.empty() || (st.exited && st.code != 0) ||
         (!st.exited && st.signal != SIGKILL)) {
       r.errors.push_back("process round " + std::to_string(round) + ": the workload process " +

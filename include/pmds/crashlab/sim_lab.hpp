@@ -970,28 +970,22 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
       std::sort(events.begin(), events.end());
       events.erase(std::unique(events.begin(), events.end()), events.end());
     }
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) throw Error("pmds crashlab: pipe failed");
-    std::fflush(nullptr);
-    const pid_t pid = ::fork();
-    if (pid < 0) throw Error("pmds crashlab: fork failed");
-    if (pid == 0) {
-      ::close(fds[0]);
+    const ForkedChild child = fork_with_pipe();
+    if (child.pid == 0) {
       stay_on_this_cpu();  // the run and its helpers work one at a time (process.hpp)
       const std::size_t keep =
           o.keep_details > r.details.size() ? o.keep_details - r.details.size() : 0;
       const std::uint64_t pct_steps = o.replay ? o.replay->pct_steps : steps ? steps : 1000;
       detail::WorkloadProcess(e, o, wseed, std::move(events), aimed, r.simulated_crashes + 1, keep,
-                              recovery_phases, pct_steps, fds[1])
+                              recovery_phases, pct_steps, child.to_parent)
           .run();
     }
-    ::close(fds[1]);
     ++r.workload_runs;
     std::string buffer;
     bool done = false;
     char b[65536];
     for (;;) {
-      const ssize_t n = ::read(fds[0], b, sizeof b);
+      const ssize_t n = ::read(child.from_child, b, sizeof b);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       buffer.append(b, static_cast<std::size_t>(n));
@@ -1046,9 +1040,9 @@ inline LabResult run_simulated(const registry::Entry& e, const SimOptions& o) {
         }
       }
     }
-    ::close(fds[0]);
-    const ExitStatus st = wait_for(pid);
-    for (const auto& path : detail::scratch_paths(pid)) ::unlink(path.c_str());
+    ::close(child.from_child);
+    const ExitStatus st = wait_for(child.pid);
+    for (const auto& path : detail::scratch_paths(child.pid)) ::unlink(path.c_str());
     if (!st.exited || st.code != 0) {
       if (!(st.exited && st.code == 0) && r.errors.empty() &&
           !(o.stop_at_first_violation && r.violations > 0))
