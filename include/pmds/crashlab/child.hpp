@@ -119,7 +119,7 @@ inline void run_in_turn(std::size_t threads, std::size_t n,
         return;
       }
       // A thread that ends here hands its retires over in its turn, not at its exit, which
-      // comes while the next participant runs (crashlab/sim_lab.hpp says why).
+      // comes while the next participant runs (crashlab/sim_workload.hpp says why).
       if (p != 0 && i + threads >= n) reclaim::EpochDomain::detach_this_thread();
       wake[(i + 1) % threads]->post();
     }
