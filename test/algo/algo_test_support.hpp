@@ -34,6 +34,7 @@
 #include "pmds/mirror/policy.hpp"
 #include "pmds/pm/pool.hpp"
 #include "support/child_process.hpp"
+#include "support/set_model.hpp"
 #include "support/temp_path.hpp"
 
 namespace pmds::algo::testing {
@@ -289,25 +290,9 @@ void set_stress(S& s, const SetStressConfig& c) {
 // Sequential sanity: behaves as std::map on random operations over a small range.
 template <class S>
 void set_sequential(S& s, int ops = 5000) {
-  ModelSet model;
-  std::mt19937_64 rng(42);
-  for (int i = 0; i < ops; ++i) {
-    const Key k = 1 + rng() % 200;
-    switch (rng() % 4) {
-      case 0:
-        ASSERT_EQ(s.insert(k, value_of(k)), model.insert(k, value_of(k))) << "insert " << k;
-        break;
-      case 1:
-        ASSERT_EQ(s.remove(k), model.remove(k)) << "remove " << k;
-        break;
-      case 2:
-        ASSERT_EQ(s.contains(k), model.contains(k)) << "contains " << k;
-        break;
-      default:
-        ASSERT_EQ(s.get(k), model.get(k)) << "get " << k;
-    }
-  }
-  EXPECT_EQ(contents_of(s), model.m);
+  std::map<Key, Value> model;
+  ASSERT_NO_FATAL_FAILURE(pmds::test::expect_set_matches_map(s, model, ops, 200));
+  EXPECT_EQ(contents_of(s), model);
   // Keys at the ends of the user range are ordinary keys.
   EXPECT_TRUE(s.insert(min_user_key, 1));
   EXPECT_TRUE(s.insert(max_user_key, 2));

@@ -14,6 +14,7 @@
 
 #include "algo/algo_test_support.hpp"
 #include "pmds/comparators/xenium.hpp"
+#include "support/set_model.hpp"
 
 namespace pmds::comparators {
 namespace {
@@ -28,27 +29,9 @@ TYPED_TEST_SUITE(XeniumMapTest, Maps);
 TYPED_TEST(XeniumMapTest, SequentialAgainstStdMap) {
   TypeParam m;
   std::map<Key, Value> model;
-  std::mt19937_64 rng(7);
-  for (int i = 0; i < 20000; ++i) {
-    // 3000 keys 4096 apart: 256 of hash/xenium's 2^20 buckets, chains of about 12.
-    const Key k = 1 + (rng() % 3000) * 4096;
-    const Value v = rng();
-    switch (rng() % 4) {
-      case 0:
-        ASSERT_EQ(m.insert(k, v), model.emplace(k, v).second);
-        break;
-      case 1:
-        ASSERT_EQ(m.remove(k), model.erase(k) == 1);
-        break;
-      case 2:
-        ASSERT_EQ(m.contains(k), model.count(k) == 1);
-        break;
-      default: {
-        const auto it = model.find(k);
-        ASSERT_EQ(m.get(k), it == model.end() ? std::nullopt : std::optional<Value>(it->second));
-      }
-    }
-  }
+  // 3000 keys 4096 apart: 256 of hash/xenium's 2^20 buckets, chains of about 12.
+  ASSERT_NO_FATAL_FAILURE(pmds::test::expect_set_matches_map(
+      m, model, 20000, 3000, 7, [](std::uint64_t d) { return Key{1 + d * 4096}; }));
   // insert never updates: the first value stays.
   ASSERT_TRUE(m.insert(5000, 1));
   EXPECT_FALSE(m.insert(5000, 2));

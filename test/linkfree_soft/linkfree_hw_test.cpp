@@ -18,6 +18,7 @@
 
 #include "linkfree_soft/linkfree_test_util.hpp"
 #include "support/child_process.hpp"
+#include "support/set_model.hpp"
 
 namespace pmds::test {
 namespace {
@@ -35,34 +36,7 @@ TYPED_TEST(LinkFreeSetTest, SequentialOperationsMatchAMap) {
   auto pool = pm::Pool::create(path.str(), kPoolSize, "test");
   auto set = TypeParam::create(pool);
   std::map<Key, Value> model;
-  std::mt19937_64 rng(42);
-  for (int i = 0; i < 20000; ++i) {
-    const Key k = 1 + rng() % 300;
-    const Value v = rng();
-    switch (rng() % 4) {
-      case 0: {
-        const bool fresh = !model.contains(k);
-        ASSERT_EQ(set->insert(k, v), fresh) << "insert " << k;
-        if (fresh) model[k] = v;
-        break;
-      }
-      case 1:
-        ASSERT_EQ(set->remove(k), model.erase(k) == 1) << "remove " << k;
-        break;
-      case 2:
-        ASSERT_EQ(set->contains(k), model.contains(k)) << "contains " << k;
-        break;
-      default: {
-        const auto got = set->get(k);
-        if (model.contains(k)) {
-          ASSERT_TRUE(got.has_value()) << "get " << k;
-          ASSERT_EQ(*got, model[k]);
-        } else {
-          ASSERT_FALSE(got.has_value()) << "get " << k;
-        }
-      }
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(pmds::test::expect_set_matches_map(*set, model, 20000, 300));
   EXPECT_EQ(contents_of(*set), model);
   EXPECT_EQ(set->size(), model.size());
 }

@@ -19,6 +19,7 @@
 
 #include "linkfree_soft/soft_test_support.hpp"
 #include "support/child_process.hpp"
+#include "support/set_model.hpp"
 
 namespace {
 
@@ -83,26 +84,7 @@ TYPED_TEST(SoftSetTest, SetSemantics) {
 TYPED_TEST(SoftSetTest, RandomOpsMatchSequentialModel) {
   auto& s = this->make();
   std::map<Key, Value> model;
-  std::mt19937_64 rng(42);
-  for (int i = 0; i < 20000; ++i) {
-    const Key k = 1 + rng() % 300;
-    const Value v = rng();
-    switch (rng() % 4) {
-      case 0:
-        ASSERT_EQ(s.insert(k, v), model.emplace(k, v).second) << "insert " << k;
-        break;
-      case 1:
-        ASSERT_EQ(s.remove(k), model.erase(k) == 1) << "remove " << k;
-        break;
-      case 2:
-        ASSERT_EQ(s.contains(k), model.count(k) == 1) << "contains " << k;
-        break;
-      default: {
-        const auto it = model.find(k);
-        ASSERT_EQ(s.get(k), it == model.end() ? std::nullopt : std::optional<Value>(it->second));
-      }
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(pmds::test::expect_set_matches_map(s, model, 20000, 300));
   EXPECT_EQ(contents(s), model);
 }
 
