@@ -131,9 +131,6 @@ class BasicHashMap : public Structure<algo::MichaelHashTable<MontagePolicy<Fault
     if constexpr (Faults::planted != Fault::close_without_sync) this->sync();
   }
 
-  // Quiescent: runs every pending reclamation of DRAM nodes now.
-  void drain() { this->mem_.drain(); }
-
  private:
   // The bucket count the root holds, checked before it sizes the DRAM table (a damaged pool).
   static std::size_t stored_bucket_count(pm::Pool& pool) {
@@ -172,8 +169,6 @@ class TransientByteStringHashMap
       : Base(bucket_count) {
     mem_.open_transient_system();
   }
-  TransientByteStringHashMap(const TransientByteStringHashMap&) = delete;
-  TransientByteStringHashMap& operator=(const TransientByteStringHashMap&) = delete;
 
   // The payloads of the nodes still linked go back to the heap; the table then frees the nodes
   // (the removed ones' payloads went with them, Memory::retire).
@@ -184,7 +179,6 @@ class TransientByteStringHashMap
            n = algo::pointer_of<Node>(n->next.peek()))
         mem_.discard_payload(n->payload);
   }
-  void drain() { mem_.drain(); }
 
  private:
   using Base::mem_;

@@ -64,9 +64,6 @@ class Queue : public Structure<algo::MichaelScottQueue<MontagePolicy<Faults>>, F
     }));
   }
 
-  // Quiescent: runs every pending reclamation of DRAM nodes now.
-  void drain() { mem_.drain(); }
-
   // A clean close (montage/structure.hpp): sync, then the algorithm frees the DRAM index.
   ~Queue() { this->sync(); }
 
