@@ -399,6 +399,7 @@ class SoftStringVersions {
     std::uint64_t hash;
     std::uint64_t version;
     std::uintptr_t word;  // PNode* | pValidity
+    std::size_t body;     // its key and value bytes
     Order order;          // the map's own sort key (the hash map's bucket, the ordered map's
                           // ByteKeyOrder)
   };
@@ -423,6 +424,7 @@ class SoftStringVersions {
       found.push_back({h, p->version.load(std::memory_order_relaxed),
                        reinterpret_cast<std::uintptr_t>(p) |
                            (p->valid_start.load(std::memory_order_relaxed) != 0),
+                       body.size(),
                        order_of(h, std::string_view(body.data(),
                                                     p->key_size.load(std::memory_order_relaxed)))});
       return true;
