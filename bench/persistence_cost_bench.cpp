@@ -21,6 +21,14 @@
 //   write+persist/N        write N bytes (one line per store) then pm::persist(N) (flush every
 //                          line, then one fence), N = 64, 256, 4096
 //   write/N                the same writes alone, to subtract
+//   shm/put-floor/V        the least a durable put of a V-byte value costs in a pool the size of
+//                          a 1M-key map's (2 GiB of /dev/shm), whatever the structure: one random
+//                          8-byte read (finding the key: at least one line no cache holds), then
+//                          a line-aligned block of 48 + V bytes (a 32-byte header, a 16-byte key,
+//                          the value) written at a random place chosen with what was read, and
+//                          pm::persist (one fence). V = 100, 1024. Its inverse is the ceiling of
+//                          a durable put's throughput here, what results/pmemkv's write ratios
+//                          are read against.
 // INSN is clwb or clflushopt where the CPU has it. pm::persist uses the instruction pmds chose at
 // start-up (printed first).
 //
@@ -64,22 +72,55 @@ Region map_dram() {
   return {"dram", static_cast<char*>(p)};
 }
 
-Region map_file(const std::string& name, const std::string& dir) {
-  std::string path = dir + "/pmds_persistence_cost_" + std::to_string(getpid());
+Region map_file(const std::string& name, const std::string& dir, std::size_t size = region_size) {
+  std::string path = dir + "/pmds_persistence_cost_" + name + "_" + std::to_string(getpid());
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd < 0 || ftruncate(fd, static_cast<off_t>(region_size)) != 0) {
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
     std::perror(path.c_str());
     std::exit(1);
   }
-  void* p = mmap(nullptr, region_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   unlink(path.c_str());  // the mapping keeps the file alive; nothing is left behind on exit
   if (p == MAP_FAILED) {
     std::perror("mmap file");
     std::exit(1);
   }
-  std::memset(p, 1, region_size);
+  std::memset(p, 1, size);
   return {name, static_cast<char*>(p)};
+}
+
+// The put floor's pool: mapped and faulted in at its first use only (a second or so), never
+// unmapped (the process ends after the run).
+constexpr std::size_t pool_size = std::size_t{2} << 30;
+char* pool_region() {
+  static const Region pool = map_file("pool", "/dev/shm", pool_size);
+  return pool.base;
+}
+
+void register_put_floor() {
+  for (std::size_t v : {std::size_t{100}, std::size_t{1024}}) {
+    benchmark::RegisterBenchmark(
+        ("shm/put-floor/" + std::to_string(v)).c_str(), [v](benchmark::State& s) {
+          char* base = pool_region();
+          const std::vector<char> node(48 + v, 'v');
+          const std::size_t block = (node.size() + line - 1) / line * line;
+          const std::size_t blocks = pool_size / block;
+          std::uint64_t x = 0x9e3779b97f4a7c15;  // xorshift64
+          for (auto _ : s) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // The block depends on the read, as a put's depends on its
+            // lookup: the two misses do not overlap.
+            const std::uint64_t found =
+                *reinterpret_cast<volatile std::uint64_t*>(base + (x % (pool_size / 8)) * 8);
+            char* p = base + ((x >> 24) + found) % blocks * block;
+            std::memcpy(p, node.data(), node.size());
+            pmds::pm::persist(p, node.size());
+          }
+        });
+  }
 }
 
 bool cpu_has(int ebx_bit) {
@@ -186,6 +227,7 @@ int main(int argc, char** argv) {
   regions.push_back(map_file("shm", "/dev/shm"));
   regions.push_back(map_file("file", tmpdir != nullptr && *tmpdir ? tmpdir : "/var/tmp"));
   for (const Region& r : regions) register_all(r);
+  register_put_floor();
 
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -108,7 +108,8 @@ inline void add_bench_options(CLI::App& app, ParsedBench& out) {
          "  db_bench's shapes, on maps (fillrandom from empty, the rest on the\n"
          "  whole key range unless --prefill): fillrandom and overwrite put,\n"
          "  readrandom gets, deleterandom removes the loaded keys in random\n"
-         "  order, readwhilewriting gets on\n"
+         "  order (its warm-up gets; it ends early when a thread has removed\n"
+         "  its share), readwhilewriting gets on\n"
          "  --threads threads beside one more that puts (not counted)")
       ->type_name("W")
       ->check(CLI::IsMember(workloads).description(""));

@@ -155,7 +155,11 @@ struct YcsbScanInsert {
 // db_bench's shapes (workload.hpp): one operation of the shape per call; under readwhilewriting
 // the thread after the readers (index == threads) is the writer. deleterandom removes the loaded
 // keys in a random order (a permutation of [1, key_range], each thread its own share), so every
-// remove finds its key until the share runs out, whatever the contender's speed.
+// remove finds its key, whatever the contender's speed: its warm-up gets keys instead of removing
+// them, and the measurement ends when a thread's share runs out (exhausted(); run_timed), as
+// db_bench's deleterandom ends after its removes. (A run that went on removing absent keys
+// measured cheap misses: at 2 threads, a 1M-key map fast enough to finish its shares in 0.4 s
+// reported 50x its real removal rate.)
 template <class T>
 struct DbBenchShape {
   T& s;
@@ -163,6 +167,7 @@ struct DbBenchShape {
   Workload shape;
   Scrambler order;
   std::uint64_t next_delete, stride;
+  bool measuring = false;
   DbBenchShape(T& s_, const RunParams& p, unsigned index)
       : s(s_),
         keys(*p.keys),
@@ -181,6 +186,10 @@ struct DbBenchShape {
         }
         break;
       case Workload::deleterandom: {
+        if (!measuring) {
+          c.add(Op::read, read_key(s, keys(rng)));
+          break;
+        }
         const Key k = 1 + order(next_delete % order.size());
         next_delete += stride;
         c.add(Op::remove, s.remove(k));
@@ -190,6 +199,8 @@ struct DbBenchShape {
         c.add(Op::read, read_key(s, keys(rng)));
     }
   }
+  void start_measuring() { measuring = true; }
+  bool exhausted() const { return shape == Workload::deleterandom && next_delete >= order.size(); }
 };
 
 // Pairs from empty: enqueue then dequeue (push then pop), local work after each operation.
@@ -270,10 +281,15 @@ inline void sleep_for(double seconds) {
 }
 
 // Runs body objects made by make(index) on p.threads threads through the phases (and, under
-// readwhilewriting, one more: the writer, whose operations and counters are left out).
+// readwhilewriting, one more: the writer, whose operations and counters are left out). A body
+// with start_measuring() is told when the measurement starts; one with exhausted() ends the
+// measurement for every thread when it has no operation left to run (DbBenchShape's
+// deleterandom), the measured time then ending there.
 template <class Body, class T>
 RepResult run_timed(T& s, const RunParams& p) {
+  using clock = std::chrono::steady_clock;
   std::atomic<int> phase{static_cast<int>(Phase::starting)};
+  std::atomic<clock::rep> ended_early{0};  // when a body ran out, since the clock's epoch
   std::atomic<unsigned> ready{0};
   std::atomic<bool> failed{false};
   const unsigned threads = p.threads + (p.workload == Workload::readwhilewriting ? 1 : 0);
@@ -295,8 +311,20 @@ RepResult run_timed(T& s, const RunParams& p) {
         ready.fetch_add(1);
         while (in(Phase::starting)) std::this_thread::yield();
         while (in(Phase::warmup)) body(rng, warm);
+        if constexpr (requires { body.start_measuring(); }) body.start_measuring();
         const pm::Counters before = pm::thread_counters();
-        while (in(Phase::measure)) body(rng, measured);
+        while (in(Phase::measure)) {
+          if constexpr (requires { body.exhausted(); }) {
+            if (body.exhausted()) {
+              const clock::rep now = clock::now().time_since_epoch().count();
+              int measuring = static_cast<int>(Phase::measure);
+              if (phase.compare_exchange_strong(measuring, static_cast<int>(Phase::stop)))
+                ended_early.store(now);
+              break;
+            }
+          }
+          body(rng, measured);
+        }
         slots[i].counters = pm::thread_counters() - before;
         slots[i].ops = measured;
         slots[i].warmup_ops = warm;
@@ -308,12 +336,12 @@ RepResult run_timed(T& s, const RunParams& p) {
     });
   }
 
-  using clock = std::chrono::steady_clock;
   while (ready.load() < threads) std::this_thread::yield();
-  // Sleeps in slices so a worker's failure ends the run early and the progress line moves.
-  const auto wait = [&](double seconds, const char* what) {
+  // Sleeps in slices so a worker's failure or an early end ends the phase and the progress line
+  // moves.
+  const auto wait = [&](double seconds, const char* what, Phase ph) {
     const auto end = clock::now() + std::chrono::duration<double>(seconds);
-    for (auto now = clock::now(); now < end && !failed.load(); now = clock::now()) {
+    for (auto now = clock::now(); now < end && !failed.load() && in(ph); now = clock::now()) {
       if (p.progress != nullptr) {
         const double left = std::chrono::duration<double>(end - now).count();
         p.progress->update(p.progress_label + "  " + what + " " + format_seconds(seconds - left) +
@@ -323,17 +351,19 @@ RepResult run_timed(T& s, const RunParams& p) {
     }
   };
   phase.store(static_cast<int>(Phase::warmup));
-  wait(p.warmup_s, "warm-up");
+  wait(p.warmup_s, "warm-up", Phase::warmup);
   const auto t0 = clock::now();
   const pm::Counters background_before = pm::background_counters.read();
   phase.store(static_cast<int>(Phase::measure));
-  wait(p.duration_s, "measuring");
+  wait(p.duration_s, "measuring", Phase::measure);
   phase.store(static_cast<int>(Phase::stop));
-  const auto t1 = clock::now();
+  auto t1 = clock::now();
   const pm::Counters background = pm::background_counters.read() - background_before;
   for (auto& w : workers) w.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+  if (const clock::rep early = ended_early.load(); early != 0)
+    t1 = clock::time_point(clock::duration(early));
 
   RepResult r;
   r.seconds = std::chrono::duration<double>(t1 - t0).count();

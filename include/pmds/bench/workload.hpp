@@ -21,9 +21,9 @@
 //   readwhilewriting  gets by the --threads threads while one more thread puts without pause;
 //                the writer's puts are neither counted nor charged (db_bench reports the
 //                readers);                                                    maps with put
-//   deleterandom removes of the loaded keys in a random order, each found until a thread's share
-//                of the range runs out (a range larger than the run's removes keeps every one
-//                a real removal);                                             maps
+//   deleterandom removes of the loaded keys in a random order, each found: the warm-up gets
+//                keys, and the measurement ends when a thread's share of the range runs out
+//                (db_bench's ends after its removes);                         maps
 // Keys follow --distribution: uniform, or zipfian (theta 0.99) with scrambled keys (InCLL).
 #pragma once
 
