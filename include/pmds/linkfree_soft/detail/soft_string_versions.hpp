@@ -253,8 +253,17 @@ class SoftStringVersions {
   // Throws PoolFull (nothing allocated).
   std::uintptr_t write_pnode(std::string_view k, std::string_view v, std::uint64_t key_hash,
                              std::uint64_t version) {
-    void* slot =
-        allocator_.allocate(pm::ChunkAllocator::block_size(sizeof(PNode) + k.size() + v.size()));
+    const std::size_t size = sizeof(PNode) + k.size() + v.size();
+    void* slot = allocator_.allocate(pm::ChunkAllocator::block_size(size));
+    // A recycled block's lines are in no cache: fetch them all for writing at once, rather than
+    // one miss after another as the header is read and the bytes are stored. With the prefetch
+    // in try_replace, measured (AMD EPYC, 2 vCPUs, `pmds bench --structure hash-bytes/soft
+    // --workload overwrite --key-range 1000000 --key-size 16`, alternating rounds against the
+    // build without them, median [min-max] of per-round ratios): 1 thread 1.13x [0.87-1.17] at
+    // 100-byte values and 1.14x [1.06-1.40] at 1 KiB (5 rounds); 2 threads 1.11x [1.05-1.21]
+    // (6 rounds) and 1.22x [1.11-1.45] (3 rounds); fillrandom at 1 KiB 1.03x [1.02-1.08].
+    for (std::size_t line = 0; line < size; line += 64)
+      __builtin_prefetch(static_cast<char*>(slot) + line, 1);
     auto* p = static_cast<PNode*>(slot);
     const bool validity = p->prepare_and_write(k, v, key_hash, version);
     return reinterpret_cast<std::uintptr_t>(p) | validity;
@@ -290,6 +299,9 @@ class SoftStringVersions {
   // no longer current. Throws PoolFull (nothing changed).
   bool try_replace(Word& current, std::uintptr_t c, std::uint64_t key_hash, std::string_view k,
                    std::string_view v) {
+    // The version before the replaced one is marked deleted in this replacement's fence
+    // (complete_replace): its header line is fetched while the new node is written.
+    if (is_version(c)) __builtin_prefetch(pnode_of(version_of(c)->old), 1);
     const std::uint64_t version =
         pnode_of(pnode_word_of(c))->version.load(std::memory_order_relaxed) + 1;
     const std::uintptr_t fresh = write_pnode(k, v, key_hash, version);
