@@ -407,16 +407,18 @@ class SoftStringHashMap {
 
   // A persistent node's length in lines, for a key and value of `body` bytes together.
   static std::uint32_t lines_of(std::size_t body) {
-    return static_cast<std::uint32_t>((sizeof(PNode) + body + 63) / 64);
+    return static_cast<std::uint32_t>((sizeof(PNode) + body + pm::cache_line_size - 1) /
+                                      pm::cache_line_size);
   }
-  // The lines of n's value after the persistent node's first (which compare() reads), up to
-  // 1 KiB: the copy's hardware prefetch streams the rest.
+  // The lines of n's persistent node after its first (which compare() reads), up to 1 KiB: the
+  // copy's hardware prefetch streams the rest.
   static void prefetch_value(const Node* n) {
+    constexpr std::uint32_t most = 1 + 1024 / pm::cache_line_size;
     const auto* p = reinterpret_cast<const char*>(
         pnode_of(pnode_word_of(n->current.load(std::memory_order_acquire))));
-    const std::uint32_t lines =
-        std::min<std::uint32_t>(n->lines.load(std::memory_order_relaxed), 17);
-    for (std::uint32_t line = 1; line < lines; ++line) __builtin_prefetch(p + 64 * line);
+    const std::uint32_t lines = std::min(n->lines.load(std::memory_order_relaxed), most);
+    for (std::uint32_t line = 1; line < lines; ++line)
+      __builtin_prefetch(p + pm::cache_line_size * line);
   }
   static void help_remove(Node* n) { V::help_remove(n->next, n->current); }
 

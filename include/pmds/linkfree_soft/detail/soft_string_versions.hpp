@@ -262,8 +262,8 @@ class SoftStringVersions {
     // build without them, median [min-max] of per-round ratios): 1 thread 1.13x [0.87-1.17] at
     // 100-byte values and 1.14x [1.06-1.40] at 1 KiB (5 rounds); 2 threads 1.11x [1.05-1.21]
     // (6 rounds) and 1.22x [1.11-1.45] (3 rounds); fillrandom at 1 KiB 1.03x [1.02-1.08].
-    for (std::size_t line = 0; line < size; line += 64)
-      __builtin_prefetch(static_cast<char*>(slot) + line, 1);
+    for (std::size_t at = 0; at < size; at += pm::cache_line_size)
+      __builtin_prefetch(static_cast<char*>(slot) + at, 1);
     auto* p = static_cast<PNode*>(slot);
     const bool validity = p->prepare_and_write(k, v, key_hash, version);
     return reinterpret_cast<std::uintptr_t>(p) | validity;
