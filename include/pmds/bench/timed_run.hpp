@@ -185,16 +185,14 @@ struct DbBenchShape {
           c.add(Op::update, !s.put(k, k ^ rng.next()));
         }
         break;
-      case Workload::deleterandom: {
-        if (!measuring) {
-          c.add(Op::read, read_key(s, keys(rng)));
+      case Workload::deleterandom:
+        if (measuring) {
+          const Key k = 1 + order(next_delete % order.size());
+          next_delete += stride;
+          c.add(Op::remove, s.remove(k));
           break;
         }
-        const Key k = 1 + order(next_delete % order.size());
-        next_delete += stride;
-        c.add(Op::remove, s.remove(k));
-        break;
-      }
+        [[fallthrough]];  // its warm-up gets
       default:
         c.add(Op::read, read_key(s, keys(rng)));
     }
