@@ -113,4 +113,40 @@ TYPED_TEST(SoftStringRecovery, AVersionTwoReplacementsBackStaysDeletedAfterARemo
       << "an older version came back";
 }
 
+// A replacement numbers its node from the replaced one's version, which the hash map keeps in its
+// volatile node (recovery sets it from the scan) and the ordered map reads from the pool. After a
+// recovery that kept version 2, the next replacement must write version 3: the recovered node is
+// still live in the image of a crash right after it, and recovery keeps the higher version. A
+// key too long to be kept in the hash map's volatile node takes the same path.
+TYPED_TEST(SoftStringRecovery, AReplacementAfterRecoveryOutranksTheRecoveredVersion) {
+  using Map = TypeParam;
+  pmds::test::TempPath path("soft_string_sim_renumber");
+  const std::string long_key(40, 'k');
+  {
+    auto pool = pm::Pool::create(path.str(), kPoolSize, Map::name);
+    Map m = make<Map>(pool);
+    for (const std::string& k : {std::string("key"), long_key}) {
+      ASSERT_TRUE(m.put(k, "v0"));
+      ASSERT_FALSE(m.put(k, "v1"));
+      ASSERT_FALSE(m.put(k, "v2"));
+    }
+    sim::mark_all_durable();
+  }
+  std::optional<sim::Snapshot> snap;
+  void* base = nullptr;
+  {
+    auto pool = pm::Pool::open(path.str(), Map::name);
+    base = pool.base();
+    Map m(pmds::open_existing, pool);
+    EXPECT_EQ(m.recovery_stats().duplicate_keys, 2u);  // v1 of each key
+    EXPECT_FALSE(m.put("key", "v3"));
+    EXPECT_FALSE(m.put(long_key, "v3"));
+    EXPECT_FALSE(m.put(long_key, "v4"));
+    snap = sim::snapshot();
+  }
+  EXPECT_EQ(contents_after_a_crash<Map>(*snap, base, path.str()),
+            (std::map<std::string, std::string>{{"key", "v3"}, {long_key, "v4"}}))
+      << "a replacement after recovery lost to the version recovery kept";
+}
+
 }  // namespace

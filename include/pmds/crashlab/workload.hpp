@@ -212,7 +212,11 @@ inline Workload make_workload(const registry::Entry& e, const WorkloadOptions& o
 // (Zuriel et al. §5: nodes reuse the slots recovery freed). Mostly insertions of new keys or items,
 // enough of them to take every slot the workload used, so they reach the recycled slots the
 // allocator hands out first — among them the slots the crash left half-written; every fourth
-// operation removes an element again.
+// operation removes an element again. A map that can replace puts a workload key every fourth
+// operation too: a key recovery found is replaced, and a replacement must outrank what recovery
+// kept (the SOFT string maps number a key's versions; a renumbering from 0 lost to the
+// recovered version at the clean reopen and went unseen while the continuation wrote new keys
+// only).
 inline std::size_t continuation_length(const WorkloadOptions& o) {
   const std::size_t prefill = o.prefill ? o.prefill : std::max<std::size_t>(o.key_range / 2, 4);
   return o.threads * o.ops + prefill + 8;
@@ -231,7 +235,10 @@ inline std::vector<registry::Operation> make_continuation(const registry::Entry&
     switch (e.kind) {
       case registry::Kind::set:
       case registry::Kind::map:
-        if (take) op = {OpCode::remove, key - 2, 0, 1.0};  // inserted two operations ago
+        if (take)
+          op = {OpCode::remove, key - 2, 0, 1.0};  // inserted two operations ago
+        else if (i % 4 == 1 && e.can_update())
+          op = {OpCode::put, 1 + (i / 4) % std::max<std::uint64_t>(1, key_range), value, 1.0};
         break;
       case registry::Kind::queue:
         op.code = take ? OpCode::dequeue : OpCode::enqueue;
