@@ -10,17 +10,18 @@
 //
 // The bucket array is in DRAM and fixed at creation (the bucket count is in the pool's root
 // table); a bucket is a SOFT list ordered by (hash, key). Memory: a persistent node is a pool
-// block of ChunkAllocator::block_size(32 + key + value) bytes; per key in DRAM, one 32-byte
+// block of ChunkAllocator::block_size(32 + key + value) bytes; per key in DRAM, one 64-byte
 // volatile node (a block of the map's pmds::NodeSlab) and a bucket word.
 //
-// get prefetches a found key's value lines (up to 1 KiB) as soon as the volatile node's hash
-// matches, so that they arrive with the persistent node's first line instead of after it, when
-// the copy asks for them. Measured (AMD EPYC, 2 vCPUs, `pmds bench --structure hash-bytes/soft
-// --workload readrandom --key-range 1000000 --key-size 16`, 5 alternating rounds against the
-// build without it, median [min-max] of per-round ratios): 1 KiB values 1.14x [1.03-1.35] at 1
-// thread, 1.23x [1.09-1.23] at 2 (3 rounds); 100-byte values 1.04x [0.91-1.16] and 1.00x
-// [0.94-1.12]. Prefetching 1 KiB whatever the value's size lost 5% at 100 bytes: hence the
-// node's line count.
+// get prefetches a found key's persistent node (its header and up to 1 KiB of value) as soon as
+// the volatile node's hash matches, so that its lines arrive together instead of one after the
+// other as the copy asks for them. Measured when the key was compared in the persistent node and
+// only the lines after its first were prefetched (AMD EPYC, 2 vCPUs, `pmds bench --structure
+// hash-bytes/soft --workload readrandom --key-range 1000000 --key-size 16`, 5 alternating rounds
+// against the build without it, median [min-max] of per-round ratios): 1 KiB values 1.14x
+// [1.03-1.35] at 1 thread, 1.23x [1.09-1.23] at 2 (3 rounds); 100-byte values 1.04x [0.91-1.16]
+// and 1.00x [0.94-1.12]. Prefetching 1 KiB whatever the value's size lost 5% at 100 bytes: hence
+// the node's line count.
 #pragma once
 
 #include <algorithm>
@@ -97,30 +98,23 @@ class SoftStringHashMap {
   SoftStringHashMap(const SoftStringHashMap&) = delete;
   SoftStringHashMap& operator=(const SoftStringHashMap&) = delete;
 
-  /// Frees the volatile nodes (quiescent); the persistent ones hold the map for the next open.
-  ~SoftStringHashMap() {
-    domain_.drain();
-    for (std::size_t i = 0; i < bucket_count_; ++i) {
-      Node* n = node_of(buckets_[i].load(std::memory_order_relaxed));
-      while (n != &tail_) {
-        Node* next = node_of(n->next.load(std::memory_order_relaxed));
-        V::free_current(n->current.load(std::memory_order_relaxed), nullptr);
-        n = next;  // the node's block goes with nodes_
-      }
-    }
-  }
+  /// Quiescent: runs the pending reclamations (their deleters free into versions_, which goes
+  /// before domain_); the volatile nodes and records go with their slabs, and the persistent
+  /// nodes hold the map for the next open.
+  ~SoftStringHashMap() { domain_.drain(); }
 
   /// Adds the key if it is absent; false (nothing written) if present. Durable on return.
   bool insert(std::string_view k, std::string_view v) {
     const Probe q = probe(k, v);
     auto guard = domain_.pin();
+    V::Block b(versions_);
     for (;;) {
       const Window w = find(q);
       if (w.found) {
         if (w.curr_state == detail::intend_to_insert) complete_insert(w.curr);
         return false;
       }
-      if (try_link(w, q, k, v)) return true;
+      if (try_link(w, q, k, v, b)) return true;
     }
   }
 
@@ -128,15 +122,17 @@ class SoftStringHashMap {
   bool put(std::string_view k, std::string_view v) {
     const Probe q = probe(k, v);
     auto guard = domain_.pin();
+    V::Block b(versions_);
+    b.reserve(k, v);  // a put writes a node whatever it finds: its block's misses overlap find's
     for (;;) {
       const Window w = find(q);
       if (!w.found) {
-        if (try_link(w, q, k, v)) return true;
+        if (try_link(w, q, k, v, b)) return true;
         continue;
       }
       if (w.curr_state == detail::intend_to_insert) complete_insert(w.curr);
       const std::uintptr_t c = settled(w.curr);
-      if (!is_frozen(c) && try_replace(w.curr, c, q, k, v)) return false;
+      if (!is_frozen(c) && try_replace(w.curr, c, q, k, v, b)) return false;
       // A remove won the key (or changed it under us): help it, then look again.
       if (is_frozen(settled(w.curr))) help_remove(w.curr);
     }
@@ -150,13 +146,14 @@ class SoftStringHashMap {
   bool update(std::string_view k, F&& fn) {
     const Probe q = probe(k);
     auto guard = domain_.pin();
+    V::Block b(versions_);
     for (;;) {
       const Window w = find(q);
       if (!w.found) {
         const std::optional<std::string> v = fn(std::optional<std::string_view>{});
         if (!v) return false;
         versions_.check_value(*v);
-        if (try_link(w, q, k, *v)) return true;
+        if (try_link(w, q, k, *v, b)) return true;
         continue;
       }
       if (w.curr_state == detail::intend_to_insert) complete_insert(w.curr);
@@ -170,7 +167,7 @@ class SoftStringHashMap {
       const std::optional<std::string> v = fn(std::optional<std::string_view>(old));
       if (!v) return false;
       versions_.check_value(*v);
-      if (try_replace(w.curr, c, q, k, *v)) return true;
+      if (try_replace(w.curr, c, q, k, *v, b)) return true;
     }
   }
 
@@ -251,10 +248,16 @@ class SoftStringHashMap {
   using V = detail::SoftStringVersions;
   using PNode = detail::SoftStringPNode;
 
-  // The volatile node: the key's hash (a bucket's order is (hash, key); keys are compared in the
-  // persistent node only when hashes are equal), the next word (successor | SoftState), the
-  // current word (detail/soft_string_versions.hpp) and a prefetch hint. 32 bytes, a block of
-  // nodes_.
+  // Keys of at most this many bytes are kept in their volatile node too.
+  static constexpr std::size_t inline_key_size = 24;
+
+  // The volatile node, one line (a block of nodes_): the key's hash (a bucket's order is (hash,
+  // key)), the next word (successor | SoftState), the current word
+  // (detail/soft_string_versions.hpp), a prefetch hint, and copies of what a write would otherwise
+  // read from the current persistent node, a cache miss on its way: the key's bytes when they fit
+  // (compared when the hashes are equal) and the version of a plain current word (a replacement
+  // numbers its node from it). All but current, next and lines are set before the node is
+  // published and never change.
   struct Node {
     std::uint64_t hash;
     std::atomic<std::uintptr_t> next;
@@ -262,8 +265,11 @@ class SoftStringHashMap {
     // The current persistent node's length in cache lines: a hint for get's prefetch, which a
     // reader may see for the version before (a missed or extra prefetch, nothing else).
     std::atomic<std::uint32_t> lines;
+    std::uint32_t key_size;
+    std::uint64_t version;  // of current's node while current is a plain word (SoftStringVersions)
+    char key[inline_key_size] = {};  // the key's bytes, if key_size <= inline_key_size
   };
-  static_assert(sizeof(Node) <= 32);
+  static_assert(sizeof(Node) == 64);
 
   struct Probe {
     std::uint64_t hash;
@@ -308,12 +314,15 @@ class SoftStringHashMap {
   }
   std::atomic<std::uintptr_t>& bucket(std::uint64_t h) { return buckets_[index_(h)]; }
 
-  // The sign of (n's key - q's key) in (hash, bytes) order; the bytes are read only when the
-  // hashes are equal (in practice: when the keys are).
+  // The sign of (n's key - q's key) in (hash, bytes) order; the bytes are compared only when the
+  // hashes are equal (in practice: when the keys are), from the pool only for a long key.
   static int compare(const Node* n, const Probe& q) {
     if (n == &tail_) return 1;
     if (n->hash != q.hash) return n->hash < q.hash ? -1 : 1;
-    return V::compare_key(n->current.load(std::memory_order_acquire), q.key);
+    if (n->key_size > inline_key_size)
+      return V::compare_key(n->current.load(std::memory_order_acquire), q.key);
+    const int r = std::string_view(n->key, n->key_size).compare(q.key);
+    return (r > 0) - (r < 0);
   }
 
   static bool in_set(const Node* n) {
@@ -366,31 +375,32 @@ class SoftStringHashMap {
     }
   }
 
-  // A fresh node for q with its persistent node written (not committed), or PoolFull.
-  Node* make_node(const Probe& q, std::string_view k, std::string_view v) {
-    const std::uintptr_t word = versions_.write_pnode(k, v, q.hash, 0);
-    try {
-      return nodes_.make(q.hash, std::uintptr_t{0}, word, lines_of(k.size() + v.size()));
-    } catch (...) {
-      versions_.discard_pnode(word);
-      throw;
-    }
+  // A volatile node for a key of hash h and key_size bytes (read from `bytes` if the node keeps
+  // them), its persistent node `word` (version `version`, `body` key and value bytes) and next
+  // word `next`. Throws std::bad_alloc.
+  Node* make_node(std::uint64_t h, std::uintptr_t next, std::uintptr_t word, std::size_t key_size,
+                  const char* bytes, std::size_t body, std::uint64_t version) {
+    Node* n =
+        nodes_.make(h, next, word, lines_of(body), static_cast<std::uint32_t>(key_size), version);
+    if (key_size <= inline_key_size) std::copy(bytes, bytes + key_size, n->key);
+    return n;
   }
 
   // Listing 11's insert, one attempt at window w: links a new node in "intention to insert" and
-  // completes it. False when the link changed (the caller finds again).
-  bool try_link(const Window& w, const Probe& q, std::string_view k, std::string_view v) {
-    Node* fresh = make_node(q, k, v);
-    fresh->next.store(detail::make_word(w.curr, detail::intend_to_insert),
-                      std::memory_order_relaxed);
+  // completes it. False when the link changed (the caller finds again; b keeps the block).
+  // PoolFull: nothing changed.
+  bool try_link(const Window& w, const Probe& q, std::string_view k, std::string_view v,
+                V::Block& b) {
+    Node* fresh = make_node(q.hash, detail::make_word(w.curr, detail::intend_to_insert),
+                            b.write(k, v, q.hash, 0), k.size(), k.data(), k.size() + v.size(), 0);
     std::uintptr_t expected = w.prev_word;
     if (!w.prev->compare_exchange_strong(expected,
                                          detail::make_word(fresh, detail::state_of(w.prev_word)),
                                          std::memory_order_acq_rel, std::memory_order_relaxed)) {
-      versions_.discard_pnode(fresh->current.load(std::memory_order_relaxed));
       nodes_.free(fresh);  // never published
       return false;
     }
+    b.published();
     complete_insert(fresh);
     count_.add(1);
     return true;
@@ -399,8 +409,8 @@ class SoftStringHashMap {
   static void complete_insert(Node* n) { V::complete_insert(n->next, n->current); }
   std::uintptr_t settled(Node* n) { return versions_.settled(n->current); }
   bool try_replace(Node* n, std::uintptr_t c, const Probe& q, std::string_view k,
-                   std::string_view v) {
-    if (!versions_.try_replace(n->current, c, q.hash, k, v)) return false;
+                   std::string_view v, V::Block& b) {
+    if (!versions_.try_replace(n->current, c, n->version, q.hash, k, v, b)) return false;
     n->lines.store(lines_of(k.size() + v.size()), std::memory_order_relaxed);
     return true;
   }
@@ -410,14 +420,14 @@ class SoftStringHashMap {
     return static_cast<std::uint32_t>((sizeof(PNode) + body + pm::cache_line_size - 1) /
                                       pm::cache_line_size);
   }
-  // The lines of n's persistent node after its first (which compare() reads), up to 1 KiB: the
-  // copy's hardware prefetch streams the rest.
+  // The lines of n's persistent node, up to its header and 1 KiB of value: the copy's hardware
+  // prefetch streams the rest.
   static void prefetch_value(const Node* n) {
     constexpr std::uint32_t most = 1 + 1024 / pm::cache_line_size;
     const auto* p = reinterpret_cast<const char*>(
         pnode_of(pnode_word_of(n->current.load(std::memory_order_acquire))));
     const std::uint32_t lines = std::min(n->lines.load(std::memory_order_relaxed), most);
-    for (std::uint32_t line = 1; line < lines; ++line)
+    for (std::uint32_t line = 0; line < lines; ++line)
       __builtin_prefetch(p + pm::cache_line_size * line);
   }
   static void help_remove(Node* n) { V::help_remove(n->next, n->current); }
@@ -426,7 +436,7 @@ class SoftStringHashMap {
   // slots, its record and the node are freed once no pinned thread can still read them.
   void retire(Node* n) {
     domain_.retire(n, [this](Node* dead) noexcept {
-      V::free_current(dead->current.load(std::memory_order_relaxed), &allocator_);
+      versions_.free_current(dead->current.load(std::memory_order_relaxed));
       nodes_.free(dead);
     });
   }
@@ -445,11 +455,18 @@ class SoftStringHashMap {
           read_key(pnode_of(b.word), kb);
           return ka < kb;
         });
-    // Each bucket's run, linked back to front so that it ends up in ascending order.
+    // Each bucket's run, linked back to front so that it ends up in ascending order. A volatile
+    // node keeps a short key's bytes, read here from its persistent node: with that (and the
+    // 64-byte node), opening 1M keys of 16 bytes took 1.27x [1.12-2.03] as long as with the
+    // 32-byte node (AMD EPYC, 5 alternating runs, `pmds bench --structure hash-bytes/soft
+    // --workload readrandom --key-range 1000000 --key-size 16 --value-size 100`'s recovery;
+    // 175-220 ms before). Copying the key during the scan instead made the sort's records larger
+    // and was no faster; fetching keys a few nodes ahead did not measurably help.
     for (std::size_t i = found.size(); i-- > 0;) {
       std::atomic<std::uintptr_t>& head = buckets_[found[i].order];
-      Node* n = nodes_.make(found[i].hash, head.load(std::memory_order_relaxed), found[i].word,
-                            lines_of(found[i].body));
+      read_key(pnode_of(found[i].word), ka);
+      Node* n = make_node(found[i].hash, head.load(std::memory_order_relaxed), found[i].word,
+                          ka.size(), ka.data(), found[i].body, found[i].version);
       head.store(detail::make_word(n, detail::inserted), std::memory_order_relaxed);
     }
     count_.reset(found.size());
@@ -467,7 +484,7 @@ class SoftStringHashMap {
   detail::KeyCount count_;
   RecoveryStats recovery_;
   // The tail sentinel every bucket ends with; compare() puts it after every key.
-  static inline Node tail_{~std::uint64_t{0}, {0}, {0}, {0}};
+  static inline Node tail_{~std::uint64_t{0}, {0}, {0}, {0}, 0, 0, {}};
 };
 
 }  // namespace pmds::linkfree_soft

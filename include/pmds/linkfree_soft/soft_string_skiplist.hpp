@@ -161,18 +161,24 @@ class SoftStringSkipList {
   SoftStringSkipList(const SoftStringSkipList&) = delete;
   SoftStringSkipList& operator=(const SoftStringSkipList&) = delete;
 
+  /// Quiescent: runs the pending reclamations (their deleters free into versions_, which goes
+  /// before domain_); the volatile nodes and records go with their slabs, and the persistent
+  /// nodes hold the map for the next open.
+  ~SoftStringSkipList() { domain_.drain(); }
+
   /// Adds the key if it is absent; false (nothing written) if present. Durable on return.
   bool insert(std::string_view k, std::string_view v) {
     const Probe q = probe(k, v);
     auto guard = domain_.pin();
     Search s;
+    V::Block b(versions_);
     for (;;) {
       index_.find(q, s);
       if (s.equal) {
         if (s.state0 == detail::intend_to_insert) complete_insert(s.curr0);
         return false;
       }
-      if (try_link(s, q, v)) return true;
+      if (try_link(s, q, v, b)) return true;
     }
   }
 
@@ -181,16 +187,19 @@ class SoftStringSkipList {
     const Probe q = probe(k, v);
     auto guard = domain_.pin();
     Search s;
+    V::Block b(versions_);
+    b.reserve(k, v);  // a put writes a node whatever it finds: its block's misses overlap find's
     for (;;) {
       index_.find(q, s);
       if (!s.equal) {
-        if (try_link(s, q, v)) return true;
+        if (try_link(s, q, v, b)) return true;
         continue;
       }
       Node* n = s.curr0;
       if (s.state0 == detail::intend_to_insert) complete_insert(n);
       const std::uintptr_t c = versions_.settled(n->current);
-      if (!V::is_frozen(c) && versions_.try_replace(n->current, c, V::hash_of(k), k, v))
+      if (!V::is_frozen(c) &&
+          versions_.try_replace(n->current, c, V::plain_version_in_pool(c), V::hash_of(k), k, v, b))
         return false;
       // A remove won the key (or changed it under us): help it, then look again.
       if (V::is_frozen(versions_.settled(n->current))) help_remove(n);
@@ -206,13 +215,14 @@ class SoftStringSkipList {
     const Probe q = probe(k);
     auto guard = domain_.pin();
     Search s;
+    V::Block b(versions_);
     for (;;) {
       index_.find(q, s);
       if (!s.equal) {
         const std::optional<std::string> v = fn(std::optional<std::string_view>{});
         if (!v) return false;
         versions_.check_value(*v);
-        if (try_link(s, q, *v)) return true;
+        if (try_link(s, q, *v, b)) return true;
         continue;
       }
       Node* n = s.curr0;
@@ -227,7 +237,9 @@ class SoftStringSkipList {
       const std::optional<std::string> v = fn(std::optional<std::string_view>(old));
       if (!v) return false;
       versions_.check_value(*v);
-      if (versions_.try_replace(n->current, c, V::hash_of(k), k, *v)) return true;
+      if (versions_.try_replace(n->current, c, V::plain_version_in_pool(c), V::hash_of(k), k, *v,
+                                b))
+        return true;
     }
   }
 
@@ -337,18 +349,12 @@ class SoftStringSkipList {
   }
 
   // Listing 11's insert, one attempt at search s: links a new node in "intention to insert",
-  // completes it, builds its tower. False when the link changed (the caller finds again).
-  // PoolFull: nothing changed.
-  bool try_link(Search& s, const Probe& q, std::string_view v) {
-    const std::uintptr_t word = versions_.write_pnode(q.key, v, V::hash_of(q.key), 0);
-    Node* fresh;
-    try {
-      // pending: the inserter (tower) and the winning remover (marks).
-      fresh = Node::make(slab_, q.order, word, 2, random_height<max_height>());
-    } catch (...) {
-      versions_.discard_pnode(word);
-      throw;
-    }
+  // completes it, builds its tower. False when the link changed (the caller finds again; b
+  // keeps the block). PoolFull: nothing changed.
+  bool try_link(Search& s, const Probe& q, std::string_view v, V::Block& b) {
+    const std::uintptr_t word = b.write(q.key, v, V::hash_of(q.key), 0);
+    // pending: the inserter (tower) and the winning remover (marks).
+    Node* fresh = Node::make(slab_, q.order, word, 2, random_height<max_height>());
     for (unsigned lvl = 1; lvl < fresh->height; ++lvl)
       fresh->link(lvl).store(reinterpret_cast<std::uintptr_t>(s.succs[lvl]),
                              std::memory_order_relaxed);
@@ -358,10 +364,10 @@ class SoftStringSkipList {
     if (!s.prev0->compare_exchange_strong(expected,
                                           detail::make_word(fresh, detail::state_of(s.prev_word0)),
                                           std::memory_order_acq_rel, std::memory_order_relaxed)) {
-      versions_.discard_pnode(word);  // never published
-      Node::free(slab_, fresh);
+      Node::free(slab_, fresh);  // never published
       return false;
     }
+    b.published();
     complete_insert(fresh);  // durable and "inserted": the insert has taken effect
     count_.add(1);
     index_.build_tower(fresh, q, s);
@@ -376,10 +382,10 @@ class SoftStringSkipList {
   // it: its blocks, its record and the node are freed once no pinned thread can read them.
   void release(Node* n, const Probe& q) {
     index_.release(n, q, [this](Node* dead) {
-      pm::ChunkAllocator* allocator = &allocator_;
+      V* versions = &versions_;
       detail::SoftStringSkipSlab* slab = &slab_;
-      domain_.retire(dead, [allocator, slab](Node* d) noexcept {
-        V::free_current(d->current.load(std::memory_order_relaxed), allocator);
+      domain_.retire(dead, [versions, slab](Node* d) noexcept {
+        versions->free_current(d->current.load(std::memory_order_relaxed));
         Node::free(*slab, d);
       });
     });
@@ -406,45 +412,24 @@ class SoftStringSkipList {
     recovery_.seconds = clock.seconds();
   }
 
-  // The sentinels and, at destruction (quiescent), every node still linked at level 0 with its
-  // version record; retired nodes are the epoch domain's, destroyed after this. Persistent nodes
-  // stay as they are.
+  // The sentinels, linked to each other. Every volatile node (these, the linked ones, and the
+  // retired ones the destructor's drain frees) goes with slab_, every version record with
+  // versions_; the persistent nodes stay as they are.
   struct Nodes {
-    detail::SoftStringSkipSlab& slab;
-    Node* head = Node::make(slab, {}, 0, 1, max_height);
-    Node* tail = make_tail();
-    explicit Nodes(detail::SoftStringSkipSlab& s) : slab(s) {
+    explicit Nodes(detail::SoftStringSkipSlab& slab)
+        : head(Node::make(slab, {}, 0, 1, max_height)),
+          tail(Node::make(slab, {~std::uint64_t{0}, ~std::uint64_t{0}}, 0, 1, max_height)) {
       for (unsigned lvl = 0; lvl < max_height; ++lvl)
         head->link(lvl).store(reinterpret_cast<std::uintptr_t>(tail), std::memory_order_relaxed);
     }
-    Nodes(const Nodes&) = delete;
-    Nodes& operator=(const Nodes&) = delete;
-    ~Nodes() {
-      // A recovery cut short by an exception leaves a chain ending in null, not in the tail.
-      Node* n = Index::ptr(head->link(0).load(std::memory_order_acquire));
-      while (n != tail && n != nullptr) {
-        Node* next = Index::ptr(n->link(0).load(std::memory_order_relaxed));
-        V::free_current(n->current.load(std::memory_order_relaxed), nullptr);
-        Node::free(slab, n);
-        n = next;
-      }
-      Node::free(slab, head);
-      Node::free(slab, tail);
-    }
-    Node* make_tail() {
-      try {
-        return Node::make(slab, {~std::uint64_t{0}, ~std::uint64_t{0}}, 0, 1, max_height);
-      } catch (...) {
-        Node::free(slab, head);
-        throw;
-      }
-    }
+    Node* head;
+    Node* tail;
   };
 
   pm::Pool& pool_;
   pm::ChunkAllocator& allocator_;
   detail::SoftStringSkipSlab slab_;  // outlives domain_, whose pending deleters free into it
-  reclaim::EpochDomain domain_;      // destroyed after nodes_: retired nodes are freed last
+  reclaim::EpochDomain domain_;      // drained by the destructor, before versions_ goes
   V versions_{name, allocator_, domain_};
   Nodes nodes_{slab_};
   Index index_{nodes_.head, nodes_.tail};
