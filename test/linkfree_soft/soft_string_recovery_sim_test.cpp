@@ -55,6 +55,22 @@ std::map<std::string, std::string> contents_after_a_crash(const sim::Snapshot& s
   return contents(m);
 }
 
+// Opens (recovers) the map at `path`, runs ops(map) on it, and returns what is recovered from the
+// image of a crash right after them.
+template <class Map, class Ops>
+std::map<std::string, std::string> reopen_run_and_crash(const std::string& path, Ops&& ops) {
+  std::optional<sim::Snapshot> snap;
+  void* base = nullptr;
+  {
+    auto pool = pm::Pool::open(path, Map::name);
+    base = pool.base();
+    Map m(pmds::open_existing, pool);
+    ops(m);
+    snap = sim::snapshot();
+  }
+  return contents_after_a_crash<Map>(*snap, base, path);
+}
+
 template <class Map>
 class SoftStringRecovery : public ::testing::Test {};
 using Maps = ::testing::Types<pmds::linkfree_soft::SoftStringHashMap,
@@ -73,19 +89,12 @@ TYPED_TEST(SoftStringRecovery, AnOlderVersionDeletedAtRecoveryStaysDeletedAfterA
     // A replacement leaves the replaced version live until the key's next write.
     sim::mark_all_durable();
   }
-  std::optional<sim::Snapshot> snap;
-  void* base = nullptr;
-  {
-    auto pool = pm::Pool::open(path.str(), Map::name);
-    base = pool.base();
-    Map m(pmds::open_existing, pool);
+  const auto recovered = reopen_run_and_crash<Map>(path.str(), [](Map& m) {
     EXPECT_EQ(m.recovery_stats().duplicate_keys, 1u);
     EXPECT_EQ(m.get("key"), "new value");
     std::thread([&] { EXPECT_TRUE(m.remove("key")); }).join();
-    snap = sim::snapshot();
-  }
-  EXPECT_EQ(contents_after_a_crash<Map>(*snap, base, path.str()),
-            (std::map<std::string, std::string>{{"other", "stays"}}))
+  });
+  EXPECT_EQ(recovered, (std::map<std::string, std::string>{{"other", "stays"}}))
       << "the older version came back";
 }
 
@@ -132,20 +141,13 @@ TYPED_TEST(SoftStringRecovery, AReplacementAfterRecoveryOutranksTheRecoveredVers
     }
     sim::mark_all_durable();
   }
-  std::optional<sim::Snapshot> snap;
-  void* base = nullptr;
-  {
-    auto pool = pm::Pool::open(path.str(), Map::name);
-    base = pool.base();
-    Map m(pmds::open_existing, pool);
+  const auto recovered = reopen_run_and_crash<Map>(path.str(), [&](Map& m) {
     EXPECT_EQ(m.recovery_stats().duplicate_keys, 2u);  // v1 of each key
     EXPECT_FALSE(m.put("key", "v3"));
     EXPECT_FALSE(m.put(long_key, "v3"));
     EXPECT_FALSE(m.put(long_key, "v4"));
-    snap = sim::snapshot();
-  }
-  EXPECT_EQ(contents_after_a_crash<Map>(*snap, base, path.str()),
-            (std::map<std::string, std::string>{{"key", "v3"}, {long_key, "v4"}}))
+  });
+  EXPECT_EQ(recovered, (std::map<std::string, std::string>{{"key", "v3"}, {long_key, "v4"}}))
       << "a replacement after recovery lost to the version recovery kept";
 }
 
