@@ -180,7 +180,7 @@ class SoftStringHashMap {
     // Absent, or "intention to insert": not in the map (its node may not be durable), fail.
     if (!w.found || w.curr_state == detail::intend_to_insert) return false;
     Node* n = w.curr;
-    const bool won = versions_.freeze(n->current);
+    const bool won = versions_.freeze(key_of(n));
     help_remove(n);
     if (won) {
       // Only the winner trims, once (Listing 12 line 20); finds unlink it otherwise.
@@ -249,27 +249,29 @@ class SoftStringHashMap {
   using PNode = detail::SoftStringPNode;
 
   // Keys of at most this many bytes are kept in their volatile node too.
-  static constexpr std::size_t inline_key_size = 24;
+  static constexpr std::size_t inline_key_size = 20;
 
   // The volatile node, one line (a block of nodes_): the key's hash (a bucket's order is (hash,
-  // key)), the next word (successor | SoftState), the current word
-  // (detail/soft_string_versions.hpp), a prefetch hint, and copies of what a write would otherwise
-  // read from the current persistent node, a cache miss on its way: the key's bytes when they fit
-  // (compared when the hashes are equal) and the version of a plain current word (a replacement
-  // numbers its node from it). All but current, next and lines are set before the node is
-  // published and never change.
+  // key)), the next word (successor | SoftState), the key's words (SoftStringVersions::Key:
+  // current, stale, and the current node's version, from which a replacement numbers its node),
+  // a prefetch hint, and the key's bytes when they fit (compared when the hashes are equal).
+  // With these, a put reads nothing but this line before it writes its node: no persistent node
+  // and no record, each a cache miss on its way. hash, key_size and key are set before the node
+  // is published and never change.
   struct Node {
     std::uint64_t hash;
     std::atomic<std::uintptr_t> next;
     std::atomic<std::uintptr_t> current;
+    std::atomic<std::uintptr_t> stale;
+    std::atomic<std::uint64_t> version;
     // The current persistent node's length in cache lines: a hint for get's prefetch, which a
     // reader may see for the version before (a missed or extra prefetch, nothing else).
-    std::atomic<std::uint32_t> lines;
-    std::uint32_t key_size;
-    std::uint64_t version;  // of current's node while current is a plain word (SoftStringVersions)
+    std::atomic<std::uint16_t> lines;
+    std::uint16_t key_size;
     char key[inline_key_size] = {};  // the key's bytes, if key_size <= inline_key_size
   };
   static_assert(sizeof(Node) == 64);
+  static V::Key key_of(Node* n) { return {n->current, n->stale, &n->version}; }
 
   struct Probe {
     std::uint64_t hash;
@@ -380,8 +382,8 @@ class SoftStringHashMap {
   // word `next`. Throws std::bad_alloc.
   Node* make_node(std::uint64_t h, std::uintptr_t next, std::uintptr_t word, std::size_t key_size,
                   const char* bytes, std::size_t body, std::uint64_t version) {
-    Node* n =
-        nodes_.make(h, next, word, lines_of(body), static_cast<std::uint32_t>(key_size), version);
+    Node* n = nodes_.make(h, next, word, 0, version, lines_of(body),
+                          static_cast<std::uint16_t>(key_size));
     if (key_size <= inline_key_size) std::copy(bytes, bytes + key_size, n->key);
     return n;
   }
@@ -407,17 +409,17 @@ class SoftStringHashMap {
   }
 
   static void complete_insert(Node* n) { V::complete_insert(n->next, n->current); }
-  std::uintptr_t settled(Node* n) { return versions_.settled(n->current); }
+  std::uintptr_t settled(Node* n) { return versions_.settled(key_of(n)); }
   bool try_replace(Node* n, std::uintptr_t c, const Probe& q, std::string_view k,
                    std::string_view v, V::Block& b) {
-    if (!versions_.try_replace(n->current, c, n->version, q.hash, k, v, b)) return false;
+    if (!versions_.try_replace(key_of(n), c, q.hash, k, v, b)) return false;
     n->lines.store(lines_of(k.size() + v.size()), std::memory_order_relaxed);
     return true;
   }
 
   // A persistent node's length in lines, for a key and value of `body` bytes together.
-  static std::uint32_t lines_of(std::size_t body) {
-    return static_cast<std::uint32_t>((sizeof(PNode) + body + pm::cache_line_size - 1) /
+  static std::uint16_t lines_of(std::size_t body) {
+    return static_cast<std::uint16_t>((sizeof(PNode) + body + pm::cache_line_size - 1) /
                                       pm::cache_line_size);
   }
   // The lines of n's persistent node, up to its header and 1 KiB of value: the copy's hardware
@@ -426,17 +428,19 @@ class SoftStringHashMap {
     constexpr std::uint32_t most = 1 + 1024 / pm::cache_line_size;
     const auto* p = reinterpret_cast<const char*>(
         pnode_of(pnode_word_of(n->current.load(std::memory_order_acquire))));
-    const std::uint32_t lines = std::min(n->lines.load(std::memory_order_relaxed), most);
+    const std::uint32_t lines =
+        std::min<std::uint32_t>(n->lines.load(std::memory_order_relaxed), most);
     for (std::uint32_t line = 0; line < lines; ++line)
       __builtin_prefetch(p + pm::cache_line_size * line);
   }
-  static void help_remove(Node* n) { V::help_remove(n->next, n->current); }
+  static void help_remove(Node* n) { V::help_remove(n->next, key_of(n)); }
 
   // A node unlinked by its one successful trim: its persistent nodes are durably deleted; their
-  // slots, its record and the node are freed once no pinned thread can still read them.
+  // slots and the node are freed once no pinned thread can still read them.
   void retire(Node* n) {
     domain_.retire(n, [this](Node* dead) noexcept {
-      versions_.free_current(dead->current.load(std::memory_order_relaxed));
+      versions_.free_blocks(dead->current.load(std::memory_order_relaxed),
+                            dead->stale.load(std::memory_order_relaxed));
       nodes_.free(dead);
     });
   }
@@ -484,7 +488,7 @@ class SoftStringHashMap {
   detail::KeyCount count_;
   RecoveryStats recovery_;
   // The tail sentinel every bucket ends with; compare() puts it after every key.
-  static inline Node tail_{~std::uint64_t{0}, {0}, {0}, {0}, 0, 0, {}};
+  static inline Node tail_{~std::uint64_t{0}, {0}, {0}, {0}, {0}, {0}, 0, {}};
 };
 
 }  // namespace pmds::linkfree_soft

@@ -20,8 +20,9 @@
 // the CAS of `current` to stable (after its fence). Reads never write or fence.
 //
 // Memory: a persistent node is a pool block of ChunkAllocator::block_size(32 + key + value)
-// bytes; per key in DRAM, one volatile node of 32 bytes plus 8 per tower level (two levels on
-// average) in a block of whole cache lines (pmds::TowerSlab: one line up to height 4).
+// bytes; per key in DRAM, one volatile node of 32 bytes, 8 per tower level (two levels on
+// average) and 8 for its stale word, in a block of whole cache lines (pmds::TowerSlab: one line
+// up to height 3).
 #pragma once
 
 #include <atomic>
@@ -55,13 +56,19 @@ namespace pmds::linkfree_soft {
 namespace detail {
 
 struct SoftStringSkipNode;
-// The map's DRAM blocks for its nodes (one line for a node of height 4 or less).
-using SoftStringSkipSlab = TowerSlab<SoftStringSkipNode, soft_skip_max_height>;
+// The map's DRAM blocks for its nodes: `height` links, then the stale word (one line for a node
+// of height 3 or less).
+using SoftStringSkipSlab = TowerSlab<SoftStringSkipNode, soft_skip_max_height + 1>;
 
-// A volatile node: the key's order words, the current word (SoftStringVersions), the parties
+// A volatile node: the key's order words, its current word (SoftStringVersions::Key), the parties
 // still linking or marking it (SoftSkipIndex), its height, then `height` next words (link(0)
-// carries the SOFT state, link(i > 0) a mark bit). order and height never change once it is
-// published.
+// carries the SOFT state, link(i > 0) a mark bit), then the key's stale word
+// (SoftStringVersions::Key). order and height never change once it is published. The stale word
+// comes after the links so that a traversal reads the lines it would read without it (the links
+// of a node of height 4 stay in its first line). A version word too would make one node in four
+// two lines instead of one in eight: fillrandom ran 0.90x [0.85-0.97] of the build before with
+// both (6 alternating rounds, 1M keys, 100-byte values, 1 thread, AMD EPYC), so a replacement
+// reads the current version from its persistent node's header instead.
 struct SoftStringSkipNode {
   ByteKeyOrder order;
   std::atomic<std::uintptr_t> current;
@@ -74,16 +81,19 @@ struct SoftStringSkipNode {
   const std::atomic<std::uintptr_t>& link(unsigned level) const {
     return std::launder(reinterpret_cast<const std::atomic<std::uintptr_t>*>(this + 1))[level];
   }
+  std::atomic<std::uintptr_t>& stale() { return link(height); }
 
-  // A node with every link null (unpublished): the caller fills the links before publishing.
+  // A node with every link and the stale word null (unpublished): the caller fills the links
+  // before publishing.
   static SoftStringSkipNode* make(SoftStringSkipSlab& slab, ByteKeyOrder order,
                                   std::uintptr_t current, std::uint32_t pending, unsigned height) {
-    auto* n = new (slab.allocate(height)) SoftStringSkipNode{order, {current}, {pending}, height};
-    for (unsigned i = 0; i < height; ++i) new (&n->link(i)) std::atomic<std::uintptr_t>(0);
+    auto* n =
+        new (slab.allocate(height + 1)) SoftStringSkipNode{order, {current}, {pending}, height};
+    for (unsigned i = 0; i <= height; ++i) new (&n->link(i)) std::atomic<std::uintptr_t>(0);
     return n;
   }
   static void free(SoftStringSkipSlab& slab, SoftStringSkipNode* n) {
-    slab.free(n, n->height);  // trivially destructible, links included
+    slab.free(n, n->height + 1);  // trivially destructible, links included
   }
 };
 static_assert(sizeof(SoftStringSkipNode) == 32);
@@ -197,12 +207,11 @@ class SoftStringSkipList {
       }
       Node* n = s.curr0;
       if (s.state0 == detail::intend_to_insert) complete_insert(n);
-      const std::uintptr_t c = versions_.settled(n->current);
-      if (!V::is_frozen(c) &&
-          versions_.try_replace(n->current, c, V::plain_version_in_pool(c), V::hash_of(k), k, v, b))
+      const std::uintptr_t c = versions_.settled(key_of(n));
+      if (!V::is_frozen(c) && versions_.try_replace(key_of(n), c, V::hash_of(k), k, v, b))
         return false;
       // A remove won the key (or changed it under us): help it, then look again.
-      if (V::is_frozen(versions_.settled(n->current))) help_remove(n);
+      if (V::is_frozen(versions_.settled(key_of(n)))) help_remove(n);
     }
   }
 
@@ -227,7 +236,7 @@ class SoftStringSkipList {
       }
       Node* n = s.curr0;
       if (s.state0 == detail::intend_to_insert) complete_insert(n);
-      const std::uintptr_t c = versions_.settled(n->current);
+      const std::uintptr_t c = versions_.settled(key_of(n));
       if (V::is_frozen(c)) {
         help_remove(n);
         continue;
@@ -237,9 +246,7 @@ class SoftStringSkipList {
       const std::optional<std::string> v = fn(std::optional<std::string_view>(old));
       if (!v) return false;
       versions_.check_value(*v);
-      if (versions_.try_replace(n->current, c, V::plain_version_in_pool(c), V::hash_of(k), k, *v,
-                                b))
-        return true;
+      if (versions_.try_replace(key_of(n), c, V::hash_of(k), k, *v, b)) return true;
     }
   }
 
@@ -253,7 +260,7 @@ class SoftStringSkipList {
     // Absent, or "intention to insert": not in the map (its node may not be durable), fail.
     if (!s.equal || s.state0 == detail::intend_to_insert) return false;
     Node* n = s.curr0;
-    const bool won = versions_.freeze(n->current);
+    const bool won = versions_.freeze(key_of(n));
     help_remove(n);
     if (won) {
       Index::mark_tower(n);
@@ -375,17 +382,19 @@ class SoftStringSkipList {
     return true;
   }
 
+  static V::Key key_of(Node* n) { return {n->current, n->stale(), nullptr}; }
   static void complete_insert(Node* n) { V::complete_insert(n->link(0), n->current); }
-  static void help_remove(Node* n) { V::help_remove(n->link(0), n->current); }
+  static void help_remove(Node* n) { V::help_remove(n->link(0), key_of(n)); }
 
   // Drops one party's share of n (q is its key); the last one unlinks n everywhere and retires
-  // it: its blocks, its record and the node are freed once no pinned thread can read them.
+  // it: its blocks and the node are freed once no pinned thread can read them.
   void release(Node* n, const Probe& q) {
     index_.release(n, q, [this](Node* dead) {
       V* versions = &versions_;
       detail::SoftStringSkipSlab* slab = &slab_;
       domain_.retire(dead, [versions, slab](Node* d) noexcept {
-        versions->free_current(d->current.load(std::memory_order_relaxed));
+        versions->free_blocks(d->current.load(std::memory_order_relaxed),
+                              d->stale().load(std::memory_order_relaxed));
         Node::free(*slab, d);
       });
     });

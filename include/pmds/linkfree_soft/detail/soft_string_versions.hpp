@@ -20,9 +20,12 @@
 //      fence, a crash could keep v+1's deletion alone and bring v back). So insert, replace and
 //      remove each cost one fence, and a remove of a key replaced since its insert two.
 //   3. The volatile node's `current` word names its persistent node and serialises the writers
-//      of a present key: stable (one node, or a Version record: the node and the replaced one
-//      still live), replacing (a Version record in flight, completed by whoever sees it), frozen
-//      (a remove won; no put may replace it any more).
+//      of a present key: stable (the node), replacing (a Version record in flight, completed by
+//      whoever sees it), frozen (a remove won; no put may replace it any more). Beside it, the
+//      volatile node keeps the rest of the key's stable state (`Key`): the replaced version still
+//      live in the pool (`stale`) and, in the hash map, the current node's version, so that a
+//      replacement reads no record (in the hash map, nothing but the volatile node) before it
+//      writes.
 //      Every writer first helps a replacement it finds to completion, so a key is replaced by one
 //      writer at a time and the helping keeps every operation lock-free.
 //
@@ -170,29 +173,42 @@ class KeyCount {
 // `current`.
 class SoftStringVersions {
  public:
-  // `current`: a persistent node word (PNode* | pValidity in bit 0; blocks are line-aligned) for
-  // a key never replaced since it was inserted or recovered, else a Version* | version_tag;
-  // either with frozen_tag once a remove has won, a Version* also with replacing_tag while the
-  // replacement it records is in flight.
+  // `current`: the key's persistent node word (PNode* | pValidity in bit 0; blocks are
+  // line-aligned) when stable, with frozen_tag once a remove has won; a Version* | replacing_tag
+  // while a replacement is in flight.
   static constexpr std::uintptr_t frozen_tag = 2;
   static constexpr std::uintptr_t replacing_tag = 4;
-  static constexpr std::uintptr_t version_tag = 8;
-  static constexpr std::uintptr_t tag_bits = 15;
-  // One replacement of a key's value (immutable once published). While it is in flight, `fresh`
-  // is written but may not be durable, and readers read `old`. Once it completed, `fresh` is the
-  // key's node and `old` is still live in the pool: its durable deletion is left to the key's
-  // next write, which does it within its own fence (a replacement) or before its own (a remove),
-  // so that a replacement costs one fence. Recovery keeps the higher version of two live ones.
-  struct alignas(16) Version {
+  static constexpr std::uintptr_t tag_bits = 7;
+  // One replacement of a key's value, while it is in flight (immutable; retired once it
+  // completed): `fresh` is written but may not be durable, and readers read `old`. Once it
+  // completed, `fresh` is the key's node and `old` its stale version, still live in the pool: its
+  // durable deletion is left to the key's next write, which does it within its own fence (a
+  // replacement) or before its own (a remove), so that a replacement costs one fence. Recovery
+  // keeps the higher version of two live ones.
+  struct alignas(8) Version {
     std::uintptr_t fresh;   // the new version's node word
     std::uintptr_t old;     // the node word it replaces
-    Version* previous;      // the record this one replaces (null when `old` was a plain word); its
-                            // `old` is deleted durably by this replacement and freed after it
-    std::uint64_t version;  // fresh's: a later replacement numbers its node from it, with no
-                            // read of a persistent node
+    std::uintptr_t stale;   // the key's stale version before it (or 0): deleted durably by this
+                            // replacement's fence, freed after it
+    std::uint64_t version;  // fresh's
   };
   using PNode = SoftStringPNode;
   using Word = std::atomic<std::uintptr_t>;
+
+  // A key's words in its volatile node, so that a replacement reads no record (and, with a
+  // version word, no persistent node) before it writes. `current` as above. While current is
+  // stable, `stale` is the version its last replacement replaced, still live in the pool (0 if
+  // none), and `*version` the current node's version (null for a map that keeps no copy: it is
+  // read from the current node's header). A replacement's completers set both before current
+  // becomes stable again, each by a CAS from the value its record expects: a version only grows
+  // and a stale block is not reused while a helper that read the record is pinned, so a late
+  // helper's CAS fails and cannot undo a later replacement's. A writer that read current stable
+  // and then these words read them for that state if its CAS of current from it succeeds.
+  struct Key {
+    Word& current;
+    Word& stale;
+    std::atomic<std::uint64_t>* version;
+  };
 
   SoftStringVersions(const char* name, pm::ChunkAllocator& allocator, reclaim::EpochDomain& domain)
       : name_(name), allocator_(allocator), domain_(domain) {}
@@ -203,18 +219,11 @@ class SoftStringVersions {
   static bool validity_of(std::uintptr_t word) { return (word & 1) != 0; }
   static bool is_frozen(std::uintptr_t c) { return (c & frozen_tag) != 0; }
   static bool is_replacing(std::uintptr_t c) { return (c & replacing_tag) != 0; }
-  static bool is_version(std::uintptr_t c) { return (c & version_tag) != 0; }
   static Version* version_of(std::uintptr_t c) { return reinterpret_cast<Version*>(c & ~tag_bits); }
   // The node word whose value a reader returns: during a replacement, the old one (the new one
   // may not be durable yet).
   static std::uintptr_t pnode_word_of(std::uintptr_t c) {
-    if (!is_version(c)) return c & ~frozen_tag;
-    const Version* v = version_of(c);
-    return is_replacing(c) ? v->old : v->fresh;
-  }
-  // A settled word's replaced version that is still live in the pool, or 0.
-  static std::uintptr_t pending_of(std::uintptr_t c) {
-    return is_version(c) ? version_of(c)->old : 0;
+    return is_replacing(c) ? version_of(c)->old : c & ~frozen_tag;
   }
 
   static std::uint64_t hash_of(std::string_view k) { return XXH3_64bits(k.data(), k.size()); }
@@ -323,69 +332,74 @@ class SoftStringVersions {
   }
 
   // The current word once no replacement is in flight (helping any it finds).
-  std::uintptr_t settled(Word& current) {
+  std::uintptr_t settled(Key key) {
     for (;;) {
-      const std::uintptr_t c = current.load(std::memory_order_acquire);
+      const std::uintptr_t c = key.current.load(std::memory_order_acquire);
       if (!is_replacing(c)) return c;
-      complete_replace(current, c);
+      complete_replace(key, c);
     }
   }
 
   // Replaces the value if the current word is still the stable `c`: writes version+1 in block b,
-  // publishes the replacement, completes it. `plain_version` is the version of c's persistent
-  // node when c is a plain word (a record carries its own). False (nothing changed, b still
-  // held) if `c` is no longer current. Throws PoolFull (nothing changed).
-  bool try_replace(Word& current, std::uintptr_t c, std::uint64_t plain_version,
-                   std::uint64_t key_hash, std::string_view k, std::string_view v, Block& b) {
-    // The version before the replaced one is marked deleted in this replacement's fence
-    // (complete_replace): its header line is fetched while the new node is written.
-    if (is_version(c)) __builtin_prefetch(pnode_of(version_of(c)->old), 1);
-    const std::uint64_t version = (is_version(c) ? version_of(c)->version : plain_version) + 1;
+  // publishes the replacement, completes it. False (nothing changed, b still held) if `c` is no
+  // longer current. Throws PoolFull (nothing changed).
+  bool try_replace(Key key, std::uintptr_t c, std::uint64_t key_hash, std::string_view k,
+                   std::string_view v, Block& b) {
+    // Read after current (acquire), these are c's unless the CAS below fails (Key).
+    const std::uintptr_t stale = key.stale.load(std::memory_order_acquire);
+    // The stale version is marked deleted in this replacement's fence (complete_replace): its
+    // header line is fetched while the new node is written.
+    if (stale != 0) __builtin_prefetch(pnode_of(stale), 1);
+    const std::uint64_t version =
+        (key.version != nullptr ? key.version->load(std::memory_order_acquire)
+                                : pnode_of(c)->version.load(std::memory_order_relaxed)) +
+        1;
     const std::uintptr_t fresh = b.write(k, v, key_hash, version);
-    Version* r =
-        records_.make(fresh, pnode_word_of(c), is_version(c) ? version_of(c) : nullptr, version);
-    const std::uintptr_t replacing =
-        reinterpret_cast<std::uintptr_t>(r) | version_tag | replacing_tag;
+    Version* r = records_.make(fresh, c, stale, version);
+    const std::uintptr_t replacing = reinterpret_cast<std::uintptr_t>(r) | replacing_tag;
     std::uintptr_t expected = c;
-    if (!current.compare_exchange_strong(expected, replacing, std::memory_order_acq_rel,
-                                         std::memory_order_acquire)) {
+    if (!key.current.compare_exchange_strong(expected, replacing, std::memory_order_acq_rel,
+                                             std::memory_order_acquire)) {
       records_.free(r);  // never seen; b keeps the block (never committed) for the next try
       return false;
     }
     b.published();
-    complete_replace(current, replacing);
+    complete_replace(key, replacing);
     return true;
-  }
-  // The version of a plain current word's persistent node, read from its header, for a map that
-  // keeps no copy of it (the ordered map); 0, unread, for a record.
-  static std::uint64_t plain_version_in_pool(std::uintptr_t c) {
-    return is_version(c) ? 0 : pnode_of(c)->version.load(std::memory_order_relaxed);
   }
 
   // By the replacer and helpers, one fence: the new version (v+1) made live and written back,
-  // and the version before the replaced one (v-1, the previous replacement's `old`, if any)
-  // marked deleted and written back. Whichever of these a crash keeps, the replaced version v is
-  // still live, so recovery finds v or v+1 as the highest live version. Then current -> stable;
-  // its one winner retires the previous record and v-1's block.
-  void complete_replace(Word& current, std::uintptr_t replacing) {
+  // and the stale version (v-1, if any) marked deleted and written back. Whichever of these a
+  // crash keeps, the replaced version v is still live, so recovery finds v or v+1 as the highest
+  // live version. Then the key's stale word (v) and version (v+1), then current -> stable; its
+  // one winner retires the record and v-1's block.
+  void complete_replace(Key key, std::uintptr_t replacing) {
     const Version* r = version_of(replacing);
     pnode_of(r->fresh)->make_live(validity_of(r->fresh));
-    if (r->previous != nullptr) {
+    if (r->stale != 0) {
       // The crash lab rarely reaches a crash that needs this write-back (a second replacement,
       // a remove, then a crash).
       // Mutant killed by test: soft_string_recovery_sim_test
       // SoftStringRecovery/*.AVersionTwoReplacementsBackStaysDeletedAfterARemove
-      pnode_of(r->previous->old)->mark_deleted(validity_of(r->previous->old));
+      pnode_of(r->stale)->mark_deleted(validity_of(r->stale));
     }
     pm::fence();  // the one fence of a replacement
+    // Each a CAS from the value r expects: a late helper's fails (Key).
+    if (key.version != nullptr) {
+      std::uint64_t before = r->version - 1;
+      key.version->compare_exchange_strong(before, r->version, std::memory_order_acq_rel,
+                                           std::memory_order_relaxed);
+    }
+    std::uintptr_t stale = r->stale;
+    key.stale.compare_exchange_strong(stale, r->old, std::memory_order_acq_rel,
+                                      std::memory_order_relaxed);
     std::uintptr_t expected = replacing;
-    if (current.compare_exchange_strong(expected, replacing & ~replacing_tag,
-                                        std::memory_order_acq_rel, std::memory_order_acquire) &&
-        r->previous != nullptr) {
-      // The deleter is handed `old` now, while the record is in this core's cache: it runs
-      // long after, when the record is in none, and then touches neither it nor the block.
-      domain_.retire(r->previous, [this, old = r->previous->old](Version* dead) noexcept {
-        allocator_.free(pnode_of(old));
+    if (key.current.compare_exchange_strong(expected, r->fresh, std::memory_order_acq_rel,
+                                            std::memory_order_acquire)) {
+      // The deleter is handed the stale word now, while the record is in this core's cache: it
+      // runs long after, when the record is in none, and then touches neither it nor the block.
+      domain_.retire(const_cast<Version*>(r), [this, stale = r->stale](Version* dead) noexcept {
+        if (stale != 0) allocator_.free(pnode_of(stale));
         records_.free(dead);
       });
     }
@@ -393,13 +407,13 @@ class SoftStringVersions {
 
   // A remove's claim on a present key: freezes `current` (no put replaces it any more). True
   // for the one remove that froze it.
-  bool freeze(Word& current) {
+  bool freeze(Key key) {
     for (;;) {
-      const std::uintptr_t c = settled(current);
+      const std::uintptr_t c = settled(key);
       if (is_frozen(c)) return false;  // another remove won
       std::uintptr_t expected = c;
-      if (current.compare_exchange_weak(expected, c | frozen_tag, std::memory_order_acq_rel,
-                                        std::memory_order_acquire))
+      if (key.current.compare_exchange_weak(expected, c | frozen_tag, std::memory_order_acq_rel,
+                                            std::memory_order_acquire))
         return true;
     }
   }
@@ -409,7 +423,7 @@ class SoftStringVersions {
   // version the key's last replacement left live is deleted durably first (its own fence): were
   // the two deletions to share a fence, a crash could keep the newer one's alone and bring the
   // older value back.
-  static void help_remove(Word& next, const Word& current) {
+  static void help_remove(Word& next, Key key) {
     std::uintptr_t word = next.load(std::memory_order_acquire);
     while (state_of(word) == inserted) {
       const std::uintptr_t intent = (word & ~state_mask) | intend_to_delete;
@@ -418,10 +432,10 @@ class SoftStringVersions {
         word = intent;
     }
     if (state_of(word) != intend_to_delete) return;  // deleted already
-    const std::uintptr_t c = current.load(std::memory_order_acquire) & ~frozen_tag;
-    if (const std::uintptr_t pending = pending_of(c); pending != 0)
-      pnode_of(pending)->destroy(validity_of(pending));
-    const std::uintptr_t live = pnode_word_of(c);
+    // Frozen, so stable: stale is final (Key).
+    const std::uintptr_t live = key.current.load(std::memory_order_acquire) & ~frozen_tag;
+    if (const std::uintptr_t stale = key.stale.load(std::memory_order_acquire); stale != 0)
+      pnode_of(stale)->destroy(validity_of(stale));
     pnode_of(live)->destroy(validity_of(live));
     while (state_of(word) == intend_to_delete) {
       if (next.compare_exchange_weak(word, (word & ~state_mask) | deleted,
@@ -430,14 +444,10 @@ class SoftStringVersions {
     }
   }
 
-  // A retired node's deleter: frees the blocks and the record its current word holds.
-  void free_current(std::uintptr_t current) {
-    const std::uintptr_t c = current & ~frozen_tag;
-    allocator_.free(pnode_of(pnode_word_of(c)));
-    if (is_version(c)) {
-      allocator_.free(pnode_of(version_of(c)->old));
-      records_.free(version_of(c));
-    }
+  // A retired (removed, so frozen) node's deleter: frees its current and stale blocks.
+  void free_blocks(std::uintptr_t current, std::uintptr_t stale) {
+    allocator_.free(pnode_of(current & ~frozen_tag));
+    if (stale != 0) allocator_.free(pnode_of(stale));
   }
 
   // ---- recovery (§4.6 with the three additions above) -----------------------------------------
