@@ -468,9 +468,11 @@ class SoftStringHashMap {
     // and was no faster; fetching keys a few nodes ahead did not measurably help.
     for (std::size_t i = found.size(); i-- > 0;) {
       std::atomic<std::uintptr_t>& head = buckets_[found[i].order];
-      read_key(pnode_of(found[i].word), ka);
+      const PNode* p = pnode_of(found[i].word);
+      const std::size_t key_size = p->key_size.load(std::memory_order_relaxed);
+      if (key_size <= inline_key_size) read_key(p, ka);  // a longer key stays in the pool only
       Node* n = make_node(found[i].hash, head.load(std::memory_order_relaxed), found[i].word,
-                          ka.size(), ka.data(), found[i].body, found[i].version);
+                          key_size, ka.data(), found[i].body, found[i].version);
       head.store(detail::make_word(n, detail::inserted), std::memory_order_relaxed);
     }
     count_.reset(found.size());
