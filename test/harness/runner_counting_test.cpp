@@ -368,6 +368,16 @@ TEST(Runner, DbBenchShapesRunTheirOperationOnly) {
     EXPECT_EQ(m.seen.calls_of(Op::read),
               r.ops.calls_of(Op::read) + r.warmup_ops.calls_of(Op::read));
     EXPECT_GT(m.seen.calls_of(Op::update), 0u);  // the writer ran beside them
+    // Its measured updates are counted apart: what the map saw, less the warm-up's.
+    EXPECT_GT(r.writer_ops.calls_of(Op::update), 0u);
+    EXPECT_EQ(r.writer_ops.total(), r.writer_ops.calls_of(Op::update));
+    EXPECT_LE(r.writer_ops.calls_of(Op::update), m.seen.calls_of(Op::update));
+  }
+  {
+    CountingMap m;  // no writer: nothing counted apart
+    ASSERT_EQ(bench::prefill(m, 256, 256, 1, 1), 256u);
+    const auto r = bench::run_workload(m, short_run(W::readrandom, 2, &keys));
+    EXPECT_EQ(r.writer_ops.total(), 0u);
   }
 }
 
@@ -660,6 +670,25 @@ TEST(Record, MergedRepetitionsSumTheirCountsBeforeDividing) {
   EXPECT_EQ(a.ops.total(), 400u);
   EXPECT_DOUBLE_EQ(a.flushes_per_op, (1.0 * 100 + 4.0 * 300) / 400);
   EXPECT_EQ(a.pool_bytes, 7);
+  EXPECT_FALSE(a.writer_mops.has_value());  // no readwhilewriting writer
+}
+
+// readwhilewriting's writer: its rate over every repetition's measured seconds, beside the
+// readers' median.
+TEST(Record, TheWritersRateIsItsOperationsOverTheMeasuredSeconds) {
+  bench::Record a, b;
+  a.mops_reps = {1};
+  a.seconds_total = 1;
+  for (int i = 0; i < 300; ++i) a.writer_ops.add(Op::update, true);
+  b.mops_reps = {2};
+  b.seconds_total = 2;
+  for (int i = 0; i < 900; ++i) b.writer_ops.add(Op::update, true);
+  a.finish_throughput();
+  ASSERT_TRUE(a.writer_mops.has_value());
+  EXPECT_DOUBLE_EQ(*a.writer_mops, 300 / 1e6);
+  a.merge_repetitions(b);
+  EXPECT_DOUBLE_EQ(*a.writer_mops, 1200 / 3.0 / 1e6);
+  EXPECT_DOUBLE_EQ(a.mops, 1.5);  // the readers' median is apart from it
 }
 
 // B/elem is the cost per element beyond an empty structure; the empty structure's bytes are

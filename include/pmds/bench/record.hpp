@@ -61,6 +61,10 @@ struct Record {
   double seconds_total = 0;  // measured seconds summed over repetitions
   // Operations actually run in the measured phases, summed over repetitions.
   OpCounts ops;
+  // readwhilewriting: the writer's operations in the measured phases (summed over repetitions),
+  // and their rate in Mops/s (finish_throughput()); unset for other workloads.
+  OpCounts writer_ops;
+  std::optional<double> writer_mops;
   // Persistence instructions issued in the measured phases, summed over workers and
   // repetitions (counting backend; 0 under hardware), and per operation (finish_counts()).
   pm::Counters counters;
@@ -101,6 +105,7 @@ struct Record {
   void merge_repetitions(const Record& later) {
     mops_reps.insert(mops_reps.end(), later.mops_reps.begin(), later.mops_reps.end());
     ops += later.ops;
+    writer_ops += later.writer_ops;
     counters += later.counters;
     checkpoints += later.checkpoints;
     seconds_total += later.seconds_total;
@@ -121,12 +126,15 @@ struct Record {
   }
 
   // Median of the repetitions (the mean of the middle two for an even count), min and max.
+  // The writer's rate over all repetitions' measured seconds.
   void finish_throughput() {
     if (mops_reps.empty()) return;
     mops = median_of(mops_reps);
     const auto [lo, hi] = std::minmax_element(mops_reps.begin(), mops_reps.end());
     mops_min = *lo;
     mops_max = *hi;
+    if (writer_ops.total() > 0 && seconds_total > 0)
+      writer_mops = static_cast<double>(writer_ops.total()) / seconds_total / 1e6;
   }
   void finish_bytes() {
     if (elements == 0) return;
@@ -206,6 +214,7 @@ inline Json scalar_fields(const Record& r) {
           {"mops", r.mops},
           {"mops_min", r.mops_min},
           {"mops_max", r.mops_max},
+          {"writer_mops", optional(r.writer_mops)},
           {"flushes_per_op", r.flushes_per_op},
           {"fences_per_op", r.fences_per_op},
           {"rmws_per_op", r.rmws_per_op},
@@ -401,6 +410,11 @@ inline void write_table(std::ostream& out, const std::vector<Record>& records) {
       std::snprintf(part, sizeof part, "%s%s %.1f%%", mix.empty() ? "" : ", ",
                     to_string(static_cast<Op>(k)),
                     100.0 * static_cast<double>(r.ops.calls[k]) / total);
+      mix += part;
+    }
+    if (r.writer_mops) {
+      char part[48];
+      std::snprintf(part, sizeof part, "; writer %.3f Mops/s", *r.writer_mops);
       mix += part;
     }
     // Three decimals down to 0.01 Mops/s, three significant digits below (slow durable ones).

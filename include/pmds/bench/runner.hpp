@@ -187,6 +187,7 @@ inline void run_repetitions(const Target& t, const Config& cfg, unsigned threads
     const RepResult& res = out.result;
     r.mops_reps.push_back(res.mops());
     r.ops += res.ops;
+    r.writer_ops += res.writer_ops;
     r.seconds_total += res.seconds;
     r.counters += res.counters;
     r.checkpoints += out.checkpoints;

@@ -55,6 +55,9 @@ struct RepResult {
   OpCounts warmup_ops;  // the warm-up phase (reported separately, so tests can account for
                         // every call the structure saw)
   pm::Counters counters;
+  // readwhilewriting: the writer's operations in the measured phase, apart from `ops` (a faster
+  // writer leaves the readers less of the memory system, so a read rate alone says half of it).
+  OpCounts writer_ops;
   double seconds = 0;
   double mops() const { return seconds > 0 ? static_cast<double>(ops.total()) / seconds / 1e6 : 0; }
 };
@@ -372,6 +375,7 @@ RepResult run_timed(T& s, const RunParams& p) {
     r.counters += slot.counters;
   }
   r.counters += background;  // the structure's epoch advancer, during the measured phase
+  for (unsigned i = p.threads; i < threads; ++i) r.writer_ops += slots[i].ops;
   return r;
 }
 

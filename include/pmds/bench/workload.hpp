@@ -19,8 +19,9 @@
 //   readrandom   gets of uniform keys in a map loaded with every key;        maps
 //   overwrite    puts of uniform keys in a loaded map (each replaces);       maps with put
 //   readwhilewriting  gets by the --threads threads while one more thread puts without pause;
-//                the writer's puts are neither counted nor charged (db_bench reports the
-//                readers);                                                    maps with put
+//                the writer's puts are left out of the throughput, the mix and the
+//                counters (db_bench reports the readers) and reported apart as its rate
+//                (writer_mops);                                               maps with put
 //   deleterandom removes of the loaded keys in a random order, each found: the warm-up gets
 //                keys, and the measurement ends when a thread's share of the range runs out
 //                (db_bench's ends after its removes);                         maps
