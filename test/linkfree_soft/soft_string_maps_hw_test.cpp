@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -69,6 +70,31 @@ class SoftStringMapTest : public ::testing::Test {
   std::unique_ptr<pm::Pool> pool_;
   std::unique_ptr<Map> map_;
 };
+
+// A node's block: whole lines up to 512 bytes, multiples of 128 to 2 KiB, then four sizes per
+// doubling (a fourth wasted at most); every node up to the largest fits, in at most 28 slot
+// sizes (a pool holds 32).
+TEST(SoftStringBlockSize, LinesThen128ByteStepsThenFourSizesPerDoubling) {
+  using linkfree_soft::detail::soft_string_block_size;
+  std::set<std::size_t> sizes;
+  for (std::size_t n = sizeof(linkfree_soft::detail::SoftStringPNode) + 1;
+       n <= linkfree_soft::detail::soft_string_max_block_size; ++n) {
+    const std::size_t b = soft_string_block_size(n);
+    ASSERT_GE(b, n);
+    ASSERT_EQ(b % 64, 0u) << n;
+    ASSERT_LE(b, linkfree_soft::detail::soft_string_max_block_size);
+    if (n <= 512)
+      ASSERT_LT(b - n, 64u) << n;
+    else if (n <= 2048)
+      ASSERT_LT(b - n, 128u) << n;
+    else
+      ASSERT_LE(b - n, n / 4) << n;
+    sizes.insert(b);
+  }
+  EXPECT_EQ(sizes.size(), 28u);
+  EXPECT_LE(sizes.size(), pm::ChunkAllocator::max_slot_sizes);
+  EXPECT_EQ(soft_string_block_size(32 + 16 + 1024), 1152u);  // a 1 KiB value, a 16-byte key
+}
 
 using Maps = ::testing::Types<linkfree_soft::SoftStringHashMap, linkfree_soft::SoftStringSkipList>;
 TYPED_TEST_SUITE(SoftStringMapTest, Maps);

@@ -10,7 +10,7 @@
 //
 // The bucket array is in DRAM and fixed at creation (the bucket count is in the pool's root
 // table); a bucket is a SOFT list ordered by (hash, key). Memory: a persistent node is a pool
-// block of ChunkAllocator::block_size(32 + key + value) bytes; per key in DRAM, one 64-byte
+// block of detail::soft_string_block_size(32 + key + value) bytes; per key in DRAM, one 64-byte
 // volatile node (a block of the map's pmds::NodeSlab) and a bucket word.
 //
 // get prefetches a found key's persistent node (its header and up to 1 KiB of value) as soon as

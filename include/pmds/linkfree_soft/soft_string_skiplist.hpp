@@ -19,7 +19,7 @@
 // durable first), remove at the CAS to "deleted" (the deletion durable first), a replacement at
 // the CAS of `current` to stable (after its fence). Reads never write or fence.
 //
-// Memory: a persistent node is a pool block of ChunkAllocator::block_size(32 + key + value)
+// Memory: a persistent node is a pool block of detail::soft_string_block_size(32 + key + value)
 // bytes; per key in DRAM, one volatile node of 32 bytes, 8 per tower level (two levels on
 // average) and 8 for its stale word, in a block of whole cache lines (pmds::TowerSlab: one line
 // up to height 3).

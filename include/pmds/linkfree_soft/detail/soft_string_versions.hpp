@@ -63,7 +63,7 @@
 namespace pmds::linkfree_soft::detail {
 
 // The persistent node of one version of a key: a 32-byte header, then the key's bytes, then the
-// value's. A pool block (ChunkAllocator::block_size) is a whole number of lines from a
+// value's. A pool block (soft_string_block_size) is a whole number of lines from a
 // line-aligned start, so the header is within the block's first line: its stores reach the
 // NVRAM in program order (docs/ARCHITECTURE.md §3), the body's other lines in any order.
 struct SoftStringPNode {
@@ -136,6 +136,18 @@ static_assert(sizeof(SoftStringPNode) == 32);
 
 // A persistent node is one pool block of at most 8 KiB (pm::ChunkAllocator::block_size says why).
 inline constexpr std::size_t soft_string_max_block_size = 8192;
+
+// The block of a persistent node of n bytes: ChunkAllocator::block_size (whole lines up to 512
+// bytes, then four sizes per doubling), but multiples of 128 bytes from 512 to 2 KiB. A 16-byte
+// key with a 1 KiB value is a 1,072-byte node: a 1,152-byte block here, 1,280 under block_size,
+// which keeps its coarser steps for InCLL's byte strings (their persistent free lists are kept
+// per block size). Nodes up to 8 KiB take at most 28 slot sizes, within a pool's 32. Recovery
+// reads a node in any slot that holds it, so a pool written with the coarser blocks opens as it
+// was.
+inline std::size_t soft_string_block_size(std::size_t n) {
+  if (n <= 512 || n > 2048) return pm::ChunkAllocator::block_size(n);
+  return (n + 127) / 128 * 128;
+}
 inline constexpr std::size_t soft_string_max_key_size = 1024;
 inline constexpr std::size_t soft_string_max_value_size =
     soft_string_max_block_size - sizeof(SoftStringPNode) - soft_string_max_key_size;  // 7136
@@ -283,7 +295,7 @@ class SoftStringVersions {
     // PoolFull (nothing held).
     void reserve(std::string_view k, std::string_view v) {
       const std::size_t size = sizeof(PNode) + k.size() + v.size();
-      const std::size_t bytes = pm::ChunkAllocator::block_size(size);
+      const std::size_t bytes = soft_string_block_size(size);
       if (slot_ != nullptr && bytes == bytes_) return;
       if (slot_ != nullptr) owner_.allocator_.free(std::exchange(slot_, nullptr));
       slot_ = owner_.allocator_.allocate(bytes);
