@@ -136,6 +136,9 @@ static_assert(sizeof(SoftStringPNode) == 32);
 
 // A persistent node is one pool block of at most 8 KiB (pm::ChunkAllocator::block_size says why).
 inline constexpr std::size_t soft_string_max_block_size = 8192;
+inline constexpr std::size_t soft_string_max_key_size = 1024;
+inline constexpr std::size_t soft_string_max_value_size =
+    soft_string_max_block_size - sizeof(SoftStringPNode) - soft_string_max_key_size;  // 7136
 
 // The block of a persistent node of n bytes: ChunkAllocator::block_size (whole lines up to 512
 // bytes, then four sizes per doubling), but multiples of 128 bytes from 512 to 2 KiB. A 16-byte
@@ -148,9 +151,6 @@ inline std::size_t soft_string_block_size(std::size_t n) {
   if (n <= 512 || n > 2048) return pm::ChunkAllocator::block_size(n);
   return (n + 127) / 128 * 128;
 }
-inline constexpr std::size_t soft_string_max_key_size = 1024;
-inline constexpr std::size_t soft_string_max_value_size =
-    soft_string_max_block_size - sizeof(SoftStringPNode) - soft_string_max_key_size;  // 7136
 
 // A string map's key count: one cache-line counter per thread id, so an insert or remove adds
 // to its own line only. size() sums them: exact when no thread writes, otherwise approximate.
