@@ -71,6 +71,14 @@ class SoftStringMapTest : public ::testing::Test {
   std::unique_ptr<Map> map_;
 };
 
+// Runs f(t) for t in [0, n) on n threads at once and waits for them.
+template <class F>
+void on_threads(int n, F f) {
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n; ++t) threads.emplace_back(f, t);
+  for (std::thread& t : threads) t.join();
+}
+
 // A node's block: whole lines up to 512 bytes, multiples of 128 to 2 KiB, then four sizes per
 // doubling (a fourth wasted at most); every node up to the largest fits, in at most 28 slot
 // sizes (a pool holds 32).
@@ -200,19 +208,15 @@ TYPED_TEST(SoftStringMapTest, UpdateIsAnAtomicReadModifyWriteAcrossThreads) {
   using Map = TypeParam;
   Map& m = this->create(4);
   constexpr int kThreads = 4, kPerThread = 1500, kKeys = 5;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&m, t] {
-      for (int i = 0; i < kPerThread; ++i) {
-        const std::string k = "counter" + std::to_string((i + t) % kKeys);
-        m.update(k, [](std::optional<std::string_view> old) {
-          return std::optional<std::string>(
-              std::to_string(old ? std::stoll(std::string(*old)) + 1 : 1));
-        });
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  on_threads(kThreads, [&m](int t) {
+    for (int i = 0; i < kPerThread; ++i) {
+      const std::string k = "counter" + std::to_string((i + t) % kKeys);
+      m.update(k, [](std::optional<std::string_view> old) {
+        return std::optional<std::string>(
+            std::to_string(old ? std::stoll(std::string(*old)) + 1 : 1));
+      });
+    }
+  });
   long long total = 0;
   for (const auto& [k, v] : this->contents()) total += std::stoll(v);
   EXPECT_EQ(total, kThreads * kPerThread);  // no increment lost, none applied twice
@@ -351,15 +355,11 @@ TYPED_TEST(SoftStringMapTest, ConcurrentReplacementsLeaveOneLiveVersionBehindEac
   using Map = TypeParam;
   Map& m = this->create(4);
   constexpr int kThreads = 4, kPerThread = 3000, kKeys = 3;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&m, t] {
-      for (int i = 0; i < kPerThread; ++i)
-        m.put("key" + std::to_string(i % kKeys),
-              std::string(1 + (i + t) % 150, static_cast<char>('a' + t)));
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  on_threads(kThreads, [&m](int t) {
+    for (int i = 0; i < kPerThread; ++i)
+      m.put("key" + std::to_string(i % kKeys),
+            std::string(1 + (i + t) % 150, static_cast<char>('a' + t)));
+  });
   Map& r = this->reopen();
   EXPECT_EQ(r.recovery_stats().live_slots, std::size_t{kKeys});
   EXPECT_EQ(r.recovery_stats().duplicate_keys, std::size_t{kKeys});  // one older version each

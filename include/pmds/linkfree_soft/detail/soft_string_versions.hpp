@@ -386,7 +386,7 @@ class SoftStringVersions {
   // live version. Then the key's stale word (v) and version (v+1), then current -> stable; its
   // one winner retires the record and v-1's block.
   void complete_replace(Key key, std::uintptr_t replacing) {
-    const Version* r = version_of(replacing);
+    Version* const r = version_of(replacing);  // immutable once published
     pnode_of(r->fresh)->make_live(validity_of(r->fresh));
     if (r->stale != 0) {
       // The crash lab rarely reaches a crash that needs this write-back (a second replacement,
@@ -410,7 +410,7 @@ class SoftStringVersions {
                                             std::memory_order_acquire)) {
       // The deleter is handed the stale word now, while the record is in this core's cache: it
       // runs long after, when the record is in none, and then touches neither it nor the block.
-      domain_.retire(const_cast<Version*>(r), [this, stale = r->stale](Version* dead) noexcept {
+      domain_.retire(r, [this, stale = r->stale](Version* dead) noexcept {
         if (stale != 0) allocator_.free(pnode_of(stale));
         records_.free(dead);
       });
