@@ -293,11 +293,15 @@ class SoftStringHashMap {
     std::atomic<std::uintptr_t> hint;
   };
   // Pool addresses are below 2^47 and persistent nodes line-aligned: the tag takes bits 48-63,
-  // the line count (at most 63) bits 0-5.
+  // the line count (at most 63) bits 0-5, the node's address the bits between.
+  static constexpr unsigned hint_tag_shift = 48;
+  static constexpr std::uintptr_t hint_lines_mask = pm::cache_line_size - 1;
+  static constexpr std::uintptr_t hint_node_mask =
+      ((std::uintptr_t{1} << hint_tag_shift) - 1) & ~hint_lines_mask;
   static std::uintptr_t hint_of(std::uint64_t hash, std::uintptr_t pnode_word, std::size_t body) {
-    return (hash & ~((std::uint64_t{1} << 48) - 1)) |
+    return (hash >> hint_tag_shift << hint_tag_shift) |
            reinterpret_cast<std::uintptr_t>(pnode_of(pnode_word)) |
-           std::min<std::uintptr_t>(lines_of(body), 63);
+           std::min<std::uintptr_t>(lines_of(body), hint_lines_mask);
   }
   static void set_hint(Bucket& b, std::uint64_t hash, std::uintptr_t pnode_word, std::size_t body) {
     b.hint.store(hint_of(hash, pnode_word, body), std::memory_order_relaxed);
@@ -402,9 +406,9 @@ class SoftStringHashMap {
     std::uintptr_t hinted = 0;  // the persistent node prefetched from the hint
     if constexpr (PrefetchValue) {
       const std::uintptr_t h = b.hint.load(std::memory_order_relaxed);
-      if ((h ^ q.hash) >> 48 == 0 && h != 0) {
-        hinted = h & ((std::uintptr_t{1} << 48) - 64);
-        prefetch_lines(reinterpret_cast<const char*>(hinted), h & 63);
+      if ((h ^ q.hash) >> hint_tag_shift == 0 && h != 0) {
+        hinted = h & hint_node_mask;
+        prefetch_lines(reinterpret_cast<const char*>(hinted), h & hint_lines_mask);
       }
     }
     for (;;) {
